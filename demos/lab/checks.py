@@ -1,0 +1,159 @@
+"""Checks of gradients and results; each returns a `Check` (name, passed, detail), never raises.
+
+- `gradcheck`: torch.autograd.gradcheck of a custom Function in float64.
+- `parity`: a custom Function's value and gradients against plain-torch autograd of the same formula.
+- `expect`: final params/metrics against the targets of the config.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import torch
+
+from demos.lab.config import Expect, Target
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool | None  # None: not evaluated (e.g. expectations in --dry-run)
+    detail: str
+
+
+def check(name: str, passed: bool, detail: str) -> Check:
+    """A named yes/no fact with its detail (e.g. 'x.grad is None')."""
+    return Check(name, bool(passed), detail)
+
+
+def fmt(value: float) -> str:
+    return f"{value:.8g}"
+
+
+def close(name: str, actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-6,
+          atol: float = 1e-8) -> Check:
+    """`actual` equals `expected` (same shape, allclose), e.g. 'w.grad equals x'."""
+    if actual is None:
+        return Check(name, False, "got None")
+    if actual.shape != expected.shape:
+        return Check(name, False, f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
+    err = (actual.detach().double() - expected.detach().double()).abs().max().item()
+    ok = torch.allclose(actual.detach().double(), expected.detach().double(), rtol=rtol, atol=atol)
+    return Check(name, ok, f"max abs err {err:.3g} (rtol {rtol:g}, atol {atol:g})")
+
+
+def as_float64(inputs: Mapping[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """Fresh float64 leaves on `device`, requiring grad exactly where the originals do."""
+    return {k: v.detach().to(device=device, dtype=torch.float64).requires_grad_(v.requires_grad)
+            for k, v in inputs.items()}
+
+
+def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
+              device: torch.device, **kwargs) -> Check:
+    """torch.autograd.gradcheck of `fn(*inputs.values())` in float64 (analytic vs numerical)."""
+    xs = as_float64(inputs, device)
+    wrt = [k for k, v in xs.items() if v.requires_grad]
+    try:
+        torch.autograd.gradcheck(fn, tuple(xs.values()), raise_exception=True, **kwargs)
+    except Exception as e:  # GradcheckError, or the Function itself failing
+        # gradcheck numbers the inputs that require grad; say which one that is
+        msg = re.sub(r"input (\d+)", lambda m: f"input {m[1]} ({wrt[int(m[1])]})"
+                     if int(m[1]) < len(wrt) else m[0], one_line(e))
+        return Check(name, False, msg)
+    opts = ", ".join(f"{k}={v}" for k, v in kwargs.items())
+    return Check(name, True, f"analytic == numerical Jacobian w.r.t. {', '.join(wrt)} "
+                             f"(float64{', ' + opts if opts else ''})")
+
+
+def parity(name: str, custom: Callable[..., torch.Tensor],
+           reference: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
+           device: torch.device, rtol: float = 1e-7, atol: float = 1e-9) -> Check:
+    """Value and every input's gradient of `custom(*inputs.values())` against `reference`.
+
+    Both get the same float64 copies of `inputs` and are back-propagated with the same
+    random output gradient, so a wrong backward shows as a gradient mismatch.
+    """
+    a, b = as_float64(inputs, device), as_float64(inputs, device)
+    try:
+        out_a, out_b = custom(*a.values()), reference(*b.values())
+        g = torch.randn(out_b.shape, generator=torch.Generator().manual_seed(0),
+                        dtype=torch.float64).to(device)
+        out_a.backward(g)
+        out_b.backward(g)
+    except Exception as e:
+        return Check(name, False, one_line(e))
+    pairs = [("value", out_a, out_b)]
+    pairs += [(f"grad {k}", a[k].grad, b[k].grad) for k in a if a[k].requires_grad]
+    worst = ("value", 0.0, 0.0)
+    for what, x, y in pairs:
+        if x is None or y is None or x.shape != y.shape:
+            got = "None" if x is None else tuple(x.shape)
+            return Check(name, False, f"{what}: custom gives {got}, reference "
+                                      f"{'None' if y is None else tuple(y.shape)}")
+        diff = (x.detach() - y.detach()).abs()
+        abs_err = diff.max().item()
+        rel_err = (diff / y.detach().abs().clamp_min(1e-300)).max().item()
+        if not torch.allclose(x, y, rtol=rtol, atol=atol):
+            i = divmod_index(int(diff.argmax()), tuple(y.shape))
+            return Check(name, False, f"{what} differs: max abs err {abs_err:.3g} at {i} (custom "
+                                      f"{fmt(x.flatten()[diff.argmax()].item())}, reference "
+                                      f"{fmt(y.flatten()[diff.argmax()].item())})")
+        if abs_err >= worst[1]:
+            worst = (what, abs_err, rel_err)
+    return Check(name, True, f"value and grads of {', '.join(k for k in a if a[k].requires_grad)} "
+                             f"match (float64; worst: {worst[0]}, abs {worst[1]:.2g}, "
+                             f"rel {worst[2]:.2g})")
+
+
+def divmod_index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return tuple(reversed(index))
+
+
+def expect(targets: Expect, params: Mapping[str, float], metrics: Mapping[str, float],
+           evaluate: bool = True) -> list[Check]:
+    """One check per target; a name the scenario did not produce always fails."""
+    out = []
+    for kind, values in (("params", params), ("metrics", metrics)):
+        for key, target in getattr(targets, kind).items():
+            name = f"expect {kind}.{key}"
+            if key not in values:
+                out.append(Check(name, False, f"the scenario produced no {kind[:-1]} '{key}' "
+                                              f"(it has: {', '.join(values) or 'none'})"))
+                continue
+            passed, detail = compare(values[key], target)
+            if not evaluate:
+                out.append(Check(name, None, f"not evaluated in --dry-run ({detail})"))
+            else:
+                out.append(Check(name, passed, detail))
+    return out
+
+
+def compare(actual: float, t: Target) -> tuple[bool, str]:
+    """Whether `actual` meets the target, and a one-line account of it."""
+    ok, parts = actual == actual, []  # NaN never passes
+    if t.value is not None:
+        rtol, atol = t.rtol, t.atol
+        if rtol is None:  # neither given: rtol 1e-5; one given: the other is 0
+            rtol = 1e-5 if atol is None else 0.0
+        atol = atol or 0.0
+        ok &= abs(actual - t.value) <= atol + rtol * abs(t.value)
+        parts.append(f"expected {fmt(t.value)} (rtol {rtol:g}, atol {atol:g})")
+    if t.min is not None:
+        ok &= actual >= t.min
+        parts.append(f"min {fmt(t.min)}")
+    if t.max is not None:
+        ok &= actual <= t.max
+        parts.append(f"max {fmt(t.max)}")
+    return bool(ok), f"{fmt(actual)}; " + ", ".join(parts)
+
+
+def one_line(e: BaseException, limit: int = 400) -> str:
+    """An exception as one short line: its type and the first lines of its message."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    text = f"{type(e).__name__}: {' '.join(lines[:4])}"
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -1,0 +1,100 @@
+"""The command line: `python runner.py --config configs/all.yaml [options]`.
+
+Imports nothing heavy until a run really starts: --help, --list, --print-config and config
+errors answer without torch or matplotlib. Exit codes: 0 all passed, 1 a check failed or a
+scenario raised, 2 usage or config error, 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from demos.lab import config as config_mod
+from demos.lab.config import DEVICE_RE
+from demos.lab.schema import ConfigError
+
+EXIT_USAGE = 2
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line instead of usage + message
+        raise ConfigError(f"{message} (see --help)")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = Parser(prog="runner.py", description="Run the autograd demos described by a YAML config.",
+               epilog="example: python runner.py --config configs/legendre_fit.yaml --device cpu")
+    p.add_argument("--config", metavar="PATH", help="the YAML config to run (see configs/)")
+    p.add_argument("--device", metavar="DEV",
+                   help="auto (cuda > mps > cpu) | cpu | cuda | cuda:N | mps; overrides the config")
+    p.add_argument("--seed", metavar="N", type=int, help="seed; overrides the config")
+    p.add_argument("--output-dir", metavar="DIR", default="outputs",
+                   help="where run folders go (default: outputs)")
+    p.add_argument("--only", metavar="ID[,ID...]", help="run only these scenario entries")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="sets",
+                   help="override a config value, e.g. seed=3 or scenarios.legendre_fit.lr=1e-5 "
+                        "(repeatable; values are YAML)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="tiny sizes and step counts: every code path and artifact, in seconds")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved config and exit")
+    p.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    return p
+
+
+def list_scenarios() -> str:
+    from demos.scenarios.configs import REGISTRY
+
+    width = max(map(len, REGISTRY))
+    return "\n".join(f"{name:<{width}}  {cls.__doc__.strip()}" for name, cls in REGISTRY.items())
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return run(argv)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def run(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    if args.list:
+        print(list_scenarios())
+        return 0
+    if not args.config:
+        raise ConfigError("--config PATH is required (or --list); e.g. --config configs/all.yaml")
+    from demos.scenarios.configs import REGISTRY
+
+    cfg = config_mod.load(args.config, REGISTRY, args.sets)
+    if args.device is not None:
+        if not DEVICE_RE.match(args.device):
+            raise ConfigError(f"--device: must be auto, cpu, cuda, cuda:N or mps, "
+                              f"got '{args.device}'")
+        cfg.device = args.device
+    if args.seed is not None:
+        if args.seed < 0:
+            raise ConfigError(f"--seed: must be >= 0, got {args.seed}")
+        cfg.seed = args.seed
+    if args.only:
+        cfg = config_mod.select(cfg, args.only, args.config)
+    if args.dry_run:
+        cfg = config_mod.shrink(cfg)
+    if args.print_config:
+        print(config_mod.dump(cfg), end="")
+        return 0
+
+    from demos.lab.device import resolve  # the heavy imports (torch) start here
+    from demos.lab.run import execute
+
+    try:
+        device, note = resolve(cfg.device)
+    except ConfigError as e:
+        where = "--device" if args.device is not None else f"{args.config}: device"
+        raise ConfigError(f"{where} {cfg.device}: {e}") from None
+    progress = not args.no_progress and sys.stderr.isatty()
+    return execute(cfg, device, note, Path(args.output_dir), source=args.config,
+                   command=["runner.py", *argv], progress=progress, dry_run=args.dry_run)

@@ -1,0 +1,249 @@
+"""The run config: YAML file -> `--set` overrides -> strictly validated, typed `RunConfig`.
+
+Generic: the scenarios' typed configs come in as a registry {name: ScenarioConfig subclass}.
+Every problem is a `ConfigError` with one line naming the file and the key.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from demos.lab.schema import ConfigError, build, did_you_mean, join, param, show, to_dict
+
+DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+@dataclass
+class Target:
+    """An expected value: `value` within rtol/atol, and/or bounds `min` / `max`."""
+    value: float | None = param(None, "expected value, compared with rtol and atol")
+    rtol: float | None = param(None, "relative tolerance (default 1e-5, or 0 with atol)", ge=0)
+    atol: float | None = param(None, "absolute tolerance (default 0)", ge=0)
+    min: float | None = param(None, "lowest accepted value")
+    max: float | None = param(None, "highest accepted value")
+
+    def validate(self, where: str) -> None:
+        if self.value is None and self.min is None and self.max is None:
+            raise ConfigError(f"{where}: needs at least one of value, min, max")
+        if self.value is None and (self.rtol is not None or self.atol is not None):
+            raise ConfigError(f"{where}: rtol/atol need a value to compare with")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ConfigError(f"{where}: min {self.min} is above max {self.max}")
+
+
+@dataclass
+class Expect:
+    """Expected final values, by name: the scenario's params and metrics."""
+    params: dict[str, Target] = param({}, "expected final parameters, by name")
+    metrics: dict[str, Target] = param({}, "expected final metrics, by name")
+
+
+@dataclass
+class ScenarioConfig:
+    """Fields every scenario entry has; each scenario subclasses it with its own typed params."""
+    scenario: str = param("", "which scenario (see --list)")
+    id: str | None = param(None, "unique name of this entry; default: the scenario name")
+    log_every: int = param(1, "record metrics every N steps (the last step always)", ge=1)
+    expect: Expect = param(Expect(), "expected values, checked after the run")
+
+    PARAMS: ClassVar[tuple[str, ...]] = ()        # named scalar params the scenario reports
+    METRICS: ClassVar[tuple[str, ...]] = ()       # final metrics the scenario reports
+    DRY_RUN: ClassVar[dict[str, Any]] = {}        # overrides for --dry-run: tiny sizes
+
+    def validate(self, where: str) -> None:
+        for kind, known in (("params", self.PARAMS), ("metrics", self.METRICS)):
+            for name in getattr(self.expect, kind):
+                if name not in known:
+                    what = "param" if kind == "params" else "metric"
+                    raise ConfigError(f"{where}.expect.{kind}.{name}: {self.scenario} has no "
+                                      f"{what} '{name}'{did_you_mean(name, known)}")
+
+
+@dataclass
+class RunConfig:
+    """A whole run: where, how seeded, and the scenario entries in order."""
+    device: str = param("auto", "auto (cuda > mps > cpu) | cpu | cuda | cuda:N | mps")
+    seed: int = param(0, "seed of torch's generators, set before each scenario", ge=0,
+                      le=2**63 - 1)
+    scenarios: list[Any] = param([], "the scenario entries, run in this order")
+
+    def validate(self, where: str) -> None:
+        if not DEVICE_RE.match(self.device):
+            raise ConfigError(f"{join(where, 'device')}: must be auto, cpu, cuda, cuda:N or mps, "
+                              f"got {show(self.device)}")
+
+
+Registry = dict[str, type[ScenarioConfig]]
+
+
+def read_yaml(path: str) -> Any:
+    """Parse a YAML file with `yaml.safe_load`; every failure is a one-line ConfigError."""
+    import yaml
+
+    if not os.path.exists(path):
+        raise ConfigError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise ConfigError(f"{path}: is a directory, not a config file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    if "\x00" in text:
+        raise ConfigError(f"{path}: binary file, not YAML")
+    if not text.strip():
+        raise ConfigError(f"{path}: empty file")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: {yaml_error(e)}") from None
+
+
+def yaml_error(e: Exception) -> str:
+    """A YAML error as 'line L, column C: problem'."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    return f"invalid YAML: {where}{problem}"
+
+
+def entry_id(raw: Any) -> Any:
+    return raw.get("id", raw.get("scenario")) if isinstance(raw, dict) else None
+
+
+def apply_set(raw: dict, assignment: str) -> str:
+    """Apply one `--set KEY=VALUE` to the raw config; return the key path it sets."""
+    import yaml
+
+    key, sep, text = assignment.partition("=")
+    parts = key.strip().split(".")
+    if not sep or not all(parts):
+        raise ConfigError(f"--set {assignment}: expected KEY=VALUE, e.g. seed=3 or "
+                          f"scenarios.<id>.lr=1e-5")
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"--set {assignment}: {yaml_error(e)}") from None
+    node: Any = raw
+    path = ""
+    if parts[0] == "scenarios":
+        entries = raw.get("scenarios")
+        if len(parts) < 3 or not isinstance(entries, list):
+            raise ConfigError(f"--set {assignment}: address a scenario entry by id: "
+                              f"scenarios.<id>.<key>=VALUE")
+        ids = [entry_id(e) for e in entries]
+        if parts[1] not in ids:
+            raise ConfigError(f"--set {assignment}: no scenario entry with id '{parts[1]}'"
+                              f"{did_you_mean(parts[1], [str(i) for i in ids])}")
+        index = ids.index(parts[1])
+        node, path, parts = entries[index], f"scenarios[{index}]", parts[2:]
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part) if isinstance(node, dict) else None
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {assignment}: {join(path, '.'.join(parts[:i + 1]))} "
+                              f"is not a mapping")
+        node, path = child, join(path, part)
+    node[parts[-1]] = value
+    return join(path, parts[-1])
+
+
+def load(path: str, registry: Registry, sets: list[str] = ()) -> RunConfig:
+    """Read, override and validate a run config; raise ConfigError('<file>: <key>: ...')."""
+    raw = read_yaml(path)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: top level: must be a mapping with a 'scenarios' list, "
+                          f"got {show(raw)}")
+    set_paths = {}
+    for assignment in sets:
+        set_paths[apply_set(raw, assignment)] = assignment
+    try:
+        return build_run(raw, registry)
+    except ConfigError as e:
+        msg = str(e)
+        for key_path, assignment in set_paths.items():
+            if msg.startswith(key_path + ":") or msg.startswith(key_path + "."):
+                msg += f" (from --set {assignment})"
+        raise ConfigError(f"{path}: {msg}") from None
+
+
+def build_run(raw: dict, registry: Registry) -> RunConfig:
+    run = build(RunConfig, raw, "")
+    if "scenarios" not in raw:
+        raise ConfigError("scenarios: missing (required): a list of scenario entries, e.g. "
+                          "[{scenario: legendre_fit}]")
+    entries = raw["scenarios"]
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"scenarios: must be a non-empty list of scenario entries, "
+                          f"got {show(entries)}")
+    run.scenarios = [build_entry(e, f"scenarios[{i}]", registry) for i, e in enumerate(entries)]
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(run.scenarios):
+        if entry.id in seen:
+            raise ConfigError(f"scenarios[{i}].id: duplicate id '{entry.id}' "
+                              f"(also scenarios[{seen[entry.id]}]); give each entry its own id")
+        seen[entry.id] = i
+    return run
+
+
+def build_entry(raw: Any, where: str, registry: Registry) -> ScenarioConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: must be a mapping with a 'scenario' key, got {show(raw)}")
+    name = raw.get("scenario")
+    if name is None:
+        raise ConfigError(f"{where}.scenario: missing (required; see --list)")
+    if not isinstance(name, str) or name not in registry:
+        raise ConfigError(f"{where}.scenario: unknown scenario {show(name)}"
+                          f"{did_you_mean(str(name), registry)}")
+    entry = build(registry[name], raw, where)
+    if entry.id is None:
+        entry.id = name
+    if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", entry.id) or entry.id in (".", ".."):
+        raise ConfigError(f"{where}.id: must be a folder-safe name (letters, digits, _ . -), "
+                          f"got {show(entry.id)}")
+    return entry
+
+
+def select(run: RunConfig, only: str, source: str) -> RunConfig:
+    """Keep the entries named in `only` ('a,b'), in config order."""
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    ids = [e.id for e in run.scenarios]
+    for w in wanted:
+        if w not in ids:
+            raise ConfigError(f"--only {only}: {source} has no scenario entry with id '{w}'"
+                              f"{did_you_mean(w, ids)}")
+    return dataclasses.replace(run, scenarios=[e for e in run.scenarios if e.id in wanted])
+
+
+def shrink(run: RunConfig) -> RunConfig:
+    """The --dry-run version: every entry with its tiny sizes."""
+    return dataclasses.replace(run, scenarios=[dataclasses.replace(e, **e.DRY_RUN)
+                                               for e in run.scenarios])
+
+
+def dump(run: RunConfig) -> str:
+    """The resolved config as YAML that `load` accepts again (unset optional keys left out)."""
+    import yaml
+
+    return yaml.safe_dump(prune(to_dict(run)), sort_keys=False, default_flow_style=None)
+
+
+def prune(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: prune(v) for k, v in data.items() if v is not None}
+    if isinstance(data, list):
+        return [prune(v) for v in data]
+    return data
+
+
+def entry_dict(entry: ScenarioConfig) -> dict:
+    """One entry's resolved config as plain data."""
+    return prune(to_dict(entry))

@@ -1,0 +1,61 @@
+"""Autograd graphs: torchviz builds the graphviz source; `dot` renders it to PDF and SVG.
+
+Build the graph before `backward()` (or with retain_graph=True): a custom Function's
+saved tensors, which torchviz draws, are freed by a backward that does not retain the graph.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Mapping
+
+import torch
+
+from demos.lab.files import write_atomic
+
+INSTALL_HINT = ("install graphviz for PDF/SVG graphs: apt-get install graphviz "
+                "(Debian/Ubuntu), brew install graphviz (macOS)")
+
+
+def make_graph(output: torch.Tensor, params: Mapping[str, torch.Tensor]) -> str:
+    """The graphviz (dot) source of the graph behind `output`, leaves named after `params`.
+
+    Colours (torchviz): lightblue leaves that require grad, orange tensors saved for
+    backward, green the output, grey the backward nodes.
+    """
+    if sys.version_info >= (3, 12):  # torchviz 0.0.3 imports distutils, gone from 3.12:
+        import setuptools  # noqa: F401  setuptools installs its distutils shim on import
+    with warnings.catch_warnings():  # torchviz's own use of distutils' LooseVersion
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from torchviz import make_dot
+
+        return make_dot(output, params=dict(params)).source
+
+
+def render(source: str, stem: Path) -> tuple[list[Path], str | None]:
+    """Write `<stem>.gv`, and `<stem>.pdf` / `.svg` when `dot` is installed.
+
+    Returns the files written and a warning (None when all went well); never raises for a
+    missing or failing `dot`: the `.gv` source is kept either way.
+    """
+    gv = stem.with_suffix(".gv")
+    write_atomic(gv, source)
+    written = [gv]
+    dot = shutil.which("dot")
+    if dot is None:
+        return written, f"graphviz 'dot' not found: kept {gv.name} only; {INSTALL_HINT}"
+    for fmt in ("pdf", "svg"):
+        out = stem.with_suffix(f".{fmt}")
+        try:
+            proc = subprocess.run([dot, f"-T{fmt}", str(gv)], capture_output=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return written, f"graphviz 'dot' failed on {gv.name}: {e}"
+        if proc.returncode != 0:
+            err = proc.stderr.decode(errors="replace").strip().splitlines()
+            return written, f"graphviz 'dot' failed on {gv.name}: {err[0] if err else proc.returncode}"
+        write_atomic(out, proc.stdout)
+        written.append(out)
+    return written, None

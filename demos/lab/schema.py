@@ -1,0 +1,190 @@
+"""Typed, strict config schemas: dataclasses whose fields carry help text and bounds.
+
+`build(cls, raw, where)` turns a parsed YAML mapping into a dataclass instance or raises
+`ConfigError` naming the exact key. Nothing here imports torch: `--help`, `--list` and config
+errors must answer fast.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import math
+import re
+import types
+import typing
+from typing import Any, Literal, Union
+
+MAX_INT = 10**12  # a bound on every integer: steps, sizes, seeds (huge numbers are errors)
+
+
+class ConfigError(Exception):
+    """A user's config or command line is wrong; the message is one line naming the key."""
+
+
+def param(default: Any, help: str, **bounds: float) -> Any:
+    """A config field with its default, a help text and optional bounds (gt, ge, lt, le)."""
+    meta = {"help": help, **bounds}
+    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
+    """' (did you mean 'x'?)' for the closest choice, else the list of choices."""
+    choices = sorted(choices)
+    close = difflib.get_close_matches(str(word), choices, n=1, cutoff=0.6)
+    if close:
+        return f" (did you mean '{close[0]}'?)"
+    return f" (expected one of: {', '.join(choices)})" if choices else ""
+
+
+def join(where: str, key: Any) -> str:
+    """The dotted path of `key` inside `where` ('' is the top level)."""
+    return f"{where}.{key}" if where else str(key)
+
+
+def show(value: Any) -> str:
+    """A value as the user would recognise it in an error message."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# PyYAML (YAML 1.1) reads `5e-6` (an exponent without a dot) as a string; we read it as the
+# number it plainly is. Any other string is not a number.
+_EXP_NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)[eE][-+]?\d+$")
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, str) and _EXP_NUMBER.match(value.strip()):
+        value = float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: must be a number, got {show(value)}")
+    if isinstance(value, int) and abs(value) > MAX_INT:
+        raise ConfigError(f"{where}: must be a finite number of reasonable size, got {value}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ConfigError(f"{where}: must be a finite number, got {value}")
+    return value
+
+
+def _integer(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{where}: must be an integer, got {show(value)}")
+    if abs(value) > MAX_INT:
+        raise ConfigError(f"{where}: must be at most {MAX_INT:.0e} in size, got {value}")
+    return value
+
+
+def _check_bounds(value: float, meta: typing.Mapping[str, Any], where: str) -> None:
+    for key, op, ok in (("gt", ">", lambda v, b: v > b), ("ge", ">=", lambda v, b: v >= b),
+                        ("lt", "<", lambda v, b: v < b), ("le", "<=", lambda v, b: v <= b)):
+        if key in meta and not ok(value, meta[key]):
+            raise ConfigError(f"{where}: must be {op} {meta[key]}, got {value}")
+
+
+def convert(tp: Any, value: Any, where: str) -> Any:
+    """Check `value` against the type `tp` and return it converted (e.g. int -> float)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        rest = [a for a in args if a is not type(None)]
+        return convert(rest[0], value, where)
+    if tp is Any:
+        return value
+    if origin is Literal:
+        if value not in args or isinstance(value, bool):
+            raise ConfigError(f"{where}: must be one of {', '.join(map(str, args))}, got "
+                              f"{show(value)}{did_you_mean(str(value), map(str, args))}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: must be true or false, got {show(value)}")
+        return value
+    if tp is int:
+        return _integer(value, where)
+    if tp is float:
+        return _number(value, where)
+    if tp is str:
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{where}: must be a non-empty string, got {show(value)}")
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: must be a list, got {show(value)}")
+        return [convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: must be a mapping, got {show(value)}")
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ConfigError(f"{where}: keys must be names, got {show(k)}")
+            out[k] = convert(args[1], v, join(where, k))
+        return out
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, where)
+    raise TypeError(f"unsupported config type {tp!r} at {where}")  # a bug in a schema
+
+
+def build(cls: type, raw: Any, where: str) -> Any:
+    """Build the dataclass `cls` from the mapping `raw`; unknown keys and bad values are errors."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where or 'top level'}: must be a mapping of keys to values, "
+                          f"got {show(raw)}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    for key in raw:
+        if key not in fields:
+            raise ConfigError(f"{join(where, key)}: unknown key{did_you_mean(str(key), fields)}")
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for name, f in fields.items():
+        if name not in raw:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{join(where, name)}: missing (required)")
+            continue
+        key_where = join(where, name)
+        value = convert(hints[name], raw[name], key_where)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            _check_bounds(value, f.metadata, key_where)
+        values[name] = value
+    obj = cls(**values)
+    validate = getattr(obj, "validate", None)
+    if validate is not None:
+        validate(where)
+    return obj
+
+
+def to_dict(obj: Any) -> Any:
+    """A dataclass instance as plain YAML-friendly data (only init fields, in order)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
+    if isinstance(obj, list):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def describe(cls: type) -> list[tuple[str, str, Any, str]]:
+    """(name, type, default, help) for each documented field of `cls`, for --list and the README."""
+    hints = typing.get_type_hints(cls)
+    rows = []
+    for f in dataclasses.fields(cls):
+        if not f.init or "help" not in f.metadata:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        rows.append((f.name, _type_name(hints[f.name]), default, f.metadata["help"]))
+    return rows
+
+
+def _type_name(tp: Any) -> str:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return " | ".join(map(str, args))
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args if a is not type(None)) + " | null"
+    if origin is list:
+        return f"list[{_type_name(args[0])}]"
+    return getattr(tp, "__name__", str(tp))

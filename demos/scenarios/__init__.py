@@ -1,0 +1,1 @@
+"""The scenarios: one file each (`<name>.py`, with `run(cfg, ctx)`), typed configs in `configs.py`."""

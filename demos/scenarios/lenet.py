@@ -1,0 +1,125 @@
+"""lenet: the document's LeNet-style CNN as an nn.Module, trained on real handwritten digits.
+
+Document 004, first example: conv 1->6 3x3, conv 6->16 3x3 (each ReLU + 2x2 max-pool),
+fc 16*6*6 -> 120 -> 84 -> 10, input 1x32x32. The 8x8 digits are upscaled to 32x32. The
+document's one-step walk-through (a random input, MSE against a random target, backward,
+one SGD step) is replayed as checks.
+
+    python runner.py --config configs/lenet.yaml
+"""
+import copy
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from demos.datasets import load_digits
+from demos.lab import checks
+from demos.lab.context import Context, Result
+from demos.scenarios.configs import LeNet
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 3)  # 1 input channel, 6 output channels, 3x3 kernel
+        self.conv2 = nn.Conv2d(6, 16, 3)
+        self.fc1 = nn.Linear(16 * 6 * 6, 120)  # 6x6 from the image dimension
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
+
+    def forward(self, x):                           # (B, 1, 32, 32)
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)  # (B, 6, 15, 15)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)  # (B, 16, 6, 6)
+        x = torch.flatten(x, 1)                     # (B, 576)
+        x = F.relu(self.fc1(x))                     # (B, 120)
+        x = F.relu(self.fc2(x))                     # (B, 84)
+        return self.fc3(x)                          # (B, 10)
+
+
+def digits_32x32(device) -> tuple[torch.Tensor, torch.Tensor]:
+    images, labels = load_digits()
+    x = torch.from_numpy(images).unsqueeze(1) / 16.0                     # (n, 1, 8, 8)
+    x = F.interpolate(x, size=(32, 32), mode="bilinear", align_corners=False)
+    return x.to(device), torch.from_numpy(labels).to(device)             # (n, 1, 32, 32), (n,)
+
+
+def standardize(x: torch.Tensor, train: torch.Tensor) -> torch.Tensor:
+    """Zero mean, unit variance, with the statistics of the training images only."""
+    mean, std = x[train].mean(), x[train].std()
+    return (x - mean) / std
+
+
+def walk_through(net: Net, ctx: Context) -> list:
+    """The document's single step: forward, MSE, backward, one SGD step; as checks."""
+    net = copy.deepcopy(net)
+    input = torch.randn(1, 1, 32, 32, device=ctx.device)
+    target = torch.randn(1, 10, device=ctx.device)
+    out = net(input)
+    ctx.graph(out, dict(net.named_parameters()))
+    loss = F.mse_loss(out, target)
+    net.zero_grad()
+    before = net.conv1.bias.grad
+    loss.backward()
+    after = net.conv1.bias.grad
+    weight = net.conv1.weight.detach().clone()
+    torch.optim.SGD(net.parameters(), lr=0.01).step()
+    ctx.log.info("  conv1.bias.grad before backward: %s; after: %s", before,
+                 None if after is None else [round(v, 6) for v in after.tolist()])
+    return [
+        checks.check("conv1.bias.grad is None before backward", before is None, f"{before}"),
+        checks.check("conv1.bias.grad is set after backward",
+                     after is not None and after.shape == (6,) and bool(after.abs().sum() > 0),
+                     f"shape {None if after is None else tuple(after.shape)}"),
+        checks.check("one SGD step changes the weights",
+                     not torch.equal(weight, net.conv1.weight.detach()),
+                     f"max change in conv1.weight "
+                     f"{(weight - net.conv1.weight.detach()).abs().max().item():.3g}"),
+    ]
+
+
+def run(cfg: LeNet, ctx: Context) -> Result:
+    net = Net().to(ctx.device)
+    ctx.log.info("%s", net)
+    n_tensors = len(list(net.parameters()))
+    n_params = sum(p.numel() for p in net.parameters())
+    found = [checks.check("10 parameter tensors", n_tensors == 10, f"{n_tensors} tensors"),
+             checks.check("81,194 parameters", n_params == 81194, f"{n_params:,} parameters")]
+    found += walk_through(net, ctx)
+
+    x, labels = digits_32x32(ctx.device)
+    g = torch.Generator().manual_seed(ctx.seed)
+    order = torch.randperm(len(x), generator=g).to(ctx.device)
+    n_test = int(len(x) * cfg.test_fraction)
+    test, train = order[:n_test], order[n_test:]
+    x = standardize(x, train)
+    n_batches = -(-len(train) // cfg.batch_size)
+    if cfg.optimizer == "adam":
+        opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+
+    for t in ctx.steps(cfg.epochs * n_batches):
+        epoch, i = divmod(t, n_batches)
+        if i == 0:
+            shuffled = train[torch.randperm(len(train), generator=g).to(ctx.device)]
+        batch = shuffled[i * cfg.batch_size:(i + 1) * cfg.batch_size]
+        loss = F.cross_entropy(net(x[batch]), labels[batch])
+        ctx.record(t, loss=loss)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if i == n_batches - 1:
+            with torch.no_grad():
+                accuracy = (net(x[test]).argmax(1) == labels[test]).float().mean()
+            ctx.record(t, always=True, epoch=epoch + 1, test_accuracy=accuracy)
+
+    epochs = [row for row in ctx.history() if "test_accuracy" in row]
+    ctx.plot("accuracy.png", [r["epoch"] for r in epochs],
+             {"test accuracy": [r["test_accuracy"] for r in epochs]},
+             title=f"LeNet on {len(train)} digits, tested on {n_test}", xlabel="epoch",
+             ylabel="test accuracy", logy=False, markers=True)
+    return Result(
+        metrics={"final_loss": ctx.last("loss"), "test_accuracy": ctx.last("test_accuracy"),
+                 "parameters": float(n_params)},
+        checks=found)

@@ -1,0 +1,89 @@
+"""multiply_add: y = w * x + b as a custom Function; its grads, graph nodes and a short fit.
+
+Document 000. Backward returns (g * x, None, g): x gets no gradient. The document then
+inspects the graph by hand: out.grad_fn is MultiplyAddBackward, its next_functions are
+(AccumulateGrad of w, None, AccumulateGrad of b), and each AccumulateGrad's .variable is
+the leaf itself.
+
+    python runner.py --config configs/multiply_add.yaml
+"""
+import torch
+
+from demos.functions import MultiplyAdd, multiply_add_reference
+from demos.lab import checks
+from demos.lab.context import Context, Result
+from demos.scenarios.configs import MultiplyAdd as MultiplyAddConfig
+
+multiply_add = MultiplyAdd.apply
+
+
+def node_name(fn) -> str:
+    return "None" if fn is None else type(fn).__name__
+
+
+def inspect(out, w, b, ctx: Context) -> tuple[dict, list]:
+    """The document's walk from out.grad_fn, as recorded facts and checks."""
+    fn = out.grad_fn
+    nexts = [nf for nf, _ in fn.next_functions]
+    facts = {
+        "out.grad_fn": node_name(fn),
+        "out.grad_fn.next_functions": [node_name(nf) for nf in nexts],
+        "next_functions[0][0].variable": str(nexts[0].variable.tolist()),
+        "next_functions[2][0].variable": str(nexts[2].variable.tolist()),
+    }
+    for key, value in facts.items():
+        ctx.log.info("  %s: %s", key, value)
+    return facts, [
+        checks.check("grad_fn is MultiplyAddBackward", node_name(fn) == "MultiplyAddBackward",
+                     f"out.grad_fn is {node_name(fn)}"),
+        checks.check("next_functions = (AccumulateGrad, None, AccumulateGrad)",
+                     [node_name(nf) for nf in nexts] == ["AccumulateGrad", "None", "AccumulateGrad"],
+                     ", ".join(node_name(nf) for nf in nexts)),
+        checks.check("AccumulateGrad.variable is w and b",
+                     nexts[0].variable is w and nexts[2].variable is b,
+                     "next_functions[0][0].variable is w, next_functions[2][0].variable is b"),
+    ]
+
+
+def run(cfg: MultiplyAddConfig, ctx: Context) -> Result:
+    dev = ctx.device
+    w = torch.tensor([[1., 2], [3, 4]], device=dev, requires_grad=True)  # (2, 2)
+    x = torch.rand(2, 2, device=dev)                                     # (2, 2), no grad
+    b = torch.tensor([[4., 3], [2, 1]], device=dev, requires_grad=True)  # (2, 2)
+
+    out = multiply_add(w, x, b)
+    ctx.graph(out, {"w": w, "x": x, "b": b})  # before backward: it frees the saved x
+    out.backward(torch.ones(2, 2, device=dev), retain_graph=True)
+    facts, found = inspect(out, w, b, ctx)
+    found += [
+        checks.close("w.grad equals x", w.grad, x),
+        checks.close("b.grad equals ones", b.grad, torch.ones(2, 2, device=dev)),
+        checks.check("x.grad is None", x.grad is None, f"x.grad is {x.grad}"),
+        checks.gradcheck("gradcheck", multiply_add, {"w": w, "x": x, "b": b}, ctx.check_device),
+        checks.parity("parity", multiply_add, multiply_add_reference, {"w": w, "x": x, "b": b},
+                      ctx.check_device),
+    ]
+
+    # the layer in use: learn w, b so that w * x + b matches w* * x + b* on fresh random x
+    true_w = torch.tensor(cfg.true_w, device=dev)
+    true_b = torch.tensor(cfg.true_b, device=dev)
+    w = torch.zeros(2, 2, device=dev, requires_grad=True)
+    b = torch.zeros(2, 2, device=dev, requires_grad=True)
+    for t in ctx.steps(cfg.steps):
+        x = torch.rand(2, 2, device=dev)
+        loss = (multiply_add(w, x, b) - (true_w * x + true_b)).pow(2).sum()
+        ctx.record(t, loss=loss)
+        loss.backward()
+        with torch.no_grad():
+            w -= cfg.lr * w.grad
+            b -= cfg.lr * b.grad
+            w.grad = None
+            b.grad = None
+
+    params = {f"{name}[{i},{j}]": p[i, j].item() for name, p in (("w", w), ("b", b))
+              for i in range(2) for j in range(2)}
+    return Result(
+        metrics={"final_loss": ctx.last("loss"),
+                 "w_error": (w - true_w).abs().max().item(),
+                 "b_error": (b - true_b).abs().max().item()},
+        params=params, checks=found, inspection=facts)

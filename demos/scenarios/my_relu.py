@@ -1,0 +1,54 @@
+"""my_relu: a two-layer net y_pred = MyReLU(x @ w1) @ w2 trained by hand-written SGD.
+
+Document 004, the official example at its end. MyReLU's backward zeroes the incoming
+gradient where its input was negative; w1 and w2 learn by plain gradient descent.
+
+    python runner.py --config configs/my_relu.yaml
+"""
+import torch
+
+from demos.functions import MyReLU, relu_reference
+from demos.lab import checks
+from demos.lab.context import Context, Result
+from demos.scenarios.configs import MyReLU as MyReLUConfig
+
+relu = MyReLU.apply
+
+
+def sse(x, y, w1, w2, relu=relu):
+    y_pred = relu(x.mm(w1)).mm(w2)  # (N, D_out)
+    return (y_pred - y).pow(2).sum()
+
+
+def run(cfg: MyReLUConfig, ctx: Context) -> Result:
+    N, D_in, H, D_out = cfg.N, cfg.D_in, cfg.H, cfg.D_out
+    x = torch.randn(N, D_in).to(ctx.device)                     # (N, D_in)
+    y = torch.randn(N, D_out).to(ctx.device)                    # (N, D_out)
+    w1 = torch.randn(D_in, H).to(ctx.device).requires_grad_()   # (D_in, H)
+    w2 = torch.randn(H, D_out).to(ctx.device).requires_grad_()  # (H, D_out)
+    real = {"x": x, "y": y, "w1": w1.detach().clone().requires_grad_(),
+            "w2": w2.detach().clone().requires_grad_()}
+
+    ctx.graph(sse(x, y, w1, w2), {"w1": w1, "w2": w2})
+    for t in ctx.steps(cfg.steps):
+        y_pred = relu(x.mm(w1)).mm(w2)
+        loss = (y_pred - y).pow(2).sum()
+        ctx.record(t, loss=loss)
+        loss.backward()
+        with torch.no_grad():
+            w1 -= cfg.lr * w1.grad
+            w2 -= cfg.lr * w2.grad
+            w1.grad = None
+            w2.grad = None
+
+    # gradcheck away from the kink at 0, where ReLU has no derivative
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(8, 5, generator=g, dtype=torch.float64)
+    away = (z + 0.5 * z.sign()).requires_grad_()
+    return Result(
+        metrics={"final_loss": ctx.last("loss"), "initial_loss": ctx.history()[0]["loss"]},
+        checks=[
+            checks.gradcheck("gradcheck", relu, {"x": away}, ctx.check_device),
+            checks.parity("parity", sse, lambda *v: sse(*v, relu=relu_reference), real,
+                          ctx.check_device),
+        ])

@@ -1,0 +1,8 @@
+#!/usr/bin/env python3
+"""Run the autograd demos: python runner.py --config configs/all.yaml [--help for options]."""
+import sys
+
+from demos.lab.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

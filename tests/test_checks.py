@@ -1,0 +1,98 @@
+"""The check helpers pass on correct Functions and fail, with a useful detail, on wrong ones."""
+import math
+
+import pytest
+import torch
+
+from demos.functions import (LegendrePolynomial3, MultiplyAdd, MyReLU, legendre_p3_reference,
+                             multiply_add_reference, relu_reference)
+from demos.lab import checks
+from demos.lab.config import Expect, Target
+from tests.wrong_functions import MultiplyAddSwapped, P3MissingFactor, ReLUWrongMask
+
+CPU = torch.device("cpu")
+X = {"x": torch.linspace(-1.5, 1.5, 7, requires_grad=True)}
+Z = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
+AWAY = {"x": (Z + 0.5 * Z.sign()).requires_grad_()}
+WXB = {"w": torch.tensor([[1., 2], [3, 4]], requires_grad=True), "x": torch.rand(2, 2),
+       "b": torch.tensor([[4., 3], [2, 1]], requires_grad=True)}
+
+
+@pytest.mark.parametrize("good, wrong, ref, inputs", [
+    (LegendrePolynomial3.apply, P3MissingFactor.apply, legendre_p3_reference, X),
+    (MyReLU.apply, ReLUWrongMask.apply, relu_reference, AWAY),
+    (MultiplyAdd.apply, MultiplyAddSwapped.apply, multiply_add_reference, WXB),
+])
+def test_gradcheck_and_parity_pass_on_right_and_fail_on_wrong_backward(good, wrong, ref, inputs):
+    assert checks.gradcheck("g", good, inputs, CPU).passed is True
+    assert checks.parity("p", good, ref, inputs, CPU).passed is True
+    bad_g = checks.gradcheck("g", wrong, inputs, CPU)
+    bad_p = checks.parity("p", wrong, ref, inputs, CPU)
+    assert bad_g.passed is False and "Jacobian mismatch" in bad_g.detail
+    assert bad_p.passed is False and "grad" in bad_p.detail and "differs" in bad_p.detail
+
+
+def test_failure_details_name_the_input():
+    g = checks.gradcheck("g", MultiplyAddSwapped.apply, WXB, CPU)
+    assert "input 0 (w)" in g.detail
+    p = checks.parity("p", MultiplyAddSwapped.apply, multiply_add_reference, WXB, CPU)
+    assert p.detail.startswith("grad w differs")
+
+
+def test_parity_reports_a_function_that_raises_as_a_failed_check():
+    def broken(x):
+        raise RuntimeError("boom")
+    c = checks.parity("p", broken, legendre_p3_reference, X, CPU)
+    assert c.passed is False and c.detail == "RuntimeError: boom"
+
+
+def test_parity_catches_a_wrong_forward():
+    c = checks.parity("p", lambda x: legendre_p3_reference(x) + 1e-3, legendre_p3_reference, X, CPU)
+    assert c.passed is False and c.detail.startswith("value differs")
+
+
+def test_close_and_check():
+    assert checks.close("eq", torch.ones(2), torch.ones(2)).passed
+    assert not checks.close("eq", torch.ones(2), torch.zeros(2)).passed
+    assert not checks.close("eq", torch.ones(2), torch.ones(3)).passed
+    assert not checks.close("eq", None, torch.ones(3)).passed
+    assert checks.check("t", True, "d").passed is True
+
+
+def expect(**targets):
+    return Expect(params={k: Target(**v) for k, v in targets.get("params", {}).items()},
+                  metrics={k: Target(**v) for k, v in targets.get("metrics", {}).items()})
+
+
+def test_expect_value_with_tolerances():
+    e = expect(params={"b": {"value": -2.2085268, "rtol": 1e-5}})
+    assert checks.expect(e, {"b": -2.20852}, {})[0].passed is True
+    failed = checks.expect(e, {"b": -2.0}, {})[0]
+    assert failed.passed is False and failed.name == "expect params.b"
+    assert "-2; expected -2.2085268" in failed.detail
+
+
+def test_expect_tolerance_defaults():
+    assert checks.compare(1.000001, Target(value=1.0))[0] is True       # rtol 1e-5
+    assert checks.compare(1.0001, Target(value=1.0))[0] is False
+    assert checks.compare(1e-7, Target(value=0.0, atol=1e-6))[0] is True  # rtol 0 with atol
+    assert checks.compare(2e-6, Target(value=0.0, atol=1e-6))[0] is False
+
+
+def test_expect_min_max_and_nan():
+    e = expect(metrics={"acc": {"min": 0.95}, "loss": {"max": 1e-2}})
+    assert [c.passed for c in checks.expect(e, {}, {"acc": 0.96, "loss": 1e-3})] == [True, True]
+    assert [c.passed for c in checks.expect(e, {}, {"acc": 0.90, "loss": 1.0})] == [False, False]
+    assert checks.expect(e, {}, {"acc": math.nan, "loss": 0.0})[0].passed is False
+
+
+def test_expect_a_name_the_scenario_does_not_produce_fails():
+    c = checks.expect(expect(metrics={"accuracy": {"min": 0.5}}), {}, {"final_loss": 1.0})[0]
+    assert c.passed is False and "produced no metric 'accuracy'" in c.detail
+
+
+def test_expect_in_dry_run_is_not_evaluated_but_missing_names_still_fail():
+    e = expect(metrics={"final_loss": {"max": 1e-9}, "nope": {"max": 1}})
+    skipped, missing = checks.expect(e, {}, {"final_loss": 5.0}, evaluate=False)
+    assert skipped.passed is None and "not evaluated" in skipped.detail
+    assert missing.passed is False

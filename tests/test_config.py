@@ -1,0 +1,198 @@
+"""Config loading and validation: the exact one-line errors, --set, --only, --dry-run, dump."""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import yaml
+
+from demos.lab import config
+from demos.lab.cli import main
+from demos.scenarios.configs import REGISTRY
+from tests.conftest import CONFIGS, ROOT
+
+
+def write(tmp_path, text, name="x.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def error_of(capsys, *argv):
+    """Run the CLI in-process; assert exit code 2 and a single 'error: ...' line; return it."""
+    assert main([str(a) for a in argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("body, message", [
+    ("scenarios:\n- scenario: legendre_fit\n  lr: -1.0\n",
+     "scenarios[0].lr: must be > 0, got -1.0"),
+    ("scenarios:\n- scenario: legendre_fit\n  steps: 0\n",
+     "scenarios[0].steps: must be >= 1, got 0"),
+    ("scenarios:\n- scenario: legendre_fit\n  lrr: 1.0\n",
+     "scenarios[0].lrr: unknown key (did you mean 'lr'?)"),
+    ("sed: 1\nscenarios:\n- scenario: legendre_fit\n",
+     "sed: unknown key (did you mean 'seed'?)"),
+    ("scenarios:\n- scenario: legendre_fitt\n",
+     "scenarios[0].scenario: unknown scenario 'legendre_fitt' (did you mean 'legendre_fit'?)"),
+    ("scenarios:\n- scenario: my_relu\n  steps: many\n",
+     "scenarios[0].steps: must be an integer, got 'many'"),
+    ("scenarios:\n- scenario: my_relu\n  steps: 2.5\n",
+     "scenarios[0].steps: must be an integer, got 2.5"),
+    ("scenarios:\n- scenario: my_relu\n  lr: true\n",
+     "scenarios[0].lr: must be a number, got True"),
+    ("scenarios:\n- scenario: my_relu\n  lr: .nan\n",
+     "scenarios[0].lr: must be a finite number, got nan"),
+    ("scenarios:\n- scenario: lenet\n  optimizer: adma\n",
+     "scenarios[0].optimizer: must be one of adam, sgd, got 'adma' (did you mean 'adam'?)"),
+    ("scenarios:\n- scenario: my_relu\n- scenario: my_relu\n",
+     "scenarios[1].id: duplicate id 'my_relu' (also scenarios[0]); give each entry its own id"),
+    ("scenarios:\n- scenario: legendre_fit\n  expect: {params: {e: {value: 1}}}\n",
+     "scenarios[0].expect.params.e: legendre_fit has no param 'e' (expected one of: a, b, c, d)"),
+    ("scenarios:\n- scenario: lenet\n  expect: {metrics: {accuracy: {min: 0.9}}}\n",
+     "scenarios[0].expect.metrics.accuracy: lenet has no metric 'accuracy' "
+     "(did you mean 'test_accuracy'?)"),
+    ("scenarios:\n- scenario: lenet\n  expect: {metrics: {test_accuracy: {rtol: 0.1}}}\n",
+     "scenarios[0].expect.metrics.test_accuracy: needs at least one of value, min, max"),
+    ("device: gpu\nscenarios:\n- scenario: lenet\n",
+     "device: must be auto, cpu, cuda, cuda:N or mps, got 'gpu'"),
+    ("seed: 0\n", "scenarios: missing (required): a list of scenario entries, "
+                  "e.g. [{scenario: legendre_fit}]"),
+    ("scenarios: legendre_fit\n",
+     "scenarios: must be a list, got 'legendre_fit'"),
+    ("scenarios: []\n", "scenarios: must be a non-empty list of scenario entries, got []"),
+    ("- scenario: lenet\n",
+     "top level: must be a mapping with a 'scenarios' list, got [{'scenario': 'lenet'}]"),
+    ("scenarios:\n- scenario: legendre_fit\n  steps: [1\n",
+     "invalid YAML: line 4, column 1: expected ',' or ']', but got '<stream end>'"),
+    ("scenarios:\n- scenario: legendre_fit\n  id: ../up\n",
+     "scenarios[0].id: must be a folder-safe name (letters, digits, _ . -), got '../up'"),
+])
+def test_config_errors_are_one_exact_line(tmp_path, capsys, body, message):
+    path = write(tmp_path, body)
+    assert error_of(capsys, "--config", path) == f"error: {path}: {message}"
+
+
+def test_missing_file_and_directory(tmp_path, capsys):
+    assert error_of(capsys, "--config", tmp_path / "nope.yaml") == \
+        f"error: {tmp_path / 'nope.yaml'}: no such file"
+    assert error_of(capsys, "--config", tmp_path) == \
+        f"error: {tmp_path}: is a directory, not a config file"
+
+
+def test_exponent_without_dot_is_a_number():
+    """PyYAML reads 5e-6 as a string; the config reads it as the number it is."""
+    raw = yaml.safe_load("scenarios:\n- scenario: legendre_fit\n  lr: 5e-6\n")
+    assert raw["scenarios"][0]["lr"] == "5e-6"
+    assert config.build_run(raw, REGISTRY).scenarios[0].lr == 5e-6
+
+
+def test_defaults_reproduce_the_documents():
+    run = config.build_run({"scenarios": [{"scenario": n} for n in REGISTRY]}, REGISTRY)
+    legendre, relu, _, lenet = run.scenarios
+    assert (legendre.points, legendre.steps, legendre.lr) == (2000, 2000, 5e-6)
+    assert legendre.init == [0.0, -1.0, 0.0, 0.3]
+    assert (relu.N, relu.D_in, relu.H, relu.D_out, relu.steps, relu.lr) == \
+        (64, 1000, 100, 10, 500, 1e-6)
+    assert (lenet.optimizer, lenet.lr) == ("adam", 2e-3)
+    assert [e.id for e in run.scenarios] == list(REGISTRY)
+
+
+def test_set_overrides_by_id_and_creates_nested_keys():
+    run = config.load(str(CONFIGS / "all.yaml"), REGISTRY,
+                      ["seed=3", "scenarios.legendre_fit.lr=1e-5",
+                       "scenarios.legendre_fit.expect.params.b.value=-2.0",
+                       "scenarios.lenet.expect.metrics.final_loss={max: 1}"])
+    legendre = run.scenarios[0]
+    assert run.seed == 3 and legendre.lr == 1e-5
+    assert legendre.expect.params["b"].value == -2.0
+    assert legendre.expect.params["b"].rtol == 1e-5  # the rest of the target kept
+    assert run.scenarios[3].expect.metrics["final_loss"].max == 1
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("scenarios.legendre.lr=1",
+     "error: --set scenarios.legendre.lr=1: no scenario entry with id 'legendre' "
+     "(did you mean 'legendre_fit'?)"),
+    ("scenarios.legendre_fit.lr=-1",
+     "error: {all}: scenarios[0].lr: must be > 0, got -1.0 "
+     "(from --set scenarios.legendre_fit.lr=-1)"),
+    ("scenarios.legendre_fit.lr",
+     "error: --set scenarios.legendre_fit.lr: expected KEY=VALUE, e.g. seed=3 or "
+     "scenarios.<id>.lr=1e-5"),
+    ("scenarios.legendre_fit.lr.x=1",
+     "error: --set scenarios.legendre_fit.lr.x=1: scenarios[0].lr is not a mapping"),
+    ("seed=[1", "error: --set seed=[1: invalid YAML: line 1, column 3: "
+                "expected ',' or ']', but got '<stream end>'"),
+    ("sede=1", "error: {all}: sede: unknown key (did you mean 'seed'?) (from --set sede=1)"),
+])
+def test_set_errors(capsys, assignment, message):
+    all_yaml = CONFIGS / "all.yaml"
+    assert error_of(capsys, "--config", all_yaml, "--set", assignment) == \
+        message.format(all=all_yaml)
+
+
+def test_command_line_errors(capsys):
+    all_yaml = CONFIGS / "all.yaml"
+    assert error_of(capsys) == \
+        "error: --config PATH is required (or --list); e.g. --config configs/all.yaml"
+    assert error_of(capsys, "--config", all_yaml, "--device", "gpu") == \
+        "error: --device: must be auto, cpu, cuda, cuda:N or mps, got 'gpu'"
+    assert error_of(capsys, "--config", all_yaml, "--seed", "-1") == \
+        "error: --seed: must be >= 0, got -1"
+    assert error_of(capsys, "--config", all_yaml, "--bogus") == \
+        "error: unrecognized arguments: --bogus (see --help)"
+    assert error_of(capsys, "--config", all_yaml, "--only", "lenet,relu") == \
+        f"error: --only lenet,relu: {all_yaml} has no scenario entry with id 'relu' " \
+        f"(did you mean 'my_relu'?)"
+
+
+def test_cuda_asked_for_but_absent_is_a_usage_error(capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert error_of(capsys, "--config", CONFIGS / "lenet.yaml", "--device", "cuda").startswith(
+        "error: --device cuda: CUDA is not available on this machine")
+
+
+def test_print_config_shows_the_resolved_config_which_loads_again(tmp_path, capsys):
+    assert main(["--config", str(CONFIGS / "all.yaml"), "--only", "lenet,my_relu", "--dry-run",
+                 "--set", "seed=7", "--print-config"]) == 0
+    text = capsys.readouterr().out
+    data = yaml.safe_load(text)
+    assert data["seed"] == 7 and [e["id"] for e in data["scenarios"]] == ["my_relu", "lenet"]
+    assert data["scenarios"][0]["steps"] == 5 and data["scenarios"][1]["epochs"] == 1
+    again = config.load(str(write(tmp_path, text)), REGISTRY)
+    assert config.dump(again) == text
+
+
+def test_all_yaml_matches_the_per_scenario_configs():
+    """configs/all.yaml runs each scenario as its own config file does."""
+    everything = config.load(str(CONFIGS / "all.yaml"), REGISTRY)
+    assert [e.scenario for e in everything.scenarios] == list(REGISTRY)
+    for e in everything.scenarios:
+        alone = config.load(str(CONFIGS / f"{e.scenario}.yaml"), REGISTRY)
+        assert alone.scenarios == [e], e.scenario
+
+
+def test_list_help_and_config_errors_do_not_import_torch(tmp_path):
+    bad = write(tmp_path, "scenarios:\n- scenario: legendre_fit\n  lr: -1\n")
+    for argv in (["--help"], ["--list"], ["--config", str(bad)],
+                 ["--config", str(CONFIGS / "all.yaml"), "--print-config"]):
+        code = ("import sys; from demos.lab.cli import main\n"
+                "try: main(%r)\nexcept SystemExit: pass\n"
+                "heavy = [m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules]\n"
+                "print('HEAVY', heavy)" % argv)
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                             text=True).stdout
+        assert "HEAVY []" in out, (argv, out)
+
+
+def test_list_names_every_scenario(capsys):
+    assert main(["--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split()[0] for ln in lines] == list(REGISTRY)

@@ -1,0 +1,57 @@
+"""Each custom Function against plain-torch autograd of the same formula (float64), and gradcheck."""
+import torch
+from torch.autograd import gradcheck
+
+from demos.functions import (LegendrePolynomial3, MultiplyAdd, MyReLU, legendre_p3_reference,
+                             multiply_add_reference, relu_reference)
+
+
+def grads(fn, *inputs):
+    """Value and input grads of fn(*inputs) for a fixed random output gradient."""
+    xs = [x.detach().clone().requires_grad_(x.requires_grad) for x in inputs]
+    out = fn(*xs)
+    out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(1),
+                             dtype=out.dtype))
+    return out.detach(), [x.grad for x in xs]
+
+
+def assert_same(fn, ref, *inputs):
+    out, g = grads(fn, *inputs)
+    out_ref, g_ref = grads(ref, *inputs)
+    torch.testing.assert_close(out, out_ref, rtol=1e-12, atol=1e-12)
+    for a, b in zip(g, g_ref):
+        if b is None:
+            assert a is None
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_legendre_p3_matches_reference_and_gradcheck():
+    x = torch.linspace(-2, 2, 41, dtype=torch.float64, requires_grad=True)
+    assert_same(LegendrePolynomial3.apply, legendre_p3_reference, x)
+    assert gradcheck(LegendrePolynomial3.apply, (x,))
+    # P3(1) = 1 and P3'(1) = 6: the textbook values
+    one = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    y = LegendrePolynomial3.apply(one)
+    y.backward()
+    assert y.item() == 1.0 and one.grad.item() == 6.0
+
+
+def test_my_relu_matches_torch_relu_away_from_zero():
+    z = torch.randn(6, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    x = (z + 0.3 * z.sign()).requires_grad_()
+    assert_same(MyReLU.apply, relu_reference, x)
+    assert gradcheck(MyReLU.apply, (x,))
+
+
+def test_multiply_add_matches_reference_and_x_gets_no_grad():
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(2, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    x = torch.rand(2, 2, dtype=torch.float64, generator=g)
+    b = torch.randn(2, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    assert_same(MultiplyAdd.apply, multiply_add_reference, w, x, b)
+    assert gradcheck(MultiplyAdd.apply, (w, x, b))
+    out = MultiplyAdd.apply(w, x, b)
+    out.backward(torch.ones(2, 2, dtype=torch.float64))
+    assert x.grad is None
+    torch.testing.assert_close(w.grad, x)

@@ -1,0 +1,94 @@
+"""The generic helpers: recording without syncs, graphs, plots, files."""
+import logging
+
+import pytest
+import torch
+
+from demos.functions import LegendrePolynomial3, MultiplyAdd
+from demos.lab import graphs, plots
+from demos.lab.context import Context
+from demos.lab.files import write_csv
+from demos.scenarios.configs import LegendreFit
+
+
+def context(tmp_path, log_every=1):
+    cfg = LegendreFit(id="t", log_every=log_every)
+    return Context(cfg, torch.device("cpu"), tmp_path, logging.getLogger("t"), seed=0)
+
+
+def test_steps_times_the_loop_and_records_every_log_every_and_the_last(tmp_path):
+    ctx = context(tmp_path, log_every=4)
+    for t in ctx.steps(10):
+        ctx.record(t, loss=torch.tensor(float(t)))
+    assert ctx.steps_run == 10 and ctx.train_s > 0
+    assert [r["step"] for r in ctx.history()] == [0, 4, 8, 9]
+    assert ctx.last("loss") == 9.0
+
+
+def test_record_keeps_tensors_on_device_until_history(tmp_path):
+    ctx = context(tmp_path)
+    x = torch.tensor(2.0, requires_grad=True)
+    for t in ctx.steps(2):
+        ctx.record(t, loss=x * 3)
+    kept = ctx.rows[0][1]["loss"]
+    assert isinstance(kept, torch.Tensor) and not kept.requires_grad
+    assert ctx.history() == [{"step": 0, "loss": 6.0}, {"step": 1, "loss": 6.0}]
+
+
+def test_record_always_and_same_step_merge(tmp_path):
+    ctx = context(tmp_path, log_every=100)
+    for t in ctx.steps(5):
+        ctx.record(t, loss=1.0)
+        if t == 2:
+            ctx.record(t, always=True, accuracy=0.5)
+    assert ctx.history() == [{"step": 0, "loss": 1.0}, {"step": 2, "accuracy": 0.5},
+                             {"step": 4, "loss": 1.0}]
+
+
+def test_graph_source_names_the_custom_backward_and_the_params():
+    a = torch.tensor(1.0, requires_grad=True)
+    x = torch.linspace(-1, 1, 5)
+    src = graphs.make_graph(LegendrePolynomial3.apply(a * x).sum(), {"a": a})
+    assert "LegendrePolynomial3Backward" in src and "AccumulateGrad" in src
+    assert "a\n" in src and "lightblue" in src and "orange" in src  # leaf; saved tensor
+
+
+def test_graph_of_a_custom_function_fails_after_backward_without_retain():
+    """Why the scenarios draw their graphs before backward()."""
+    w = torch.ones(2, requires_grad=True)
+    out = MultiplyAdd.apply(w, torch.ones(2), torch.zeros(2, requires_grad=True)).sum()
+    out.backward()
+    with pytest.raises(RuntimeError, match="freed|backward through the graph a second time"):
+        graphs.make_graph(out, {"w": w})
+
+
+def test_render_writes_gv_pdf_svg(tmp_path):
+    if graphs.shutil.which("dot") is None:
+        pytest.skip("graphviz 'dot' is not installed")
+    files, problem = graphs.render("digraph { a -> b }", tmp_path / "g")
+    assert problem is None and [f.name for f in files] == ["g.gv", "g.pdf", "g.svg"]
+    assert (tmp_path / "g.pdf").read_bytes().startswith(b"%PDF-")
+
+
+def test_render_reports_a_broken_source_and_keeps_it(tmp_path):
+    if graphs.shutil.which("dot") is None:
+        pytest.skip("graphviz 'dot' is not installed")
+    files, problem = graphs.render("digraph { a -> ", tmp_path / "g")
+    assert [f.name for f in files] == ["g.gv"] and "failed on g.gv" in problem
+
+
+@pytest.mark.parametrize("values, log", [([461.0, 8.9], False), ([3e7, 3e-5], True),
+                                         ([1.0, 0.0], False), ([float("nan"), 1e3, 1.0], True)])
+def test_log_scale_when_the_loss_spans_more_than_two_decades(values, log):
+    assert plots.wants_log_scale(values) is log
+
+
+def test_loss_curve_is_a_png(tmp_path):
+    plots.loss_curve(tmp_path / "loss.png", [0, 1, 2], [3e7, 1.0, 3e-5], title="t")
+    assert (tmp_path / "loss.png").read_bytes().startswith(b"\x89PNG")
+    assert [p.name for p in tmp_path.iterdir()] == ["loss.png"]  # no temp file left
+
+
+def test_csv_columns_in_order_of_first_appearance_blank_where_absent(tmp_path):
+    write_csv(tmp_path / "m.csv", [{"step": 0, "loss": 1.5}, {"step": 1, "acc": 0.25}])
+    assert (tmp_path / "m.csv").read_text() == "step,loss,acc\n0,1.5,\n1,,0.25\n"
