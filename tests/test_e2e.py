@@ -4,6 +4,7 @@ import datetime as dt
 import sys
 
 import pytest
+import torch
 
 from demos.functions import LegendrePolynomial3
 from demos.lab.cli import main
@@ -160,3 +161,14 @@ def test_an_output_dir_that_cannot_be_created_is_a_usage_error(tmp_path, capsys)
                  "--output-dir", str(blocker / "runs")])
     assert code == 2
     assert capsys.readouterr().err.startswith(f"error: --output-dir {blocker / 'runs'}: ")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+def test_every_scenario_runs_on_cuda(tmp_path):
+    proc = run_cli("--config", CONFIGS / "all.yaml", "--dry-run", "--device", "cuda",
+                   "--output-dir", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = summary(only_run_dir(tmp_path))
+    assert data["device"].startswith("cuda")
+    assert all(e["status"] == "passed" and e["device"].startswith("cuda")
+               for e in data["scenarios"])

@@ -201,7 +201,7 @@ class Run:
         for c in counted:
             if not c["passed"]:
                 log.info("         FAIL %s: %s", c["name"], c["detail"])
-        if s["error"]:
+        if s["status"] == "error":
             log.info("         ERROR %s (traceback in run.log)", s["error"])
 
     def write_summary(self, started: float) -> None:
