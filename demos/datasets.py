@@ -2,24 +2,30 @@
 
 digits: 1,797 handwritten digits, 8x8 pixels valued 0..16 (UCI "Optical Recognition of
 Handwritten Digits", E. Alpaydin and C. Kaynak, 1998, CC BY 4.0; the copy scikit-learn ships).
+mnist: the standard MNIST IDX files from a folder the user names (nothing is downloaded).
 """
 from __future__ import annotations
 
 import gzip
 import hashlib
+import os
+import struct
 from importlib import resources
 
-import numpy as np
-
 DIGITS_SHA256 = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"
+MNIST_FILES = {"train_images": "train-images-idx3-ubyte", "train_labels": "train-labels-idx1-ubyte",
+               "test_images": "t10k-images-idx3-ubyte", "test_labels": "t10k-labels-idx1-ubyte"}
+IDX_TYPES = {0x08: "B"}  # the only element type MNIST uses: unsigned byte
 
 
 class DataError(Exception):
-    """A data file is missing, altered or malformed."""
+    """A data file is missing, altered or malformed; the message names it."""
 
 
-def load_digits() -> tuple[np.ndarray, np.ndarray]:
+def load_digits():
     """The shipped digits: images (1797, 8, 8) float32 in 0..16 and labels (1797,) int64."""
+    import numpy as np
+
     blob = resources.files("demos").joinpath("data/digits.csv.gz").read_bytes()
     digest = hashlib.sha256(blob).hexdigest()
     if digest != DIGITS_SHA256:
@@ -28,3 +34,63 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
     table = np.loadtxt(gzip.decompress(blob).decode().splitlines(), delimiter=",",
                        dtype=np.int64)  # (1797, 65): 64 pixels, then the label
     return table[:, :64].reshape(-1, 8, 8).astype(np.float32), table[:, 64]
+
+
+def find_mnist_files(root: str) -> dict[str, str]:
+    """The paths of the four MNIST files in `root` (each plain or .gz); DataError if missing."""
+    if not os.path.isdir(root):
+        raise DataError(f"{root}: no such folder (expected the MNIST IDX files in it)")
+    paths = {}
+    for key, name in MNIST_FILES.items():
+        for candidate in (name, name + ".gz"):
+            if os.path.isfile(os.path.join(root, candidate)):
+                paths[key] = os.path.join(root, candidate)
+                break
+        else:
+            raise DataError(f"{os.path.join(root, name)}: missing (also looked for {name}.gz)")
+    return paths
+
+
+def read_idx(path: str, dims: int):
+    """One IDX file as a uint8 array with `dims` dimensions; DataError naming it if malformed."""
+    import numpy as np
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if path.endswith(".gz"):
+            data = gzip.decompress(data)
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise DataError(f"{path}: cannot read: {e}") from None
+    if len(data) < 4 + 4 * dims:
+        raise DataError(f"{path}: too short for an IDX header ({len(data)} bytes)")
+    zero, kind, ndim = struct.unpack(">HBB", data[:4])
+    if zero != 0 or kind not in IDX_TYPES or ndim != dims:
+        raise DataError(f"{path}: not an IDX file of unsigned bytes with {dims} dimension(s) "
+                        f"(magic {data[:4].hex()})")
+    shape = struct.unpack(f">{dims}I", data[4:4 + 4 * dims])
+    body = data[4 + 4 * dims:]
+    expected = int(np.prod(shape))
+    if len(body) != expected:
+        raise DataError(f"{path}: header says {shape} = {expected} bytes of data, "
+                        f"found {len(body)}")
+    return np.frombuffer(body, dtype=np.uint8).reshape(shape)
+
+
+def load_mnist(root: str):
+    """MNIST from `root`: (train_images, train_labels, test_images, test_labels), images float32
+    in 0..1 of shape (n, 28, 28) and labels int64 in 0..9."""
+    import numpy as np
+
+    paths = find_mnist_files(root)
+    out = []
+    for split in ("train", "test"):
+        images = read_idx(paths[f"{split}_images"], 3)
+        labels = read_idx(paths[f"{split}_labels"], 1)
+        if len(images) != len(labels):
+            raise DataError(f"{paths[f'{split}_labels']}: {len(labels)} labels for "
+                            f"{len(images)} images in {paths[f'{split}_images']}")
+        if labels.size and labels.max() > 9:
+            raise DataError(f"{paths[f'{split}_labels']}: label {labels.max()} is not a digit")
+        out += [images.astype(np.float32) / 255.0, labels.astype(np.int64)]
+    return tuple(out)

@@ -62,3 +62,50 @@ class MultiplyAdd(torch.autograd.Function):
 
 def multiply_add_reference(w, x, b):
     return w * x + b
+
+
+class MyExp(torch.autograd.Function):
+    """y = exp(x), from document 003 (example 1): it saves its *output*, since exp' = exp."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        y, = ctx.saved_tensors
+        return grad_output * y  # d exp(x)/dx = exp(x) = y
+
+
+def exp_reference(x):
+    return torch.exp(x)
+
+
+class LinearFunction(torch.autograd.Function):
+    """y = input @ weight.T + bias, from document 004; computes only the grads asked for."""
+
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        output = input.mm(weight.t())               # (N, out)
+        if bias is not None:
+            output += bias.unsqueeze(0).expand_as(output)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        grad_input = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            grad_input = grad_output.mm(weight)     # dy/dinput = weight
+        if ctx.needs_input_grad[1]:
+            grad_weight = grad_output.t().mm(input)  # dy/dweight = input
+        if bias is not None and ctx.needs_input_grad[2]:
+            grad_bias = grad_output.sum(0)          # dy/dbias = 1, summed over the batch
+        return grad_input, grad_weight, grad_bias
+
+
+def linear_reference(input, weight, bias=None):
+    return torch.nn.functional.linear(input, weight, bias)

@@ -4,11 +4,13 @@ import math
 import pytest
 import torch
 
-from demos.functions import (LegendrePolynomial3, MultiplyAdd, MyReLU, legendre_p3_reference,
+from demos.functions import (LegendrePolynomial3, LinearFunction, MultiplyAdd, MyExp, MyReLU,
+                             exp_reference, legendre_p3_reference, linear_reference,
                              multiply_add_reference, relu_reference)
 from demos.lab import checks
 from demos.lab.config import Expect, Target
-from tests.wrong_functions import MultiplyAddSwapped, P3MissingFactor, ReLUWrongMask
+from tests.wrong_functions import (LinearNoBiasSum, MultiplyAddSwapped, MyExpSavesInput,
+                                   P3MissingFactor, ReLUWrongMask)
 
 CPU = torch.device("cpu")
 X = {"x": torch.linspace(-1.5, 1.5, 7, requires_grad=True)}
@@ -16,12 +18,19 @@ Z = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
 AWAY = {"x": (Z + 0.5 * Z.sign()).requires_grad_()}
 WXB = {"w": torch.tensor([[1., 2], [3, 4]], requires_grad=True), "x": torch.rand(2, 2),
        "b": torch.tensor([[4., 3], [2, 1]], requires_grad=True)}
+G = torch.Generator().manual_seed(1)
+LINEAR = {"input": torch.randn(6, 4, generator=G, requires_grad=True),
+          "weight": torch.randn(3, 4, generator=G, requires_grad=True),
+          "bias": torch.randn(3, generator=G, requires_grad=True)}
 
 
 @pytest.mark.parametrize("good, wrong, ref, inputs", [
     (LegendrePolynomial3.apply, P3MissingFactor.apply, legendre_p3_reference, X),
     (MyReLU.apply, ReLUWrongMask.apply, relu_reference, AWAY),
     (MultiplyAdd.apply, MultiplyAddSwapped.apply, multiply_add_reference, WXB),
+    (MyExp.apply, MyExpSavesInput.apply, exp_reference,
+     {"x": torch.tensor([1., 2., 3.], requires_grad=True)}),
+    (LinearFunction.apply, LinearNoBiasSum.apply, linear_reference, LINEAR),
 ])
 def test_gradcheck_and_parity_pass_on_right_and_fail_on_wrong_backward(good, wrong, ref, inputs):
     assert checks.gradcheck("g", good, inputs, CPU).passed is True

@@ -93,12 +93,15 @@ def test_exponent_without_dot_is_a_number():
 
 def test_defaults_reproduce_the_documents():
     run = config.build_run({"scenarios": [{"scenario": n} for n in REGISTRY]}, REGISTRY)
-    legendre, relu, _, lenet = run.scenarios
+    legendre, relu, _, lenet, graph, internals, my_exp, linear = run.scenarios
     assert (legendre.points, legendre.steps, legendre.lr) == (2000, 2000, 5e-6)
     assert legendre.init == [0.0, -1.0, 0.0, 0.3]
     assert (relu.N, relu.D_in, relu.H, relu.D_out, relu.steps, relu.lr) == \
         (64, 1000, 100, 10, 500, 1e-6)
-    assert (lenet.optimizer, lenet.lr) == ("adam", 2e-3)
+    assert (lenet.optimizer, lenet.lr, lenet.dataset) == ("adam", 2e-3, "digits")
+    assert (graph.x, graph.w, graph.b) == (1.0, 4.0, 0.5)
+    assert (internals.a, internals.b, internals.d) == (2.0, 3.0, 4.0)
+    assert my_exp.inputs == [1.0, 2.0, 3.0]
     assert [e.id for e in run.scenarios] == list(REGISTRY)
 
 

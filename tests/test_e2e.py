@@ -1,5 +1,6 @@
 """runner.py end to end, as a user runs it: files, summary.json, console and exit codes."""
 import csv
+import re
 import datetime as dt
 import sys
 
@@ -14,16 +15,20 @@ from tests.conftest import CONFIGS, check, entry, only_run_dir, run_cli, summary
 from tests.wrong_functions import P3MissingFactor
 
 SIGNATURES = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-", ".csv": b"step,"}
-EXTRAS = {"legendre_fit": ["fit.png"], "lenet": ["accuracy.png"], "my_relu": [],
-          "multiply_add": []}
+EXTRAS = {"legendre_fit": ["fit.png"], "lenet": ["accuracy.png"]}
+GRAPHS = {"computation_graph": ["graph_requires_grad", "graph_no_grad", "graph_detach"]}
+NO_TRAINING = {"computation_graph", "autograd_internals", "my_exp"}
 ENTRY_KEYS = {"id", "scenario", "status", "device", "steps", "metrics", "params", "checks",
               "artifacts", "timing", "error"}
 
 
 def assert_scenario_folder(run_dir, e, dot=True):
     folder = run_dir / e["id"]
-    expected = ["metrics.csv", "loss.png", "graph.gv"] + EXTRAS[e["scenario"]]
-    expected += ["graph.pdf", "graph.svg"] if dot else []
+    trains = e["scenario"] not in NO_TRAINING
+    expected = ["explain.txt"] + EXTRAS.get(e["scenario"], [])
+    expected += ["metrics.csv", "loss.png"] if trains else []
+    for graph in GRAPHS.get(e["scenario"], ["graph"]):
+        expected += [f"{graph}.gv"] + ([f"{graph}.pdf", f"{graph}.svg"] if dot else [])
     for name in expected:
         path = folder / name
         assert path.is_file() and path.stat().st_size > 0, path
@@ -31,9 +36,14 @@ def assert_scenario_folder(run_dir, e, dot=True):
             assert path.read_bytes().startswith(SIGNATURES[path.suffix]), path
         if path.suffix == ".svg":
             assert "<svg" in path.read_text()
-    assert sorted(e["artifacts"]) == sorted(p.name for p in folder.iterdir())
-    rows = list(csv.DictReader((folder / "metrics.csv").open()))
-    assert len(rows) >= 2 and float(rows[-1]["step"]) == e["steps"] - 1
+    assert sorted(e["artifacts"]) == sorted(expected)
+    assert "Leaves reached" in (folder / "explain.txt").read_text()
+    if trains:
+        rows = list(csv.DictReader((folder / "metrics.csv").open()))
+        assert len(rows) >= 2 and float(rows[-1]["step"]) == e["steps"] - 1
+        assert e["timing"]["train_s"] > 0 and e["timing"]["steps_per_s"] > 0
+    else:
+        assert e["steps"] == 0 and e["timing"] is None
 
 
 @pytest.mark.parametrize("config", sorted(p.name for p in CONFIGS.glob("*.yaml")))
@@ -48,10 +58,9 @@ def test_every_shipped_config_dry_run(tmp_path, config):
     assert data["torch"].startswith("2.") and data["device"] == "cpu" and data["seed"] == 0
     for e in data["scenarios"]:
         assert ENTRY_KEYS <= set(e) and e["status"] == "passed" and e["error"] is None
-        assert e["timing"]["train_s"] > 0 and e["timing"]["steps_per_s"] > 0
         assert all(c["passed"] is not False for c in e["checks"])
         assert_scenario_folder(run_dir, e)
-        assert f"PASSED {e['id']}" in proc.stdout
+        assert re.search(rf"^PASSED +{e['id']} ", proc.stdout, re.M)
     assert str(run_dir) in proc.stdout.splitlines()[-1]
 
 
@@ -61,7 +70,7 @@ def test_all_yaml_reproduces_the_documents(tmp_path):
     run_dir = only_run_dir(tmp_path)
     data = summary(run_dir)
     assert data["status"] == "passed"
-    assert [e["status"] for e in data["scenarios"]] == ["passed"] * 4
+    assert [e["status"] for e in data["scenarios"]] == ["passed"] * 8
     legendre = entry(data, "legendre_fit")
     assert legendre["steps"] == 2000
     assert legendre["metrics"]["final_loss"] == pytest.approx(8.94364, rel=1e-4)
@@ -77,6 +86,12 @@ def test_all_yaml_reproduces_the_documents(tmp_path):
     assert ma["inspection"]["out.grad_fn"] == "MultiplyAddBackward"
     assert ma["inspection"]["out.grad_fn.next_functions"] == ["AccumulateGrad", "None",
                                                               "AccumulateGrad"]
+    assert entry(data, "computation_graph")["metrics"] == {"h": 4.5}
+    assert entry(data, "autograd_internals")["metrics"] == {
+        "e": 20.0, "a_grad": 4.0, "b_grad": 4.0, "c_grad_retained": 4.0, "d_grad": 5.0}
+    assert entry(data, "my_exp")["metrics"]["max_grad_error"] <= 1e-6
+    linear = entry(data, "linear_function")
+    assert linear["metrics"]["weight_error"] < 0.01 and linear["metrics"]["bias_error"] < 0.01
     for e in data["scenarios"]:
         assert_scenario_folder(run_dir, e)
         assert all(c["passed"] is True for c in e["checks"])
@@ -124,7 +139,7 @@ def test_a_scenario_that_raises_does_not_stop_the_others(tmp_path, monkeypatch):
     run_dir = only_run_dir(tmp_path)
     data = summary(run_dir)
     assert data["status"] == "failed"
-    assert [e["status"] for e in data["scenarios"]] == ["passed", "error", "passed", "passed"]
+    assert [e["status"] for e in data["scenarios"]] == ["passed", "error"] + ["passed"] * 6
     relu = entry(data, "my_relu")
     assert relu["error"] == "RuntimeError: boom at the end" and relu["steps"] == 3
     assert (run_dir / "my_relu" / "metrics.csv").is_file()  # what it produced is kept

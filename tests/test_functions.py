@@ -2,7 +2,8 @@
 import torch
 from torch.autograd import gradcheck
 
-from demos.functions import (LegendrePolynomial3, MultiplyAdd, MyReLU, legendre_p3_reference,
+from demos.functions import (LegendrePolynomial3, LinearFunction, MultiplyAdd, MyExp, MyReLU,
+                             exp_reference, legendre_p3_reference, linear_reference,
                              multiply_add_reference, relu_reference)
 
 
@@ -55,3 +56,24 @@ def test_multiply_add_matches_reference_and_x_gets_no_grad():
     out.backward(torch.ones(2, 2, dtype=torch.float64))
     assert x.grad is None
     torch.testing.assert_close(w.grad, x)
+
+
+def test_my_exp_matches_exp_and_saves_its_output():
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    assert_same(MyExp.apply, exp_reference, x)
+    assert gradcheck(MyExp.apply, (x,))
+    y = MyExp.apply(x)
+    assert torch.equal(y.grad_fn.saved_tensors[0], y.detach())
+
+
+def test_linear_function_matches_f_linear_and_computes_only_needed_grads():
+    g = torch.Generator().manual_seed(0)
+    inp = torch.randn(20, 20, dtype=torch.float64, generator=g, requires_grad=True)
+    weight = torch.randn(30, 20, dtype=torch.float64, generator=g, requires_grad=True)
+    bias = torch.randn(30, dtype=torch.float64, generator=g, requires_grad=True)
+    assert_same(LinearFunction.apply, linear_reference, inp, weight, bias)
+    assert gradcheck(LinearFunction.apply, (inp, weight, bias), eps=1e-6, atol=1e-4)
+    assert_same(LinearFunction.apply, linear_reference, inp, weight)  # no bias
+    out = LinearFunction.apply(inp, weight.detach(), None)
+    grads = LinearFunction.backward(out.grad_fn, torch.ones_like(out))
+    assert grads[0] is not None and grads[1] is None and grads[2] is None

@@ -44,3 +44,31 @@ class MultiplyAddSwapped(torch.autograd.Function):
     def backward(ctx, grad_output):
         x, = ctx.saved_tensors
         return grad_output, None, grad_output * x
+
+
+class MyExpSavesInput(torch.autograd.Function):
+    """exp whose backward multiplies by the saved input x instead of exp(x)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, = ctx.saved_tensors
+        return grad_output * x
+
+
+class LinearNoBiasSum(torch.autograd.Function):
+    """input @ weight.T + bias whose bias grad takes only the first row of the batch."""
+
+    @staticmethod
+    def forward(ctx, input, weight, bias):
+        ctx.save_for_backward(input, weight)
+        return input.mm(weight.t()) + bias
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight = ctx.saved_tensors
+        return grad_output.mm(weight), grad_output.t().mm(input), grad_output[0]

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from demos.lab import graphs, plots
+from demos.lab import graphs, plots, walk
 from demos.lab.checks import Check
 from demos.lab.config import ScenarioConfig
 from demos.lab.device import check_device
@@ -40,6 +40,7 @@ class Context:
         self.progress = progress
         self.warn_once = warn_once or log.warning
         self.rows: list[tuple[int, dict[str, Any]]] = []
+        self.explanations: list[str] = []  # graph walks, for explain.txt
         self.steps_run = 0
         self.train_s: float | None = None
         self._last_step = -1
@@ -101,13 +102,16 @@ class Context:
         raise KeyError(f"nothing recorded under '{name}'")
 
     # -- artifacts ---------------------------------------------------------------------------
-    def graph(self, output: torch.Tensor, params: Mapping[str, torch.Tensor],
-              name: str = "graph") -> str:
-        """Render the autograd graph behind `output` to <name>.gv/.pdf/.svg; return its source.
+    def graph(self, output: torch.Tensor | tuple[torch.Tensor, ...],
+              names: Mapping[str, torch.Tensor], name: str = "graph") -> str:
+        """Render the autograd graph behind `output` to <name>.gv/.pdf/.svg and walk it.
 
-        Call it before `backward()` (see demos.lab.graphs).
+        `names` labels the leaves and inputs. The walk goes to explain.txt. Call this before
+        `backward()`, which frees what the graph saved (see demos.lab.graphs). Returns the
+        graphviz source.
         """
-        source = graphs.make_graph(output, params)
+        self.explanations.append(walk.explain(output, names, title=name))
+        source = graphs.make_graph(output, names)
         _, problem = graphs.render(source, self.dir / name)
         if problem:
             self.warn_once(problem)

@@ -20,8 +20,11 @@ INSTALL_HINT = ("install graphviz for PDF/SVG graphs: apt-get install graphviz "
                 "(Debian/Ubuntu), brew install graphviz (macOS)")
 
 
-def make_graph(output: torch.Tensor, params: Mapping[str, torch.Tensor]) -> str:
-    """The graphviz (dot) source of the graph behind `output`, leaves named after `params`.
+def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
+               params: Mapping[str, torch.Tensor]) -> str:
+    """The graphviz (dot) source of the graph behind `output` (one tensor or a tuple).
+
+    Tensors in `params` are labelled with their names.
 
     Colours (torchviz): lightblue leaves that require grad, orange tensors saved for
     backward, green the output, grey the backward nodes.

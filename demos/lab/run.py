@@ -153,6 +153,8 @@ class Run:
     def finish_entry(self, entry: ScenarioConfig, ctx: Context, result: Result | None,
                      slog: logging.Logger) -> list[Check]:
         """Write the generic files (metrics.csv, loss.png) and evaluate the checks."""
+        if ctx.explanations:
+            write_atomic(ctx.dir / "explain.txt", "\n".join(ctx.explanations))
         rows = ctx.history()
         if rows:
             write_csv(ctx.dir / "metrics.csv", rows)
@@ -196,13 +198,14 @@ class Run:
         passed = sum(c["passed"] for c in counted)
         steps = f"{s['steps']} steps in {s['timing']['train_s']:.2f} s" if s["timing"] else ""
         loss = s["metrics"].get("final_loss")
-        log.info("%-6s %-16s checks %d/%d  %s%s", s["status"].upper(), s["id"], passed,
+        width = max(len(e.id) for e in self.cfg.scenarios)
+        log.info("%-11s %-*s  checks %d/%d  %s%s", s["status"].upper(), width, s["id"], passed,
                  len(counted), steps, f"  final_loss {loss:.6g}" if loss is not None else "")
         for c in counted:
             if not c["passed"]:
-                log.info("         FAIL %s: %s", c["name"], c["detail"])
+                log.info("            FAIL %s: %s", c["name"], c["detail"])
         if s["status"] == "error":
-            log.info("         ERROR %s (traceback in run.log)", s["error"])
+            log.info("            ERROR %s (traceback in run.log)", s["error"])
 
     def write_summary(self, started: float) -> None:
         write_json(self.dir / "summary.json", finite({

@@ -69,6 +69,12 @@ class MultiplyAdd(ScenarioConfig):
 @dataclass
 class LeNet(ScenarioConfig):
     """The LeNet-style CNN as an nn.Module, trained on real handwritten digits (doc 004)."""
+    dataset: Literal["digits", "synthetic", "mnist"] = param(
+        "digits", "digits (shipped), synthetic (random tensors, quick) or mnist (IDX files)")
+    root: str | None = param(None, "mnist: folder with the MNIST IDX files (optionally .gz)")
+    max_images: int | None = param(None, "use at most this many train (and test) images",
+                                   ge=10, le=10**8)
+    synthetic_size: int = param(512, "synthetic: number of random images", ge=10, le=10**7)
     epochs: int = param(15, "passes over the training split", ge=1, le=10**6)
     batch_size: int = param(64, "images per mini-batch", ge=1, le=10**6)
     optimizer: Literal["adam", "sgd"] = param("adam", "torch.optim optimizer")
@@ -79,6 +85,69 @@ class LeNet(ScenarioConfig):
     METRICS: ClassVar = ("final_loss", "test_accuracy", "parameters")
     DRY_RUN: ClassVar[dict[str, Any]] = {"epochs": 1}
 
+    def validate(self, where: str) -> None:
+        super().validate(where)
+        if self.dataset != "mnist":
+            if self.root is not None:
+                raise ConfigError(f"{where}.root: only used with dataset: mnist "
+                                  f"(dataset is {self.dataset})")
+            return
+        if self.root is None:
+            raise ConfigError(f"{where}.root: dataset mnist needs root: the folder with "
+                              f"train-images-idx3-ubyte and the other MNIST IDX files")
+        from demos.datasets import DataError, find_mnist_files
+        try:
+            find_mnist_files(self.root)
+        except DataError as e:
+            raise ConfigError(f"{where}.root: {e}") from None
+
+
+@dataclass
+class ComputationGraph(ScenarioConfig):
+    """h = w*x + b three ways: x requiring grad, requires_grad=False, .detach() (doc 001)."""
+    x: float = param(1.0, "the input x")
+    w: float = param(4.0, "the weight w")
+    b: float = param(0.5, "the bias b")
+
+    METRICS: ClassVar = ("h",)
+
+
+@dataclass
+class AutogradInternals(ScenarioConfig):
+    """How e.backward() reaches the leaves: grad_fn, next_functions, AccumulateGrad (doc 002)."""
+    a: float = param(2.0, "the leaf a")
+    b: float = param(3.0, "the leaf b")
+    d: float = param(4.0, "the leaf d")
+
+    METRICS: ClassVar = ("e", "a_grad", "b_grad", "c_grad_retained", "d_grad")
+
+
+@dataclass
+class MyExp(ScenarioConfig):
+    """MyExp, a custom exp that saves its output, against the built-in exp (doc 003)."""
+    inputs: list[float] = param([1.0, 2.0, 3.0], "the inputs x")
+
+    METRICS: ClassVar = ("max_grad_error",)
+
+    def validate(self, where: str) -> None:
+        super().validate(where)
+        if not self.inputs or len(self.inputs) > 10**6 or max(map(abs, self.inputs)) > 80:
+            raise ConfigError(f"{where}.inputs: must list 1 to 10**6 numbers with |x| <= 80 "
+                              f"(exp overflows float32 beyond 88)")
+
+
+@dataclass
+class LinearFunctionConfig(ScenarioConfig):
+    """LinearFunction with needs_input_grad and gradcheck; a Linear module trained on it (doc 004)."""
+    N: int = param(256, "samples in the regression", ge=1, le=10**7)
+    in_features: int = param(5, "input features", ge=1, le=10**5)
+    out_features: int = param(3, "output features", ge=1, le=10**5)
+    noise: float = param(0.01, "std of the noise added to the targets", ge=0)
+    steps: int = param(300, "SGD steps", ge=1, le=10**9)
+    lr: float = param(0.1, "learning rate", gt=0)
+
+    METRICS: ClassVar = ("final_loss", "weight_error", "bias_error")
+    DRY_RUN: ClassVar[dict[str, Any]] = {"steps": 5}
 
 # name -> typed config; the code of each is demos/scenarios/<name>.py
 REGISTRY: dict[str, type[ScenarioConfig]] = {
@@ -86,4 +155,8 @@ REGISTRY: dict[str, type[ScenarioConfig]] = {
     "my_relu": MyReLU,
     "multiply_add": MultiplyAdd,
     "lenet": LeNet,
+    "computation_graph": ComputationGraph,
+    "autograd_internals": AutogradInternals,
+    "my_exp": MyExp,
+    "linear_function": LinearFunctionConfig,
 }

@@ -1,0 +1,71 @@
+"""autograd_internals: how e.backward() reaches the leaves, from document 002.
+
+a = 2, b = 3, c = a + b, d = 4, e = c * d. e.grad_fn (MulBackward0) points through
+next_functions to c.grad_fn (AddBackward0) and to the AccumulateGrad of d; each AccumulateGrad's
+.variable is the leaf object itself, whose .grad backward() fills. c, not a leaf, keeps no grad
+unless asked to with c.retain_grad().
+
+    python runner.py --config configs/autograd_internals.yaml
+"""
+import warnings
+
+import torch
+
+from demos.lab import checks
+from demos.lab.context import Context, Result
+from demos.lab.walk import node_name
+from demos.scenarios.configs import AutogradInternals
+
+
+def leaves(cfg, ctx):
+    return (torch.tensor(v, device=ctx.device, requires_grad=True) for v in (cfg.a, cfg.b, cfg.d))
+
+
+def run(cfg: AutogradInternals, ctx: Context) -> Result:
+    a, b, d = leaves(cfg, ctx)
+    c = a + b
+    e = c * d
+    ctx.graph(e, {"a": a, "b": b, "c": c, "d": d})
+    (add, _), (acc_d, _) = e.grad_fn.next_functions
+    (acc_a, _), (acc_b, _) = add.next_functions
+    walk = {
+        "e.grad_fn": node_name(e.grad_fn),
+        "e.grad_fn.next_functions": [node_name(add), node_name(acc_d)],
+        "c.grad_fn.next_functions": [node_name(acc_a), node_name(acc_b)],
+        "AccumulateGrad.variable is the leaf": [acc_a.variable is a, acc_b.variable is b,
+                                                acc_d.variable is d],
+    }
+    e.backward()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        c_grad = c.grad  # a non-leaf: None, and today torch warns about the access
+    a2, b2, d2 = leaves(cfg, ctx)
+    c2 = a2 + b2
+    c2.retain_grad()
+    (c2 * d2).backward()
+    for key, value in walk.items():
+        ctx.log.info("  %s: %s", key, value)
+    expected_c = cfg.a + cfg.b
+    return Result(
+        metrics={"e": e.item(), "a_grad": a.grad.item(), "b_grad": b.grad.item(),
+                 "c_grad_retained": c2.grad.item(), "d_grad": d.grad.item()},
+        inspection=walk,
+        checks=[
+            checks.check("e.grad_fn is MulBackward0", node_name(e.grad_fn) == "MulBackward0",
+                         node_name(e.grad_fn)),
+            checks.check("e.grad_fn.next_functions[0][0] is c.grad_fn (AddBackward0)",
+                         add is c.grad_fn and node_name(add) == "AddBackward0", node_name(add)),
+            checks.check("AccumulateGrad.variable is the very leaf a, b, d",
+                         all(walk["AccumulateGrad.variable is the leaf"]),
+                         "acc.variable is a / b / d: "
+                         f"{walk['AccumulateGrad.variable is the leaf']}"),
+            checks.check("a.grad = b.grad = d", a.grad.item() == b.grad.item() == cfg.d,
+                         f"a.grad {a.grad.item()}, b.grad {b.grad.item()}"),
+            checks.check("d.grad = c = a + b", d.grad.item() == expected_c,
+                         f"d.grad {d.grad.item()}"),
+            checks.check("c.grad is None: c is not a leaf", c_grad is None and not c.is_leaf,
+                         f"c.grad is {c_grad}; reading it warned: "
+                         f"{str(caught[0].message).split('. ')[0] if caught else 'no'}"),
+            checks.check("with c.retain_grad(), c.grad = d", c2.grad.item() == cfg.d,
+                         f"c.grad {c2.grad.item()}"),
+        ])

@@ -1,0 +1,85 @@
+"""linear_function: LinearFunction (input @ weight.T + bias) and a Linear nn.Module on it.
+
+Document 004. The backward computes only the gradients ctx.needs_input_grad asks for; gradcheck
+checks it as the document does (double inputs, eps 1e-6, atol 1e-4); then a small regression
+trains the custom Linear layer to recover a known weight and bias.
+
+    python runner.py --config configs/linear_function.yaml
+"""
+import torch
+import torch.nn as nn
+
+from demos.functions import LinearFunction, linear_reference
+from demos.lab import checks
+from demos.lab.context import Context, Result
+from demos.scenarios.configs import LinearFunctionConfig
+
+
+class Linear(nn.Module):
+    def __init__(self, input_features, output_features, bias=True):
+        super().__init__()
+        self.input_features = input_features
+        self.output_features = output_features
+        # nn.Parameter: registered as the module's parameter, requires grad by default
+        self.weight = nn.Parameter(torch.empty(output_features, input_features))
+        if bias:
+            self.bias = nn.Parameter(torch.empty(output_features))
+        else:
+            self.register_parameter("bias", None)  # register optional parameters as None
+        nn.init.uniform_(self.weight, -0.1, 0.1)
+        if self.bias is not None:
+            nn.init.uniform_(self.bias, -0.1, 0.1)
+
+    def forward(self, input):
+        return LinearFunction.apply(input, self.weight, self.bias)
+
+
+def only_input_grad(ctx: Context) -> checks.Check:
+    """With only the input requiring grad, backward computes no weight or bias grad."""
+    input = torch.randn(4, 3, device=ctx.device, requires_grad=True)
+    weight, bias = torch.randn(2, 3, device=ctx.device), torch.randn(2, device=ctx.device)
+    out = LinearFunction.apply(input, weight, bias)
+    # autograd calls backward with the graph node as ctx; so can we, to see what it returns
+    grads = LinearFunction.backward(out.grad_fn, torch.ones_like(out))
+    shapes = [None if g is None else tuple(g.shape) for g in grads]
+    return checks.check("only the input requires grad: backward returns (grad, None, None)",
+                        shapes == [(4, 3), None, None] and out.grad_fn.needs_input_grad
+                        == (True, False, False), f"needs_input_grad "
+                        f"{out.grad_fn.needs_input_grad}, backward returned shapes {shapes}")
+
+
+def run(cfg: LinearFunctionConfig, ctx: Context) -> Result:
+    g = torch.Generator().manual_seed(ctx.seed)
+    doc = {"input": torch.randn(20, 20, generator=g, dtype=torch.float64, requires_grad=True),
+           "weight": torch.randn(30, 20, generator=g, dtype=torch.float64, requires_grad=True),
+           "bias": torch.randn(30, generator=g, dtype=torch.float64, requires_grad=True)}
+    found = [
+        checks.gradcheck("gradcheck", LinearFunction.apply, doc, ctx.check_device,
+                         eps=1e-6, atol=1e-4),
+        checks.parity("parity vs F.linear", LinearFunction.apply, linear_reference, doc,
+                      ctx.check_device),
+        only_input_grad(ctx),
+    ]
+
+    true_w = torch.randn(cfg.out_features, cfg.in_features, generator=g).to(ctx.device)
+    true_b = torch.randn(cfg.out_features, generator=g).to(ctx.device)
+    x = torch.randn(cfg.N, cfg.in_features, generator=g).to(ctx.device)       # (N, in)
+    noise = cfg.noise * torch.randn(cfg.N, cfg.out_features, generator=g)
+    y = x @ true_w.T + true_b + noise.to(ctx.device)                           # (N, out)
+    model = Linear(cfg.in_features, cfg.out_features).to(ctx.device)
+    found.append(checks.check("Linear registers weight and bias as parameters",
+                              [n for n, _ in model.named_parameters()] == ["weight", "bias"],
+                              str([n for n, _ in model.named_parameters()])))
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    ctx.graph((model(x) - y).pow(2).mean(), dict(model.named_parameters()))
+    for t in ctx.steps(cfg.steps):
+        loss = (model(x) - y).pow(2).mean()
+        ctx.record(t, loss=loss)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return Result(
+        metrics={"final_loss": ctx.last("loss"),
+                 "weight_error": (model.weight - true_w).abs().max().item(),
+                 "bias_error": (model.bias - true_b).abs().max().item()},
+        checks=found)
