@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 from demos.lab.schema import ConfigError, build, did_you_mean, join, param, show, to_dict
 
 DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+MAX_CONFIG_BYTES = 1 << 20   # a config is a page of YAML; a megabyte is plenty
+MAX_CONFIG_NODES = 100_000   # values after expanding aliases: refuses "billion laughs" bombs
 
 
 @dataclass
@@ -81,36 +83,87 @@ Registry = dict[str, type[ScenarioConfig]]
 
 def read_yaml(path: str) -> Any:
     """Parse a YAML file with `yaml.safe_load`; every failure is a one-line ConfigError."""
-    import yaml
-
     if not os.path.exists(path):
         raise ConfigError(f"{path}: no such file")
     if os.path.isdir(path):
         raise ConfigError(f"{path}: is a directory, not a config file")
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES // 1024} KiB; not a config file")
+    return parse_yaml(data, path)
+
+
+def parse_yaml(data: bytes, path: str) -> Any:
+    """YAML text -> data, refusing alias bombs and deep nesting before anything is built."""
+    import yaml
+
+    if b"\x00" in data:
+        raise ConfigError(f"{path}: binary file, not YAML")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    if "\x00" in text:
-        raise ConfigError(f"{path}: binary file, not YAML")
-    if not text.strip():
-        raise ConfigError(f"{path}: empty file")
     try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)  # the node graph: aliases shared
+        if node is None:
+            raise ConfigError("empty file")
+        check_size(node)
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: {yaml_error(e)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def check_size(root: Any) -> None:
+    """Refuse a YAML node graph that expands to too many values or refers to itself."""
+    import yaml
+
+    size: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            children = [c for pair in node.value for c in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = node.value
+        else:
+            children = []
+        if done:
+            open_nodes.discard(id(node))
+            size[id(node)] = 1 + sum(size[id(c)] for c in children)
+            if size[id(node)] > MAX_CONFIG_NODES:
+                raise ConfigError(f"line {node.start_mark.line + 1}: expands to more than "
+                                  f"{MAX_CONFIG_NODES:,} values through aliases (*name); "
+                                  f"refusing it")
+            continue
+        if id(node) in size:
+            continue
+        if id(node) in open_nodes:
+            raise ConfigError(f"line {node.start_mark.line + 1}: an alias refers to the "
+                              f"value that contains it")
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in size)
 
 
 def yaml_error(e: Exception) -> str:
-    """A YAML error as 'line L, column C: problem'."""
+    """A YAML error as 'line L, column C: problem', with a hint for the common ones."""
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
     problem = getattr(e, "problem", None) or str(e).splitlines()[0]
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    if "'\\t'" in problem or "\t" in problem:
+        problem += " (YAML indents with spaces, not tabs)"
+    if "python/" in problem:
+        problem = ("a tag that would build a Python object; configs hold plain values only "
+                   f"({problem})")
     return f"invalid YAML: {where}{problem}"
 
 
@@ -122,25 +175,26 @@ def apply_set(raw: dict, assignment: str) -> str:
     """Apply one `--set KEY=VALUE` to the raw config; return the key path it sets."""
     import yaml
 
+    shown = assignment if assignment.isprintable() else repr(assignment)
     key, sep, text = assignment.partition("=")
     parts = key.strip().split(".")
     if not sep or not all(parts):
-        raise ConfigError(f"--set {assignment}: expected KEY=VALUE, e.g. seed=3 or "
+        raise ConfigError(f"--set {shown}: expected KEY=VALUE, e.g. seed=3 or "
                           f"scenarios.<id>.lr=1e-5")
     try:
         value = yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError as e:
-        raise ConfigError(f"--set {assignment}: {yaml_error(e)}") from None
+        raise ConfigError(f"--set {shown}: {yaml_error(e)}") from None
     node: Any = raw
     path = ""
     if parts[0] == "scenarios":
         entries = raw.get("scenarios")
         if len(parts) < 3 or not isinstance(entries, list):
-            raise ConfigError(f"--set {assignment}: address a scenario entry by id: "
+            raise ConfigError(f"--set {shown}: address a scenario entry by id: "
                               f"scenarios.<id>.<key>=VALUE")
         ids = [entry_id(e) for e in entries]
         if parts[1] not in ids:
-            raise ConfigError(f"--set {assignment}: no scenario entry with id '{parts[1]}'"
+            raise ConfigError(f"--set {shown}: no scenario entry with id '{parts[1]}'"
                               f"{did_you_mean(parts[1], [str(i) for i in ids])}")
         index = ids.index(parts[1])
         node, path, parts = entries[index], f"scenarios[{index}]", parts[2:]
@@ -149,7 +203,7 @@ def apply_set(raw: dict, assignment: str) -> str:
         if child is None:
             child = node[part] = {}
         if not isinstance(child, dict):
-            raise ConfigError(f"--set {assignment}: {join(path, '.'.join(parts[:i + 1]))} "
+            raise ConfigError(f"--set {shown}: {join(path, '.'.join(parts[:i + 1]))} "
                               f"is not a mapping")
         node, path = child, join(path, part)
     node[parts[-1]] = value
@@ -158,7 +212,11 @@ def apply_set(raw: dict, assignment: str) -> str:
 
 def load(path: str, registry: Registry, sets: list[str] = ()) -> RunConfig:
     """Read, override and validate a run config; raise ConfigError('<file>: <key>: ...')."""
-    raw = read_yaml(path)
+    return load_data(read_yaml(path), path, registry, sets)
+
+
+def load_data(raw: Any, path: str, registry: Registry, sets: list[str] = ()) -> RunConfig:
+    """Override and validate parsed config data read from `path`."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level: must be a mapping with a 'scenarios' list, "
                           f"got {show(raw)}")
@@ -171,7 +229,8 @@ def load(path: str, registry: Registry, sets: list[str] = ()) -> RunConfig:
         msg = str(e)
         for key_path, assignment in set_paths.items():
             if msg.startswith(key_path + ":") or msg.startswith(key_path + "."):
-                msg += f" (from --set {assignment})"
+                shown = assignment if assignment.isprintable() else repr(assignment)
+                msg += f" (from --set {shown})"
         raise ConfigError(f"{path}: {msg}") from None
 
 

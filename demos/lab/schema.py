@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import math
 import re
+import reprlib
 import types
 import typing
 from typing import Any, Literal, Union
@@ -44,9 +45,13 @@ def join(where: str, key: Any) -> str:
     return f"{where}.{key}" if where else str(key)
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 2, 4, 4, 40, 40
+
+
 def show(value: Any) -> str:
-    """A value as the user would recognise it in an error message."""
-    text = repr(value)
+    """A value as the user would recognise it in an error message (bounded, even for huge ones)."""
+    text = _REPR.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
