@@ -102,6 +102,8 @@ def test_expect_a_name_the_scenario_does_not_produce_fails():
 
 def test_expect_in_dry_run_is_not_evaluated_but_missing_names_still_fail():
     e = expect(metrics={"final_loss": {"max": 1e-9}, "nope": {"max": 1}})
-    skipped, missing = checks.expect(e, {}, {"final_loss": 5.0}, evaluate=False)
-    assert skipped.passed is None and "not evaluated" in skipped.detail
+    skipped, missing = checks.expect(e, {}, {"final_loss": 5.0}, skip="--dry-run")
+    assert skipped.passed is None and skipped.detail.startswith("not evaluated in --dry-run (5;")
     assert missing.passed is False
+    diverged = checks.expect(e, {}, {}, skip="training diverged")
+    assert [c.passed for c in diverged] == [None, None]

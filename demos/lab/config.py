@@ -70,6 +70,8 @@ class RunConfig:
     device: str = param("auto", "auto (cuda > mps > cpu) | cpu | cuda | cuda:N | mps")
     seed: int = param(0, "seed of torch's generators, set before each scenario", ge=0,
                       le=2**63 - 1)
+    deterministic: bool = param(False, "torch.use_deterministic_algorithms(True): "
+                                       "bit-identical GPU runs, sometimes slower")
     scenarios: list[Any] = param([], "the scenario entries, run in this order")
 
     def validate(self, where: str) -> None:

@@ -5,16 +5,20 @@ extras) and a summary entry. A scenario that fails or raises does not stop the o
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import importlib
 import logging
 import math
+import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -22,7 +26,7 @@ from demos.lab import checks as checks_mod
 from demos.lab import plots
 from demos.lab.checks import Check
 from demos.lab.config import RunConfig, ScenarioConfig, dump, entry_dict
-from demos.lab.context import Context, Result
+from demos.lab.context import Context, Diverged, Interrupted, Result, StopRequest
 from demos.lab.files import write_atomic, write_csv, write_json
 from demos.lab.schema import ConfigError
 
@@ -83,6 +87,40 @@ def finite(value: Any) -> Any:
     return value
 
 
+class SignalHandler:
+    """First SIGINT/SIGTERM: stop at the next step boundary. Second: end at once (exit 130)."""
+
+    def __init__(self, stop: StopRequest, hard_exit: Callable[[int], None] = os._exit):
+        self.stop, self.hard_exit = stop, hard_exit
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.stop.requested:
+            sys.stderr.write(f"\n{name} again: stopping now\n")
+            sys.stderr.flush()
+            self.hard_exit(EXIT_INTERRUPTED)
+            return
+        self.stop.requested = name
+        sys.stderr.write(f"\n{name}: stopping at the next step boundary and saving what was "
+                         f"done (send it again to stop at once)\n")
+        sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def handle_signals(stop: StopRequest):
+    """Route SIGINT and SIGTERM to a SignalHandler while the run lasts (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = SignalHandler(stop)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 class Run:
     """One invocation of the runner over a validated config."""
 
@@ -94,6 +132,7 @@ class Run:
         self.warned: set[str] = set()
         self.entries: list[dict[str, Any]] = []
         self.status = "passed"
+        self.stop = StopRequest()
 
     def warn_once(self, message: str) -> None:
         if message not in self.warned:
@@ -103,25 +142,36 @@ class Run:
     def execute(self) -> int:
         log, handlers = open_log(self.dir)
         started = time.time()
+        before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark)
+        if self.cfg.deterministic:
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS needs it
+            torch.use_deterministic_algorithms(True)
+            torch.backends.cudnn.benchmark = False
         try:
             write_atomic(self.dir / "config.yaml",
                          f"# resolved config of run {self.dir.name} (from {self.source})\n"
                          + dump(self.cfg))
             log.info("run %s: torch %s, device %s, seed %d%s", self.dir.name, torch.__version__,
                      self.device_note, self.cfg.seed, ", dry run" if self.dry_run else "")
-            for entry in self.cfg.scenarios:
-                summary = self.run_entry(entry, log)
-                self.entries.append(summary)
-                if summary["status"] == "interrupted":
-                    self.status = "interrupted"
-                    break
-                if summary["status"] != "passed":
-                    self.status = "failed"
+            with handle_signals(self.stop):
+                for entry in self.cfg.scenarios:
+                    summary = self.run_entry(entry, log)
+                    self.entries.append(summary)
+                    if summary["status"] not in ("passed", "interrupted"):
+                        self.status = "failed"
+                    if summary["status"] == "interrupted" or self.stop.requested:
+                        self.status = "interrupted"
+                        skipped = [e.id for e in self.cfg.scenarios[len(self.entries):]]
+                        if skipped:
+                            log.info("not run (interrupted): %s", ", ".join(skipped))
+                        break
             self.write_summary(started)
             log.info("%s: %d of %d scenarios passed; results in %s", self.status.upper(),
                      sum(e["status"] == "passed" for e in self.entries), len(self.cfg.scenarios),
                      self.dir)
         finally:
+            torch.use_deterministic_algorithms(before[0])
+            torch.backends.cudnn.benchmark = before[1]
             for h in handlers:
                 logging.getLogger("demos").removeHandler(h)
                 h.close()
@@ -134,24 +184,37 @@ class Run:
         slog = logging.getLogger(f"demos.scenario.{entry.id}")
         slog.info("start %s (%s): %s", entry.id, entry.scenario, entry_dict(entry))
         ctx = Context(entry, self.device, folder, slog, seed=self.cfg.seed,
-                      progress=self.progress, warn_once=self.warn_once)
+                      progress=self.progress, warn_once=self.warn_once, stop=self.stop)
         torch.manual_seed(self.cfg.seed)
-        result, error, status = None, None, "passed"
+        result, error, status, extra = None, None, "passed", []
         try:
             module = importlib.import_module(f"demos.scenarios.{entry.scenario}")
             result = module.run(entry, ctx)
-        except KeyboardInterrupt:
-            status, error = "interrupted", "interrupted by the user"
+        except Diverged as e:
+            extra = [Check("loss stays finite", False, f"{e.name} is {e.value} at step {e.step}; "
+                                                       f"training stopped there")]
+            result = Result(metrics={"diverged_at_step": float(e.step)})
+        except (Interrupted, KeyboardInterrupt) as e:
+            status = "interrupted"
+            error = f"interrupted by {self.stop.requested or 'SIGINT'}" + (
+                f" before step {e.step}" if isinstance(e, Interrupted) else "")
         except Exception as e:
             status, error = "error", checks_mod.one_line(e)
             slog.error("%s raised:\n%s", entry.id, traceback.format_exc())
-        found = self.finish_entry(entry, ctx, result, slog)
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()  # after an out-of-memory error, for the next scenario
+        if result is not None and not extra and ctx.checked_names:
+            extra = [Check("loss stays finite", True,
+                           f"{', '.join(sorted(ctx.checked_names))} finite at all "
+                           f"{ctx.steps_run} steps")]
+        skip = "training diverged" if extra and extra[0].passed is False else None
+        found = extra + self.finish_entry(entry, ctx, result, slog, skip)
         if status == "passed" and any(c.passed is False for c in found):
             status = "failed"
         return self.entry_summary(entry, ctx, result, found, status, error, log)
 
     def finish_entry(self, entry: ScenarioConfig, ctx: Context, result: Result | None,
-                     slog: logging.Logger) -> list[Check]:
+                     slog: logging.Logger, skip: str | None = None) -> list[Check]:
         """Write the generic files (metrics.csv, loss.png) and evaluate the checks."""
         if ctx.explanations:
             write_atomic(ctx.dir / "explain.txt", "\n".join(ctx.explanations))
@@ -166,7 +229,7 @@ class Run:
             return []
         found = list(result.checks)
         found += checks_mod.expect(entry.expect, result.params, result.metrics,
-                                   evaluate=not self.dry_run)
+                                   skip=skip or ("--dry-run" if self.dry_run else None))
         for c in found:
             slog.info("check %s: %s: %s", {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed],
                       c.name, c.detail)
@@ -177,8 +240,9 @@ class Run:
                       log: logging.Logger) -> dict[str, Any]:
         timing = None
         if ctx.train_s is not None:
+            done = ctx.steps_run - ctx.steps_started
             timing = {"train_s": round(ctx.train_s, 6),
-                      "steps_per_s": round(ctx.steps_run / ctx.train_s, 3) if ctx.train_s else None}
+                      "steps_per_s": round(done / ctx.train_s, 3) if ctx.train_s else None}
         summary = {
             "id": entry.id, "scenario": entry.scenario, "status": status,
             "device": str(self.device), "steps": ctx.steps_run,
@@ -211,6 +275,13 @@ class Run:
         write_json(self.dir / "summary.json", finite({
             "run_id": self.dir.name, "status": self.status, "torch": torch.__version__,
             "device": str(self.device), "seed": self.cfg.seed, "dry_run": self.dry_run,
+            "determinism": {
+                "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+                "cudnn_deterministic": torch.backends.cudnn.deterministic,
+                "cudnn_benchmark": torch.backends.cudnn.benchmark,
+                "cpu_threads": torch.get_num_threads(),
+                "seeded": "torch.manual_seed(seed) before each scenario; lenet's split and "
+                          "shuffles use their own generator seeded the same"},
             "config": self.source, "command": self.command,
             "started": dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
             "duration_s": round(time.time() - started, 3),

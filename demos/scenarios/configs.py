@@ -6,6 +6,7 @@ code is `demos/scenarios/<name>.py`.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -81,12 +82,17 @@ class LeNet(ScenarioConfig):
     lr: float = param(2e-3, "learning rate", gt=0)
     momentum: float = param(0.9, "momentum (sgd only)", ge=0, lt=1)
     test_fraction: float = param(0.2, "share of the images held out for testing", gt=0, lt=1)
+    checkpoint_every: int | None = param(None, "also save checkpoint_epoch<N>.pt every N epochs",
+                                         ge=1, le=10**6)
+    resume: str | None = param(None, "continue from this checkpoint (a .pt saved by lenet)")
 
     METRICS: ClassVar = ("final_loss", "test_accuracy", "parameters")
     DRY_RUN: ClassVar[dict[str, Any]] = {"epochs": 1}
 
     def validate(self, where: str) -> None:
         super().validate(where)
+        if self.resume is not None and not os.path.isfile(self.resume):
+            raise ConfigError(f"{where}.resume: {self.resume}: no such checkpoint file")
         if self.dataset != "mnist":
             if self.root is not None:
                 raise ConfigError(f"{where}.root: only used with dataset: mnist "

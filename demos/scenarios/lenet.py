@@ -99,6 +99,34 @@ def walk_through(net: Net, ctx: Context) -> list:
     ]
 
 
+# what a checkpoint must share with the run that resumes it
+SAME = ("dataset", "root", "max_images", "synthetic_size", "test_fraction", "batch_size",
+        "optimizer")
+
+
+def state(cfg: LeNet, net: Net, opt, g: torch.Generator, epoch: int) -> dict:
+    """Everything needed to continue exactly: weights, optimizer, shuffling generator."""
+    return {"epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict(),
+            "generator": g.get_state(), "config": {k: getattr(cfg, k) for k in SAME}}
+
+
+def resume(cfg: LeNet, ctx: Context, net: Net, opt, g: torch.Generator) -> int:
+    """Load a checkpoint into net, opt and g; return the epoch it was saved after."""
+    saved = ctx.load_state(cfg.resume)
+    for key in SAME:
+        if saved["config"][key] != getattr(cfg, key):
+            raise ValueError(f"{cfg.resume}: saved with {key}={saved['config'][key]!r}, but this "
+                             f"run has {key}={getattr(cfg, key)!r}")
+    net.load_state_dict(saved["model"])
+    opt.load_state_dict(saved["optimizer"])
+    g.set_state(saved["generator"])
+    if saved["epoch"] >= cfg.epochs:
+        raise ValueError(f"{cfg.resume}: saved after epoch {saved['epoch']}; nothing left to "
+                         f"train with epochs={cfg.epochs}")
+    ctx.log.info("  resumed from %s after epoch %d", cfg.resume, saved["epoch"])
+    return saved["epoch"]
+
+
 def run(cfg: LeNet, ctx: Context) -> Result:
     net = Net().to(ctx.device)
     ctx.log.info("%s", net)
@@ -118,8 +146,9 @@ def run(cfg: LeNet, ctx: Context) -> Result:
         opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     else:
         opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    start = resume(cfg, ctx, net, opt, g) if cfg.resume else 0
 
-    for t in ctx.steps(cfg.epochs * n_batches):
+    for t in ctx.steps(cfg.epochs * n_batches, start=start * n_batches):
         epoch, i = divmod(t, n_batches)
         if i == 0:
             shuffled = train[torch.randperm(len(train), generator=g).to(ctx.device)]
@@ -133,6 +162,9 @@ def run(cfg: LeNet, ctx: Context) -> Result:
             with torch.no_grad():
                 accuracy = (net(x[test]).argmax(1) == labels[test]).float().mean()
             ctx.record(t, always=True, epoch=epoch + 1, test_accuracy=accuracy)
+            if cfg.checkpoint_every and (epoch + 1) % cfg.checkpoint_every == 0:
+                ctx.save_state(f"checkpoint_epoch{epoch + 1}.pt", state(cfg, net, opt, g, epoch + 1))
+    ctx.save_state("checkpoint.pt", state(cfg, net, opt, g, max(cfg.epochs, start)))
 
     epochs = [row for row in ctx.history() if "test_accuracy" in row]
     ctx.plot("accuracy.png", [r["epoch"] for r in epochs],

@@ -1,0 +1,255 @@
+"""What the runner guarantees under stress: divergence, signals, errors, reproducibility, files."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from demos.lab.cli import main
+from demos.lab.context import Context, Diverged, StopRequest
+from demos.lab.files import save_atomic, write_atomic
+from demos.lab.run import EXIT_INTERRUPTED, SignalHandler
+from demos.scenarios.configs import LegendreFit
+from tests.conftest import CONFIGS, ROOT, check, entry, only_run_dir, run_cli, summary
+
+LONG = ["--set", "scenarios.legendre_fit.steps=100000000", "--no-progress"]
+
+
+def run_main(tmp_path, *args):
+    return main(["--no-progress", "--output-dir", str(tmp_path), *map(str, args)])
+
+
+# -- divergence ----------------------------------------------------------------------------
+def test_a_diverging_loss_stops_at_its_step_and_the_others_still_run(tmp_path):
+    code = run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--dry-run",
+                    "--set", "scenarios.legendre_fit.lr=1.0",
+                    "--set", "scenarios.legendre_fit.steps=100")
+    assert code == 1
+    run_dir = only_run_dir(tmp_path)
+    data = summary(run_dir)
+    legendre = entry(data, "legendre_fit")
+    assert legendre["status"] == "failed" and legendre["steps"] == 3
+    finite = check(legendre, "loss stays finite")
+    assert finite["passed"] is False
+    assert finite["detail"] == "loss is inf at step 2; training stopped there"
+    assert legendre["metrics"] == {"diverged_at_step": 2.0}
+    assert all(c["passed"] is None for c in legendre["checks"] if c["name"].startswith("expect"))
+    rows = (run_dir / "legendre_fit" / "metrics.csv").read_text().splitlines()
+    assert rows[0] == "step,loss" and rows[-1] == "2,inf" and len(rows) == 4
+    assert (run_dir / "legendre_fit" / "loss.png").is_file()
+    assert [e["status"] for e in data["scenarios"][1:]] == ["passed"] * 7
+    assert check(entry(data, "my_relu"), "loss stays finite")["passed"] is True
+
+
+def test_on_an_accelerator_values_are_checked_in_windows_at_the_exact_step(tmp_path):
+    """finite_every > 1 is the CUDA path: one sync per window, the first bad step reported."""
+    import logging
+    ctx = Context(LegendreFit(id="t"), torch.device("cpu"), tmp_path, logging.getLogger("t"),
+                  seed=0, finite_every=10)
+    values = [1.0, 2.0, 3.0, float("nan"), 5.0, float("inf")] + [1.0] * 20
+    done = []
+    with pytest.raises(Diverged) as e:
+        for t in ctx.steps(len(values)):
+            ctx.record(t, loss=torch.tensor(values[t]))
+            done.append(t)
+    assert (e.value.step, e.value.name) == (3, "loss") and e.value.value != e.value.value
+    assert len(done) == 10  # found at the window's end, reported at step 3
+    assert [r["step"] for r in ctx.history()] == [0, 1, 2, 3]
+
+
+def test_a_finite_run_reports_the_check_passed(tmp_path):
+    assert run_main(tmp_path, "--config", CONFIGS / "my_relu.yaml", "--dry-run") == 0
+    e = entry(summary(only_run_dir(tmp_path)), "my_relu")
+    assert check(e, "loss stays finite") == {"name": "loss stays finite", "passed": True,
+                                             "detail": "loss finite at all 5 steps"}
+
+
+# -- interrupts -----------------------------------------------------------------------------
+def start_long_run(tmp_path):
+    proc = subprocess.Popen([sys.executable, str(ROOT / "runner.py"), "--config",
+                             str(CONFIGS / "all.yaml"), "--output-dir", str(tmp_path), *LONG],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:  # wait until the training loop runs
+        logs = list(tmp_path.glob("*/run.log"))
+        if logs and "start legendre_fit" in logs[0].read_text():
+            time.sleep(1.5)
+            return proc
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the run did not start")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_at_a_step_boundary_and_keeps_everything(tmp_path, sig):
+    proc = start_long_run(tmp_path)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert f"{sig.name}: stopping at the next step boundary" in err
+    run_dir = only_run_dir(tmp_path)
+    data = summary(run_dir)
+    assert data["status"] == "interrupted" and len(data["scenarios"]) == 1
+    legendre = data["scenarios"][0]
+    assert legendre["status"] == "interrupted" and 0 < legendre["steps"] < 100_000_000
+    assert legendre["error"] == f"interrupted by {sig.name} before step {legendre['steps']}"
+    rows = (run_dir / "legendre_fit" / "metrics.csv").read_text().splitlines()
+    assert len(rows) == legendre["steps"] + 1  # header + one row per step done
+    assert (run_dir / "legendre_fit" / "loss.png").is_file()
+    assert "not run (interrupted): my_relu, multiply_add" in out
+
+
+def test_a_second_signal_ends_at_once():
+    exits = []
+    stop = StopRequest()
+    handler = SignalHandler(stop, hard_exit=exits.append)
+    handler(signal.SIGINT, None)
+    assert stop.requested == "SIGINT" and exits == []
+    handler(signal.SIGTERM, None)
+    assert exits == [EXIT_INTERRUPTED]
+
+
+def test_a_signal_outside_a_loop_stops_the_run_after_that_scenario(tmp_path, monkeypatch):
+    from demos.scenarios import multiply_add
+    real = multiply_add.run
+
+    def run_then_signal(cfg, ctx):
+        result = real(cfg, ctx)
+        os.kill(os.getpid(), signal.SIGINT)  # as if Ctrl-C came during its checks
+        return result
+    monkeypatch.setattr(multiply_add, "run", run_then_signal)
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--dry-run") == 130
+    data = summary(only_run_dir(tmp_path))
+    assert data["status"] == "interrupted"
+    assert [e["status"] for e in data["scenarios"]] == ["passed"] * 3  # lenet and after: not run
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+
+
+# -- errors mid-run -------------------------------------------------------------------------
+def test_an_out_of_memory_error_fails_that_scenario_only(tmp_path, monkeypatch):
+    def oom(cfg, ctx):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+    monkeypatch.setattr("demos.scenarios.lenet.run", oom)
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--dry-run") == 1
+    data = summary(only_run_dir(tmp_path))
+    lenet = entry(data, "lenet")
+    assert lenet["status"] == "error"
+    assert lenet["error"] == "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB"
+    assert sum(e["status"] == "passed" for e in data["scenarios"]) == 7
+
+
+# -- reproducibility ------------------------------------------------------------------------
+def test_same_config_and_seed_give_bit_identical_results(tmp_path):
+    args = ["--config", CONFIGS / "all.yaml", "--only", "legendre_fit,my_relu,lenet,linear_function",
+            "--set", "scenarios.legendre_fit.steps=300", "--set", "scenarios.my_relu.steps=100",
+            "--set", "scenarios.lenet.epochs=2", "--set", "scenarios.linear_function.steps=50"]
+    for name in ("a", "b"):
+        assert run_main(tmp_path / name, *args) in (0, 1)  # short runs miss expectations
+    a, b = only_run_dir(tmp_path / "a"), only_run_dir(tmp_path / "b")
+    for scenario in ("legendre_fit", "my_relu", "lenet", "linear_function"):
+        assert (a / scenario / "metrics.csv").read_bytes() == \
+            (b / scenario / "metrics.csv").read_bytes(), scenario
+    sa, sb = summary(a), summary(b)
+    assert [e["params"] for e in sa["scenarios"]] == [e["params"] for e in sb["scenarios"]]
+    assert [e["metrics"] for e in sa["scenarios"]] == [e["metrics"] for e in sb["scenarios"]]
+    det = sa["determinism"]
+    assert sa["torch"] == torch.__version__ and sa["seed"] == 0 and sa["device"] == "cpu"
+    assert det["deterministic_algorithms"] is False and det["cpu_threads"] >= 1
+
+
+def test_a_different_seed_changes_the_random_scenarios(tmp_path):
+    args = ["--config", CONFIGS / "all.yaml", "--only", "my_relu,lenet", "--dry-run"]
+    assert run_main(tmp_path / "s0", *args) == 0
+    assert run_main(tmp_path / "s1", *args, "--seed", "1") == 0
+    s0, s1 = summary(only_run_dir(tmp_path / "s0")), summary(only_run_dir(tmp_path / "s1"))
+    assert s1["seed"] == 1
+    for scenario in ("my_relu", "lenet"):
+        assert entry(s0, scenario)["metrics"]["final_loss"] != \
+            entry(s1, scenario)["metrics"]["final_loss"]
+
+
+def test_deterministic_mode_is_recorded_and_restored(tmp_path):
+    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml", "--set",
+                    "deterministic=true") == 0
+    assert summary(only_run_dir(tmp_path))["determinism"]["deterministic_algorithms"] is True
+    assert torch.are_deterministic_algorithms_enabled() is False
+
+
+# -- files ----------------------------------------------------------------------------------
+def test_two_runs_started_together_get_their_own_folders(tmp_path):
+    cmd = [sys.executable, str(ROOT / "runner.py"), "--config", str(CONFIGS / "my_exp.yaml"),
+           "--output-dir", str(tmp_path), "--no-progress"]
+    procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    runs = sorted(p.name for p in tmp_path.iterdir())
+    assert len(runs) == 3 and len(set(r[:19] for r in runs)) <= 3
+    for run in runs:
+        assert summary(tmp_path / run)["run_id"] == run
+
+
+def test_writes_are_atomic(tmp_path):
+    path = tmp_path / "summary.json"
+    write_atomic(path, "old")
+
+    def crash(p):
+        p.write_text("half")
+        raise OSError("disk full")
+    with pytest.raises(OSError):
+        save_atomic(path, crash)
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+
+
+def test_no_temporary_files_are_left_in_a_run(tmp_path):
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--dry-run") == 0
+    leftovers = [p for p in only_run_dir(tmp_path).rglob("*") if p.name.startswith(".")]
+    assert leftovers == []
+
+
+# -- checkpoints ----------------------------------------------------------------------------
+QUICK_LENET = ["--config", CONFIGS / "lenet.yaml", "--set", "scenarios.lenet.max_images=300",
+               "--set", "scenarios.lenet.expect={}", "--set", "scenarios.lenet.epochs=3"]
+
+
+def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tmp_path):
+    assert run_main(tmp_path / "full", *QUICK_LENET, "--set",
+                    "scenarios.lenet.checkpoint_every=1") == 0
+    full = only_run_dir(tmp_path / "full") / "lenet"
+    assert {p.name for p in full.glob("*.pt")} == {
+        "checkpoint.pt", "checkpoint_epoch1.pt", "checkpoint_epoch2.pt", "checkpoint_epoch3.pt"}
+    assert run_main(tmp_path / "resumed", *QUICK_LENET, "--set",
+                    f"scenarios.lenet.resume={full / 'checkpoint_epoch1.pt'}") == 0
+    resumed = only_run_dir(tmp_path / "resumed") / "lenet"
+    a = torch.load(full / "checkpoint.pt", weights_only=True)
+    b = torch.load(resumed / "checkpoint.pt", weights_only=True)
+    assert a["epoch"] == b["epoch"] == 3
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    first_resumed_step = (resumed / "metrics.csv").read_text().splitlines()[1].split(",")[0]
+    assert int(first_resumed_step) == 5  # 240 training images / 64 = 5 steps per epoch
+
+
+def test_resume_problems_are_clear(tmp_path, capsys):
+    assert run_main(tmp_path, *QUICK_LENET, "--set", "scenarios.lenet.resume=nope.pt") == 2
+    assert "scenarios[0].resume: nope.pt: no such checkpoint file" in capsys.readouterr().err
+    assert run_main(tmp_path / "a", *QUICK_LENET, "--set", "scenarios.lenet.epochs=1") == 0
+    ckpt = only_run_dir(tmp_path / "a") / "lenet" / "checkpoint.pt"
+    assert run_main(tmp_path / "b", *QUICK_LENET, "--set", f"scenarios.lenet.resume={ckpt}",
+                    "--set", "scenarios.lenet.optimizer=sgd") == 1
+    e = entry(summary(only_run_dir(tmp_path / "b")), "lenet")
+    assert e["error"] == f"ValueError: {ckpt}: saved with optimizer='adam', but this run has " \
+                         f"optimizer='sgd'"
+
+
+class NotAllowed:
+    pass
+
+
+def test_checkpoints_are_loaded_with_weights_only(tmp_path):
+    bad = tmp_path / "bad.pt"
+    torch.save({"epoch": 1, "payload": NotAllowed()}, bad)
+    assert run_main(tmp_path / "out", *QUICK_LENET, "--set", f"scenarios.lenet.resume={bad}") == 1
+    e = entry(summary(only_run_dir(tmp_path / "out")), "lenet")
+    assert e["status"] == "error" and "UnpicklingError" in e["error"]
