@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test dot clean
+.PHONY: setup demo test dot browser clean
 
 setup: dot $(STAMP)
 
@@ -28,10 +28,25 @@ dot:
 	  fi; \
 	fi
 
+# The report's browser test uses Debian's Chromium and ChromeDriver (the test skips, saying
+# why, where they cannot be installed).
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+	  if command -v apt-get >/dev/null 2>&1; then \
+	    if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	    echo "installing chromium and chromium-driver with apt-get (for the report's browser test)"; \
+	    ($$SUDO apt-get update -qq && \
+	     $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
+	       >/dev/null) || echo "warning: could not install chromium; the browser test will skip"; \
+	  else \
+	    echo "warning: no apt-get: the browser test needs chromium and chromedriver on PATH"; \
+	  fi; \
+	fi
+
 demo: setup
 	$(PY) runner.py --config configs/all.yaml
 
-test: setup
+test: setup browser
 	$(PY) -m pytest -q
 
 clean:

@@ -14,8 +14,9 @@ from demos.lab.schema import ConfigError
 from tests.conftest import CONFIGS, check, entry, only_run_dir, run_cli, summary
 from tests.wrong_functions import P3MissingFactor
 
-SIGNATURES = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-", ".csv": b"step,"}
-EXTRAS = {"legendre_fit": ["fit.png"], "lenet": ["accuracy.png", "checkpoint.pt"]}
+SIGNATURES = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-", ".csv": b"step,",
+              ".gif": b"GIF89a"}
+EXTRAS = {"legendre_fit": ["fit.png", "fit.gif"], "lenet": ["accuracy.png", "checkpoint.pt"]}
 GRAPHS = {"computation_graph": ["graph_requires_grad", "graph_no_grad", "graph_detach"]}
 NO_TRAINING = {"computation_graph", "autograd_internals", "my_exp"}
 ENTRY_KEYS = {"id", "scenario", "status", "device", "steps", "metrics", "params", "checks",

@@ -38,6 +38,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true",
                    help="tiny sizes and step counts: every code path and artifact, in seconds")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--open", action="store_true",
+                   help="open the run's report.html in a browser at the end (needs a display)")
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config and exit")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
@@ -96,5 +98,7 @@ def run(argv: list[str]) -> int:
         where = "--device" if args.device is not None else f"{args.config}: device"
         raise ConfigError(f"{where} {cfg.device}: {e}") from None
     progress = not args.no_progress and sys.stderr.isatty()
+    descriptions = {name: cls.__doc__.strip() for name, cls in REGISTRY.items()}
     return execute(cfg, device, note, Path(args.output_dir), source=args.config,
-                   command=["runner.py", *argv], progress=progress, dry_run=args.dry_run)
+                   command=["runner.py", *argv], progress=progress, dry_run=args.dry_run,
+                   descriptions=descriptions, open_report=args.open)

@@ -54,6 +54,13 @@ class Result:
     inspection: dict[str, Any] = field(default_factory=dict)  # what the document prints
 
 
+def snapshot(value: Any) -> Any:
+    """A recordable copy of `value`: detached, and cloned if the optimizer updates it in place."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    return value.detach().clone() if value.is_leaf and value.requires_grad else value.detach()
+
+
 class Context:
     """The run's services for one scenario entry: device, folder, log, steps, records, files."""
 
@@ -116,9 +123,11 @@ class Context:
         """Keep `values` for this step if it is a log step (every `log_every`, and the last).
 
         Tensors are detached and kept where they are; `always=True` records regardless of
-        `log_every` (e.g. a once-per-epoch test accuracy).
+        `log_every` (e.g. a once-per-epoch test accuracy). Leaves that require grad (the
+        parameters, which the optimizer changes in place) are copied, so the record keeps
+        the value they had at this step.
         """
-        values = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+        values = {k: snapshot(v) for k, v in values.items()}
         for name, v in values.items():
             if isinstance(v, torch.Tensor) and v.numel() == 1:
                 self.pending.append((step, name, v))
@@ -201,3 +210,9 @@ class Context:
              **labels: Any) -> None:
         """A line plot (title=, xlabel=, ylabel=, logy=) saved in the scenario's folder."""
         plots.line_plot(self.dir / filename, x, series, **labels)
+
+    def animate(self, filename: str, x: Sequence[float],
+                frames: Sequence[tuple[str, Sequence[float]]],
+                fixed: Mapping[str, Sequence[float]], **labels: Any) -> None:
+        """An animated GIF: one moving curve (a frame per (caption, y)) over `fixed` curves."""
+        plots.animation(self.dir / filename, x, frames, fixed, **labels)

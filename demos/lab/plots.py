@@ -35,8 +35,43 @@ def line_plot(path: Path, x: Sequence[float], series: Mapping[str, Sequence[floa
     save_atomic(path, lambda p: fig.savefig(p, format="png"))
 
 
-def loss_curve(path: Path, steps: Sequence[int], losses: Sequence[float], title: str) -> None:
-    """The loss at each logged step."""
-    every = f" (logged at {len(steps)} steps)" if len(steps) < (steps[-1] + 1 if steps else 0) else ""
+def loss_curve(path: Path, steps: Sequence[int], losses: Sequence[float], title: str,
+               log_every: int = 1) -> None:
+    """The loss at each logged step; the x label says how often that was."""
+    every = f" (loss logged every {log_every} steps and at the last)" if log_every > 1 else ""
     line_plot(path, steps, {"loss": losses}, title=title, xlabel=f"step{every}", ylabel="loss",
               markers=len(steps) <= 30)
+
+
+def animation(path: Path, x: Sequence[float], frames: Sequence[tuple[str, Sequence[float]]],
+              fixed: Mapping[str, Sequence[float]], *, title: str, xlabel: str, ylabel: str,
+              ms_per_frame: int = 120) -> None:
+    """A GIF: the `fixed` curves, and one curve that moves through `frames` (caption, y)."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    fig = Figure(figsize=(5.6, 3.5), dpi=80, layout="constrained")
+    canvas = FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for label, y in fixed.items():
+        ax.plot(x, y, label=label, linewidth=2.5)
+    every = [v for _, y in frames for v in y if np.isfinite(v)]
+    (moving,) = ax.plot(x, frames[0][1], label="fit", color="tab:green")
+    low = min(every + [v for y in fixed.values() for v in y])
+    high = max(every + [v for y in fixed.values() for v in y])
+    ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(low - 0.05 * (high - low), high + 0.05 * (high - low)))
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left")
+    images = []
+    for caption, y in frames:
+        moving.set_ydata(y)
+        ax.set_title(f"{title}: {caption}")
+        canvas.draw()
+        rgb = Image.fromarray(np.asarray(canvas.buffer_rgba())).convert("RGB")
+        images.append(rgb.quantize(colors=64))
+    durations = [ms_per_frame] * (len(images) - 1) + [ms_per_frame * 12]  # rest on the result
+    save_atomic(path, lambda p: images[0].save(p, format="GIF", save_all=True,
+                                               append_images=images[1:], duration=durations,
+                                               loop=0, optimize=True))

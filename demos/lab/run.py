@@ -23,7 +23,7 @@ from typing import Any, Callable
 import torch
 
 from demos.lab import checks as checks_mod
-from demos.lab import plots
+from demos.lab import plots, report
 from demos.lab.checks import Check
 from demos.lab.config import RunConfig, ScenarioConfig, dump, entry_dict
 from demos.lab.context import Context, Diverged, Interrupted, Result, StopRequest
@@ -125,8 +125,10 @@ class Run:
     """One invocation of the runner over a validated config."""
 
     def __init__(self, cfg: RunConfig, device: torch.device, device_note: str, run_dir: Path,
-                 *, source: str, command: list[str], progress: bool, dry_run: bool):
+                 *, source: str, command: list[str], progress: bool, dry_run: bool,
+                 descriptions: dict[str, str] | None = None, open_report: bool = False):
         self.cfg, self.device, self.dir = cfg, device, run_dir
+        self.descriptions, self.open_report = descriptions or {}, open_report
         self.source, self.command, self.progress, self.dry_run = source, command, progress, dry_run
         self.device_note = device_note
         self.warned: set[str] = set()
@@ -165,10 +167,15 @@ class Run:
                         if skipped:
                             log.info("not run (interrupted): %s", ", ".join(skipped))
                         break
-            self.write_summary(started)
+            summary = self.write_summary(started)
+            report_path = self.write_report(summary, log)
             log.info("%s: %d of %d scenarios passed; results in %s", self.status.upper(),
                      sum(e["status"] == "passed" for e in self.entries), len(self.cfg.scenarios),
                      self.dir)
+            if report_path is not None:
+                log.info("report: %s", report_path)
+                if self.open_report:
+                    log.info("%s", open_in_browser(report_path))
         finally:
             torch.use_deterministic_algorithms(before[0])
             torch.backends.cudnn.benchmark = before[1]
@@ -224,7 +231,8 @@ class Run:
             losses = [(r["step"], r["loss"]) for r in rows if "loss" in r]
             if losses:
                 plots.loss_curve(ctx.dir / "loss.png", [s for s, _ in losses],
-                                 [v for _, v in losses], title=f"{entry.id}: loss")
+                                 [v for _, v in losses], title=f"{entry.id}: loss",
+                                 log_every=entry.log_every)
         if result is None:
             return []
         found = list(result.checks)
@@ -271,8 +279,21 @@ class Run:
         if s["status"] == "error":
             log.info("            ERROR %s (traceback in run.log)", s["error"])
 
-    def write_summary(self, started: float) -> None:
-        write_json(self.dir / "summary.json", finite({
+    def write_report(self, summary: dict[str, Any], log: logging.Logger) -> Path | None:
+        """report.html in the run folder, and the runs' index.html beside the run folders."""
+        import yaml
+
+        configs = {e.id: yaml.safe_dump(entry_dict(e), sort_keys=False) for e in self.cfg.scenarios}
+        try:
+            path = report.write_report(self.dir, summary, self.descriptions, configs)
+            report.write_index(self.dir.parent)
+        except OSError as e:
+            self.warn_once(f"could not write the report: {e}")
+            return None
+        return path
+
+    def write_summary(self, started: float) -> dict[str, Any]:
+        summary = finite({
             "run_id": self.dir.name, "status": self.status, "torch": torch.__version__,
             "device": str(self.device), "seed": self.cfg.seed, "dry_run": self.dry_run,
             "determinism": {
@@ -286,12 +307,31 @@ class Run:
             "started": dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
             "duration_s": round(time.time() - started, 3),
             "scenarios": self.entries,
-        }))
+        })
+        write_json(self.dir / "summary.json", summary)
+        return summary
+
+
+def open_in_browser(path: Path) -> str:
+    """Open `path` in the user's browser if there is a display; say what happened."""
+    import webbrowser
+
+    uri = path.resolve().as_uri()
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY")
+                                                 or os.environ.get("WAYLAND_DISPLAY")):
+        return f"--open: no display here; open {uri} in a browser"
+    try:
+        opened = webbrowser.open(uri)
+    except webbrowser.Error:
+        opened = False
+    return f"opened {uri}" if opened else f"--open: found no browser; open {uri} yourself"
 
 
 def execute(cfg: RunConfig, device: torch.device, device_note: str, output_dir: Path, *,
-            source: str, command: list[str], progress: bool, dry_run: bool) -> int:
+            source: str, command: list[str], progress: bool, dry_run: bool,
+            descriptions: dict[str, str] | None = None, open_report: bool = False) -> int:
     """Make the run folder and run every entry; return the exit code."""
     run_dir = make_run_dir(output_dir, dt.datetime.now())
     return Run(cfg, device, device_note, run_dir, source=source, command=command,
-               progress=progress, dry_run=dry_run).execute()
+               progress=progress, dry_run=dry_run, descriptions=descriptions,
+               open_report=open_report).execute()

@@ -41,8 +41,11 @@ def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
 
 
 def join(where: str, key: Any) -> str:
-    """The dotted path of `key` inside `where` ('' is the top level)."""
-    return f"{where}.{key}" if where else str(key)
+    """The dotted path of `key` inside `where` ('' is the top level); odd keys quoted."""
+    text = str(key)
+    if not (isinstance(key, str) and key.isprintable() and key and len(key) <= 60):
+        text = show(key)
+    return f"{where}.{text}" if where else text
 
 
 _REPR = reprlib.Repr()

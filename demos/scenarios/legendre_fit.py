@@ -34,10 +34,13 @@ def run(cfg: LegendreFit, ctx: Context) -> Result:
     start = predict(x, a, b, c, d).detach()
 
     ctx.graph(sse(x, y, a, b, c, d), {"a": a, "b": b, "c": c, "d": d})
+    frame_every = max(1, cfg.steps // 40)  # the params at 40 steps, for the animation
     for t in ctx.steps(cfg.steps):
         y_pred = predict(x, a, b, c, d)
         loss = (y_pred - y).pow(2).sum()
         ctx.record(t, loss=loss)
+        if t % frame_every == 0 or t == cfg.steps - 1:
+            ctx.record(t, always=True, a=a, b=b, c=c, d=d)
         loss.backward()
         with torch.no_grad():
             for p in (a, b, c, d):
@@ -45,11 +48,18 @@ def run(cfg: LegendreFit, ctx: Context) -> Result:
                 p.grad = None
 
     fit = predict(x, a, b, c, d).detach()
+    coefficients = ", ".join(f"{k} = {v.item():.4f}".replace("-0.0000", "0.0000")
+                             for k, v in zip("abcd", (a, b, c, d)))
     ctx.plot("fit.png", x.tolist(), {"sin(x)": y.tolist(), "start": start.tolist(),
                                      "fit": fit.tolist()},
-             title=f"fit: y = {a.item():.4f} + {b.item():.4f} P3({c.item():.4f} + {d.item():.4f} x)"
-             .replace("-0.0000", "0.0000"),
+             title=f"a + b P3(c + d x) after {cfg.steps} steps: {coefficients}",
              xlabel="x", ylabel="y")
+    xs = x.cpu().double()
+    frames = [(f"step {r['step']}", predict(xs, r["a"], r["b"], r["c"], r["d"],
+                                            p3=legendre_p3_reference).tolist())
+              for r in ctx.history() if "a" in r]
+    ctx.animate("fit.gif", xs.tolist(), frames, {"sin(x)": y.tolist()},
+                title="a + b P3(c + d x)", xlabel="x", ylabel="y")
     return Result(
         metrics={"final_loss": ctx.last("loss")},
         params={"a": a.item(), "b": b.item(), "c": c.item(), "d": d.item()},

@@ -1,0 +1,230 @@
+"""The run report (report.html in the run folder) and the list of runs (index.html above them).
+
+Self-contained: inline CSS and a few lines of inline JavaScript, no network, no fonts; every
+image and link is a relative path to a file that exists in the run folder, so the folder can be
+zipped and moved and its report still works.
+"""
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from demos.lab.files import write_atomic
+
+CSS = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto;
+       max-width: 1100px; padding: 0 1.2em 3em; color: #1d2129; background: #fbfbfc; }
+h1 { margin: 0.8em 0 0.3em; } h2 { margin: 0; font-size: 1.35em; } h3 { margin: 1.2em 0 0.4em; }
+table { border-collapse: collapse; margin: 0.3em 0; } td, th { padding: 0.25em 0.7em;
+  border-bottom: 1px solid #e3e5e8; text-align: left; vertical-align: top; }
+th { background: #f0f2f5; } code, pre { font: 13px/1.4 ui-monospace, Menlo, Consolas, monospace; }
+pre { background: #f3f4f6; padding: 0.8em; overflow: auto; max-height: 32em; }
+.badge { display: inline-block; padding: 0.05em 0.6em; border-radius: 0.8em; font-size: 0.75em;
+         font-weight: 600; vertical-align: middle; color: #fff; }
+.passed { background: #2e7d32; } .failed, .error { background: #c62828; }
+.interrupted { background: #ef6c00; } .skipped { background: #78909c; }
+tr.fail td { background: #fdecea; } tr.fail td:first-child { font-weight: 600; color: #b71c1c; }
+tr.skip td { color: #607080; }
+section.scenario { background: #fff; border: 1px solid #e3e5e8; border-radius: 8px;
+                   padding: 1em 1.3em; margin: 1.3em 0; }
+.doc { color: #4a5160; margin: 0.3em 0; } .error-text { color: #b71c1c; font-weight: 600; }
+.plots { display: flex; flex-wrap: wrap; gap: 1em; } figure { margin: 0; }
+figure img { max-width: 100%; width: 520px; border: 1px solid #e3e5e8; background: #fff; }
+figcaption { font-size: 0.85em; color: #4a5160; }
+.graph { overflow: auto; max-height: 640px; border: 1px solid #e3e5e8; background: #fff;
+         resize: vertical; } .graph img { display: block; }
+.zoom button { font-size: 0.9em; margin-right: 0.3em; }
+nav a { margin-right: 0.9em; white-space: nowrap; } details { margin: 0.5em 0; }
+summary { cursor: pointer; font-weight: 600; } .files a { margin-right: 0.8em; }
+"""
+
+ZOOM_JS = """
+document.querySelectorAll('.zoom').forEach(function (bar) {
+  var img = document.getElementById(bar.dataset.target), scale = 1;
+  function apply() { img.style.width = (img.naturalWidth * scale) + 'px'; }
+  img.addEventListener('load', apply); if (img.complete) apply();
+  bar.querySelectorAll('button').forEach(function (b) {
+    b.addEventListener('click', function () {
+      scale = b.dataset.z === 'fit' ? img.parentNode.clientWidth / img.naturalWidth
+            : b.dataset.z === '1' ? 1 : scale * parseFloat(b.dataset.z);
+      apply();
+    });
+  });
+});
+"""
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.8g}"
+    return "—" if value is None else str(value)
+
+
+def badge(status: str) -> str:
+    return f'<span class="badge {esc(status)}">{esc(status.upper())}</span>'
+
+
+def table(rows: Mapping[str, Any], header: bool = True) -> str:
+    body = "".join(f"<tr><td><code>{esc(k)}</code></td><td>{esc(fmt(v))}</td></tr>"
+                   for k, v in rows.items())
+    head = "<tr><th>name</th><th>value</th></tr>" if header else ""
+    return f"<table>{head}{body}</table>"
+
+
+def checks_table(checks: list[dict[str, Any]]) -> str:
+    """Failures first, then passes, then what was not evaluated."""
+    order = {False: 0, True: 1, None: 2}
+    rows = []
+    for c in sorted(checks, key=lambda c: order[c["passed"]]):
+        cls, word = {False: ("fail", "FAIL"), True: ("pass", "pass"),
+                     None: ("skip", "not evaluated")}[c["passed"]]
+        rows.append(f'<tr class="{cls}"><td>{word}</td><td>{esc(c["name"])}</td>'
+                    f'<td>{esc(c["detail"])}</td></tr>')
+    return ("<table><tr><th></th><th>check</th><th>detail</th></tr>" + "".join(rows) + "</table>"
+            if rows else "<p>No checks ran.</p>")
+
+
+def scenario_section(e: dict[str, Any], folder: Path, description: str, config_yaml: str) -> str:
+    rel = e["id"]
+    files = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    parts = [f'<section class="scenario" id="{esc(rel)}">',
+             f'<h2>{esc(e["id"])} {badge(e["status"])}</h2>',
+             f'<p class="doc"><code>{esc(e["scenario"])}</code>: {esc(description)}</p>']
+    if e.get("timing"):
+        parts.append(f'<p>{e["steps"]:,} steps, training loop {e["timing"]["train_s"]:.3f} s '
+                     f'({fmt(e["timing"]["steps_per_s"])} steps/s) on {esc(e["device"])}</p>')
+    if e.get("error"):
+        parts.append(f'<p class="error-text">{esc(e["error"])}</p>')
+    parts += ["<h3>Checks</h3>", checks_table(e["checks"])]
+    if e["metrics"]:
+        parts += ["<h3>Metrics</h3>", table(e["metrics"])]
+    if e["params"]:
+        parts += ["<h3>Params</h3>", table(e["params"])]
+    if e.get("inspection"):
+        parts += ["<h3>What the document inspects</h3>", table(e["inspection"])]
+    images = [f for f in files if f.endswith((".png", ".gif"))]
+    images.sort(key=lambda f: (f != "loss.png", f))
+    if images:
+        parts.append('<h3>Plots</h3><div class="plots">')
+        parts += [f'<figure><img src="{esc(rel)}/{esc(f)}" alt="{esc(f)}">'
+                  f'<figcaption>{esc(f)}</figcaption></figure>' for f in images]
+        parts.append("</div>")
+    for svg in [f for f in files if f.endswith(".svg")]:
+        stem, target = svg[:-4], f"g-{rel}-{svg[:-4]}"
+        links = " ".join(f'<a href="{esc(rel)}/{esc(stem + ext)}">{esc(stem + ext)}</a>'
+                         for ext in (".pdf", ".svg", ".gv") if stem + ext in files)
+        parts += [f"<h3>Autograd graph: {esc(stem)}</h3>",
+                  f'<p class="zoom" data-target="{esc(target)}">zoom: '
+                  '<button data-z="1.25">+</button><button data-z="0.8">&minus;</button>'
+                  '<button data-z="1">100%</button><button data-z="fit">fit</button> '
+                  f'{links}</p>',
+                  f'<div class="graph"><img id="{esc(target)}" src="{esc(rel)}/{esc(svg)}" '
+                  f'alt="autograd graph {esc(stem)}"></div>']
+    if "explain.txt" in files:
+        text = (folder / "explain.txt").read_text(encoding="utf-8")
+        parts.append(f"<details><summary>Graph walk (explain.txt)</summary><pre>{esc(text)}</pre>"
+                     "</details>")
+    parts.append(f"<details><summary>Resolved config</summary><pre>{esc(config_yaml)}</pre>"
+                 "</details>")
+    parts.append('<p class="files">Files: ' + " ".join(
+        f'<a href="{esc(rel)}/{esc(f)}">{esc(f)}</a>' for f in files) + "</p></section>")
+    return "\n".join(parts)
+
+
+def render_report(run_dir: Path, summary: dict[str, Any], descriptions: Mapping[str, str],
+                  configs: Mapping[str, str]) -> str:
+    """The HTML of report.html for the run in `run_dir` with this summary."""
+    s = summary
+    passed = sum(e["status"] == "passed" for e in s["scenarios"])
+    meta = {"status": s["status"], "scenarios passed": f"{passed} of {len(s['scenarios'])}",
+            "device": s["device"], "torch": s["torch"], "seed": s["seed"],
+            "dry run": "yes" if s["dry_run"] else "no", "config": s["config"],
+            "command": "python " + " ".join(s["command"]), "started": s["started"],
+            "duration": f"{s['duration_s']:.1f} s",
+            "determinism": ", ".join(f"{k} {v}" for k, v in s["determinism"].items()
+                                     if k != "seeded")}
+    nav = " ".join(f'<a href="#{esc(e["id"])}">{esc(e["id"])} {badge(e["status"])}</a>'
+                   for e in s["scenarios"])
+    sections = [scenario_section(e, run_dir / e["id"], descriptions.get(e["scenario"], ""),
+                                 configs.get(e["id"], "")) for e in s["scenarios"]]
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>autograd-demos run {esc(s["run_id"])}: {esc(s["status"])}</title>
+<style>{CSS}</style></head>
+<body>
+<h1>Run {esc(s["run_id"])} {badge(s["status"])}</h1>
+{table(meta, header=False)}
+<p><a href="summary.json">summary.json</a> <a href="config.yaml">config.yaml</a>
+<a href="run.log">run.log</a> <a href="../index.html">all runs</a></p>
+<nav>{nav}</nav>
+{chr(10).join(sections)}
+<script>{ZOOM_JS}</script>
+</body></html>
+"""
+
+
+def write_report(run_dir: Path, summary: dict[str, Any], descriptions: Mapping[str, str],
+                 configs: Mapping[str, str]) -> Path:
+    path = run_dir / "report.html"
+    write_atomic(path, render_report(run_dir, summary, descriptions, configs))
+    return path
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (where the OS has flock), so index rebuilds never interleave."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: the atomic rename still keeps the file whole
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def write_index(output_dir: Path) -> Path:
+    """outputs/index.html: every run in `output_dir`, newest first, linking to its report."""
+    with locked(output_dir / ".index.lock"):
+        runs = []
+        for summary_path in output_dir.glob("*/summary.json"):
+            try:
+                s = json.loads(summary_path.read_text(encoding="utf-8"))
+                name = summary_path.parent.name
+                suffix = name.rsplit("-", 1)[1] if name.count("-") == 5 else "0"  # -1, -2: same second
+                runs.append((s.get("started", ""), int(suffix) if suffix.isdigit() else 0, name, s))
+            except (OSError, ValueError):
+                continue  # a folder that is not (or not yet) a finished run
+        runs.sort(reverse=True)
+        rows = []
+        for started, _, name, s in runs:
+            n = len(s.get("scenarios", []))
+            ok = sum(e.get("status") == "passed" for e in s.get("scenarios", []))
+            link = (f'<a href="{esc(name)}/report.html">{esc(name)}</a>'
+                    if (output_dir / name / "report.html").exists() else esc(name))
+            rows.append(f"<tr><td>{link}</td><td>{esc(started)}</td><td>{esc(s.get('config'))}"
+                        f"</td><td>{badge(s.get('status', '?'))}</td><td>{ok}</td>"
+                        f"<td>{n - ok}</td><td>{esc(s.get('device'))}</td>"
+                        f"<td>{'yes' if s.get('dry_run') else ''}</td></tr>")
+        page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>autograd-demos runs</title>
+<style>{CSS}</style></head><body><h1>Runs</h1>
+<table><tr><th>run</th><th>started</th><th>config</th><th>status</th><th>passed</th>
+<th>failed</th><th>device</th><th>dry run</th></tr>
+{chr(10).join(rows)}
+</table></body></html>
+"""
+        path = output_dir / "index.html"
+        write_atomic(path, page)
+    return path

@@ -1,0 +1,150 @@
+"""report.html and index.html: self-contained, every link real, and looked at in a real browser."""
+import html.parser
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from demos.lab.cli import main
+from demos.lab.report import write_index
+from tests.conftest import CONFIGS, ROOT, only_run_dir, summary
+
+
+class Links(html.parser.HTMLParser):
+    """Every src/href of a page, and anything that would reach the network."""
+
+    def __init__(self):
+        super().__init__()
+        self.refs, self.tags = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in ("src", "href") and value:
+                self.refs.append(value)
+
+
+def links_of(page: Path) -> Links:
+    parser = Links()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return parser
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    """One dry run of every scenario, shared by the tests here."""
+    out = tmp_path_factory.mktemp("runs")
+    assert main(["--config", str(CONFIGS / "all.yaml"), "--dry-run", "--no-progress",
+                 "--output-dir", str(out)]) == 0
+    return only_run_dir(out)
+
+
+def test_report_is_self_contained_and_every_link_exists(dry_run):
+    page = dry_run / "report.html"
+    links = links_of(page)
+    assert "link" not in links.tags  # no stylesheets or fonts from anywhere
+    for ref in links.refs:
+        assert "://" not in ref and not ref.startswith("//"), ref  # nothing from a network
+        target = ref.split("#")[0]
+        if target:
+            assert (page.parent / target).exists(), ref
+    text = page.read_text()
+    for e in summary(dry_run)["scenarios"]:
+        assert f'<section class="scenario" id="{e["id"]}">' in text
+        assert f'{e["id"]}/graph' in text and f'{e["id"]}/explain.txt' in text
+    assert "legendre_fit/fit.gif" in text and "lenet/accuracy.png" in text
+    assert "Graph walk (explain.txt)" in text and "Resolved config" in text
+
+
+def test_failures_come_first_and_are_marked(tmp_path):
+    code = main(["--config", str(CONFIGS / "legendre_fit.yaml"), "--no-progress", "--output-dir",
+                 str(tmp_path), "--set", "scenarios.legendre_fit.expect.params.b.value=-2.0"])
+    assert code == 1
+    text = (only_run_dir(tmp_path) / "report.html").read_text()
+    checks = text.split("<h3>Checks</h3>")[1].split("</table>")[0]
+    first_row = checks.split("<tr")[2]
+    assert 'class="fail"' in first_row and "expect params.b" in first_row
+    assert checks.count('class="fail"') == 1
+    assert '<span class="badge failed">FAILED</span>' in text
+
+
+def test_index_lists_runs_newest_first(tmp_path):
+    for _ in range(2):
+        assert main(["--config", str(CONFIGS / "my_exp.yaml"), "--no-progress",
+                     "--output-dir", str(tmp_path)]) == 0
+    runs = sorted((p.name for p in tmp_path.iterdir() if p.is_dir()), reverse=True)
+    text = (tmp_path / "index.html").read_text()
+    assert text.index(f'href="{runs[0]}/report.html"') < text.index(f'href="{runs[1]}/report.html"')
+    assert all(f'href="{r}/report.html"' in text for r in runs)
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".") and "tmp" in p.name] == []
+
+
+def test_index_is_whole_when_runs_finish_together(tmp_path):
+    cmd = [sys.executable, str(ROOT / "runner.py"), "--config", str(CONFIGS / "my_exp.yaml"),
+           "--output-dir", str(tmp_path), "--no-progress"]
+    procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL) for _ in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 4
+    text = (tmp_path / "index.html").read_text()
+    assert text.count("/report.html") == 4 and text.rstrip().endswith("</html>")
+    write_index(tmp_path)  # and rebuilding it from the folders gives the same list
+    assert (tmp_path / "index.html").read_text().count("/report.html") == 4
+
+
+def browser():
+    """A headless Chromium driven by selenium, or a skip saying what is missing."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        pytest.skip("headless Chromium is not installed (Debian: apt-get install chromium "
+                    "chromium-driver; make test does this where it can)")
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--disable-quic", "--no-first-run", "--window-size=1280,2000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+
+
+def look_at(page: Path, screenshot: Path, expected_ids):
+    driver = browser()
+    try:
+        driver.get(page.as_uri())
+        driver.execute_script("return document.readyState")
+        images = driver.execute_script(
+            "return Array.from(document.images).map(i => [i.getAttribute('src'), i.complete, "
+            "i.naturalWidth])")
+        assert images and all(done and width > 0 for _, done, width in images), images
+        ids = driver.execute_script(
+            "return Array.from(document.querySelectorAll('section.scenario')).map(s => s.id)")
+        assert ids == expected_ids
+        graph = driver.find_element("css selector", ".graph img")
+        before = graph.size["width"]
+        driver.find_element("css selector", ".zoom button[data-z='1.25']").click()
+        assert graph.size["width"] > before  # the zoom works
+        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+        assert errors == []
+        assert driver.save_screenshot(str(screenshot))
+        assert screenshot.read_bytes().startswith(b"\x89PNG")
+    finally:
+        driver.quit()
+
+
+def test_report_in_a_real_browser(dry_run, tmp_path):
+    ids = [e["id"] for e in summary(dry_run)["scenarios"]]
+    look_at(dry_run / "report.html", tmp_path / "report.png", ids)
+
+
+def test_report_still_works_zipped_and_moved(dry_run, tmp_path):
+    archive = shutil.make_archive(str(tmp_path / "run"), "zip", dry_run.parent, dry_run.name)
+    with zipfile.ZipFile(archive) as z:
+        z.extractall(tmp_path / "elsewhere")
+    moved = tmp_path / "elsewhere" / dry_run.name
+    ids = [e["id"] for e in summary(moved)["scenarios"]]
+    look_at(moved / "report.html", tmp_path / "moved.png", ids)
