@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test dot browser clean
+.PHONY: setup demo test bench dot browser clean
 
 setup: dot $(STAMP)
 
@@ -48,6 +48,9 @@ demo: setup
 
 test: setup browser
 	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) -m demos.bench --out outputs/bench.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -188,3 +188,23 @@ def test_every_scenario_runs_on_cuda(tmp_path):
     assert data["device"].startswith("cuda")
     assert all(e["status"] == "passed" and e["device"].startswith("cuda")
                for e in data["scenarios"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+@pytest.mark.parametrize("name", ["legendre_fit", "my_relu", "multiply_add", "lenet",
+                                  "linear_function"])
+def test_training_steps_never_sync_the_gpu(tmp_path, name):
+    """Every training step runs under torch.cuda.set_sync_debug_mode('error')."""
+    import importlib
+    import logging
+
+    from demos.lab.context import Context
+    from demos.scenarios.configs import REGISTRY
+
+    cls = REGISTRY[name]
+    cfg = cls(scenario=name, id=name, **cls.DRY_RUN)
+    ctx = Context(cfg, torch.device("cuda"), tmp_path, logging.getLogger("t"), seed=0,
+                  progress=True, finite_every=10**9, forbid_sync=True)
+    torch.manual_seed(0)
+    importlib.import_module(f"demos.scenarios.{name}").run(cfg, ctx)
+    assert ctx.steps_run == ctx.cfg.steps if hasattr(ctx.cfg, "steps") else ctx.steps_run > 0

@@ -31,7 +31,7 @@ def test_a_diverging_loss_stops_at_its_step_and_the_others_still_run(tmp_path):
     run_dir = only_run_dir(tmp_path)
     data = summary(run_dir)
     legendre = entry(data, "legendre_fit")
-    assert legendre["status"] == "failed" and legendre["steps"] == 3
+    assert legendre["status"] == "failed" and legendre["steps"] == 2  # 0 and 1 completed
     finite = check(legendre, "loss stays finite")
     assert finite["passed"] is False
     assert finite["detail"] == "loss is inf at step 2; training stopped there"
@@ -253,3 +253,17 @@ def test_checkpoints_are_loaded_with_weights_only(tmp_path):
     assert run_main(tmp_path / "out", *QUICK_LENET, "--set", f"scenarios.lenet.resume={bad}") == 1
     e = entry(summary(only_run_dir(tmp_path / "out")), "lenet")
     assert e["status"] == "error" and "UnpicklingError" in e["error"]
+
+
+@pytest.mark.parametrize("extra, code", [([], 0), (["--set", "scenarios.my_exp.expect.metrics."
+                                                    "max_grad_error.max=-1"], 1)])
+def test_output_piped_into_head_neither_breaks_the_run_nor_its_exit_code(tmp_path, extra, code):
+    proc = subprocess.Popen([sys.executable, str(ROOT / "runner.py"), "--config",
+                             str(CONFIGS / "my_exp.yaml"), "--output-dir", str(tmp_path), *extra],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    assert proc.wait(timeout=120) == code
+    err = proc.stderr.read()
+    assert "Traceback" not in err and "Logging error" not in err, err
+    assert (only_run_dir(tmp_path) / "report.html").is_file()  # the run finished its work

@@ -7,6 +7,7 @@ scenario raised, 2 usage or config error, 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -55,11 +56,16 @@ def list_scenarios() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    code = 0
     try:
-        return run(argv)
+        code = run(argv)
+        sys.stdout.flush()
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        code = EXIT_USAGE
+    except BrokenPipeError:  # the reader of our output went away (| head): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return code
 
 
 def run(argv: list[str]) -> int:

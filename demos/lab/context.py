@@ -54,20 +54,14 @@ class Result:
     inspection: dict[str, Any] = field(default_factory=dict)  # what the document prints
 
 
-def snapshot(value: Any) -> Any:
-    """A recordable copy of `value`: detached, and cloned if the optimizer updates it in place."""
-    if not isinstance(value, torch.Tensor):
-        return value
-    return value.detach().clone() if value.is_leaf and value.requires_grad else value.detach()
-
-
 class Context:
     """The run's services for one scenario entry: device, folder, log, steps, records, files."""
 
     def __init__(self, cfg: ScenarioConfig, device: torch.device, folder: Path,
                  log: logging.Logger, *, seed: int, progress: bool = False,
                  warn_once: Callable[[str], None] | None = None,
-                 stop: StopRequest | None = None, finite_every: int | None = None):
+                 stop: StopRequest | None = None, finite_every: int | None = None,
+                 forbid_sync: bool = False):
         self.cfg, self.device, self.dir, self.log, self.seed = cfg, device, folder, log, seed
         self.check_device = check_device(device)
         self.progress = progress
@@ -76,9 +70,13 @@ class Context:
         # how often recorded values are checked for NaN/inf: every step on the CPU (free), in
         # windows on an accelerator, where each check is a host/device sync
         self.finite_every = finite_every or (1 if device.type == "cpu" else 100)
+        self.finite_now = self.finite_every == 1
+        self.log_every = cfg.log_every
+        # tests: make any host/device sync inside the training steps an error (CUDA only)
+        self.forbid_sync = forbid_sync and device.type == "cuda"
         self.pending: list[tuple[int, str, torch.Tensor]] = []  # values not yet checked
         self.checked_names: set[str] = set()
-        self.rows: list[tuple[int, dict[str, Any]]] = []
+        self.columns: dict[str, tuple[list[int], list[Any]]] = {}  # name -> (steps, values)
         self.explanations: list[str] = []  # graph walks, for explain.txt
         self.steps_run = 0      # the step the loop reached (steps done, counting a resume's)
         self.steps_started = 0  # where the loop started: > 0 when resumed
@@ -101,6 +99,7 @@ class Context:
             bar = tqdm(total=n, initial=start, desc=desc or self.cfg.id, leave=False,
                        unit="step", dynamic_ncols=True)
         started = time.perf_counter()
+        self.guard_sync(True)
         try:
             for t in range(start, n):
                 if self.stop.requested:
@@ -113,6 +112,7 @@ class Context:
                     bar.update()
             self.check_finite()
         finally:
+            self.guard_sync(False)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)  # once, so train_s covers the queued work
             self.train_s = time.perf_counter() - started
@@ -120,59 +120,78 @@ class Context:
                 bar.close()
 
     def record(self, step: int, always: bool = False, **values: torch.Tensor | float) -> None:
-        """Keep `values` for this step if it is a log step (every `log_every`, and the last).
+        """Keep scalar `values` for this step if it is a log step (every `log_every`, the last).
 
-        Tensors are detached and kept where they are; `always=True` records regardless of
-        `log_every` (e.g. a once-per-epoch test accuracy). Leaves that require grad (the
-        parameters, which the optimizer changes in place) are copied, so the record keeps
-        the value they had at this step.
+        `always=True` records regardless of `log_every` (e.g. a once-per-epoch accuracy).
+        Every tensor is checked for NaN/inf: on the CPU at once (one .item(), which needs no
+        sync, and the float is what is kept); elsewhere the detached tensor is kept on its
+        device and checked in windows (see check_finite). Parameters, which the optimizer
+        changes in place, are copied so the record holds their value at this step. This runs
+        every step, so it is written for speed.
         """
-        values = {k: snapshot(v) for k, v in values.items()}
+        keep = always or step % self.log_every == 0 or step == self._last_step
         for name, v in values.items():
-            if isinstance(v, torch.Tensor) and v.numel() == 1:
-                self.pending.append((step, name, v))
-        if not (always or step % self.cfg.log_every == 0 or step == self._last_step):
-            return
-        self.keep(step, values)
+            if isinstance(v, torch.Tensor):
+                if v.numel() != 1:
+                    raise ValueError(f"record({name}=...) takes scalars, got shape "
+                                     f"{tuple(v.shape)}")
+                self.checked_names.add(name)
+                if self.finite_now:
+                    v = v.item()
+                    if not math.isfinite(v):
+                        self.diverge(step, name, v)
+                else:
+                    v = v.detach().clone() if v.requires_grad and v.is_leaf else v.detach()
+                    self.pending.append((step, name, v))
+            if keep:
+                column = self.columns.get(name)
+                if column is None:
+                    column = self.columns[name] = ([], [])
+                column[0].append(step)
+                column[1].append(v)
 
-    def keep(self, step: int, values: dict[str, Any]) -> None:
-        if self.rows and self.rows[-1][0] == step:
-            self.rows[-1][1].update(values)
-        else:
-            self.rows.append((step, values))
+    def guard_sync(self, on: bool) -> None:
+        if self.forbid_sync:
+            torch.cuda.set_sync_debug_mode("error" if on else "default")
 
     def check_finite(self) -> None:
         """Check the values recorded since the last check; Diverged at the first NaN or inf.
 
-        One host/device sync for the whole window. The rows after the bad step are dropped and
-        the bad value itself is kept, so metrics.csv and loss.png end where training broke.
+        One host/device sync for the whole window (on the CPU, record() checks at once).
         """
         if not self.pending:
             return
         window, self.pending = self.pending, []
-        if len(window) == 1 and window[0][2].device.type == "cpu":
-            ok = [math.isfinite(window[0][2].item())]
-        else:
-            ok = torch.stack([v.reshape(()).double() for _, _, v in window]).isfinite().tolist()
-        self.checked_names.update(name for _, name, _ in window)
-        if all(ok):
-            return
-        step, name, value = window[ok.index(False)]
-        self.rows = [(s, vals) for s, vals in self.rows if s <= step]
-        self.keep(step, {name: value})
-        raise Diverged(step, name, value.item())
+        self.guard_sync(False)  # the one sync per window, allowed
+        ok = torch.stack([v.reshape(()).double() for _, _, v in window]).isfinite().tolist()
+        self.guard_sync(True)
+        if not all(ok):
+            step, name, value = window[ok.index(False)]
+            self.diverge(step, name, value.item())
+
+    def diverge(self, step: int, name: str, value: float) -> None:
+        """Stop at `step`: drop what was recorded after it, keep the bad value, raise Diverged."""
+        for steps, values in self.columns.values():
+            while steps and steps[-1] >= step:
+                steps.pop()
+                values.pop()
+        steps, values = self.columns.setdefault(name, ([], []))
+        steps.append(step)
+        values.append(value)
+        self.steps_run = step  # the steps completed before it (a window may have run further)
+        raise Diverged(step, name, value)
 
     def history(self) -> list[dict[str, Any]]:
-        """The recorded rows as plain floats ({'step': s, name: value}); one host copy in all."""
-        tensors = [v for _, vals in self.rows for v in vals.values() if isinstance(v, torch.Tensor)]
-        if tensors:
-            try:
+        """The recorded rows ({'step': s, name: value}, by step) as floats; one host copy."""
+        rows: dict[int, dict[str, Any]] = {}
+        for name, (steps, values) in self.columns.items():
+            tensors = [v for v in values if isinstance(v, torch.Tensor)]
+            if tensors:  # kept on an accelerator: copy them to the host together, once
                 floats = iter(torch.stack([t.reshape(()).double() for t in tensors]).tolist())
-            except RuntimeError:  # tensors on different devices
-                floats = iter([t.item() for t in tensors])
-            self.rows = [(s, {k: next(floats) if isinstance(v, torch.Tensor) else float(v)
-                              for k, v in vals.items()}) for s, vals in self.rows]
-        return [{"step": s, **vals} for s, vals in self.rows]
+                values[:] = [next(floats) if isinstance(v, torch.Tensor) else v for v in values]
+            for step, value in zip(steps, values):
+                rows.setdefault(step, {"step": step})[name] = float(value)
+        return [rows[s] for s in sorted(rows)]
 
     def last(self, name: str) -> float:
         """The last recorded value of `name`."""

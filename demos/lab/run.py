@@ -58,14 +58,23 @@ class ConsoleFilter(logging.Filter):
         return record.name == "demos.run" and record.levelno < logging.WARNING
 
 
+class ConsoleHandler(logging.StreamHandler):
+    """A console stream whose reader may go away (`| head`): the run goes on, quietly."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if isinstance(sys.exc_info()[1], BrokenPipeError):
+            return
+        super().handleError(record)
+
+
 def open_log(run_dir: Path) -> tuple[logging.Logger, list[logging.Handler]]:
     root = logging.getLogger("demos")
     root.setLevel(logging.DEBUG)
     root.propagate = False
-    out = logging.StreamHandler(sys.stdout)
+    out = ConsoleHandler(sys.stdout)
     out.addFilter(ConsoleFilter())
     out.setLevel(logging.INFO)
-    err = logging.StreamHandler(sys.stderr)
+    err = ConsoleHandler(sys.stderr)
     err.setLevel(logging.WARNING)
     err.setFormatter(logging.Formatter("warning: %(message)s"))
     log_file = logging.FileHandler(run_dir / "run.log", encoding="utf-8")

@@ -21,6 +21,7 @@ class LegendreFit(ScenarioConfig):
     steps: int = param(2000, "SGD steps", ge=1, le=10**9)
     lr: float = param(5e-6, "learning rate of the hand-written SGD", gt=0)
     init: list[float] = param([0.0, -1.0, 0.0, 0.3], "initial a, b, c, d")
+    compile: bool = param(False, "run the loss (forward and backward) through torch.compile")
 
     PARAMS: ClassVar = ("a", "b", "c", "d")
     METRICS: ClassVar = ("final_loss",)
@@ -42,6 +43,7 @@ class MyReLU(ScenarioConfig):
     D_out: int = param(10, "output dimension", ge=1, le=10**7)
     steps: int = param(500, "SGD steps", ge=1, le=10**9)
     lr: float = param(1e-6, "learning rate of the hand-written SGD", gt=0)
+    compile: bool = param(False, "run the loss (forward and backward) through torch.compile")
 
     METRICS: ClassVar = ("final_loss", "initial_loss")
     DRY_RUN: ClassVar[dict[str, Any]] = {"steps": 5}
@@ -85,6 +87,7 @@ class LeNet(ScenarioConfig):
     checkpoint_every: int | None = param(None, "also save checkpoint_epoch<N>.pt every N epochs",
                                          ge=1, le=10**6)
     resume: str | None = param(None, "continue from this checkpoint (a .pt saved by lenet)")
+    compile: bool = param(False, "run the network through torch.compile")
 
     METRICS: ClassVar = ("final_loss", "test_accuracy", "parameters")
     DRY_RUN: ClassVar[dict[str, Any]] = {"epochs": 1}

@@ -35,9 +35,9 @@ def run(cfg: LegendreFit, ctx: Context) -> Result:
 
     ctx.graph(sse(x, y, a, b, c, d), {"a": a, "b": b, "c": c, "d": d})
     frame_every = max(1, cfg.steps // 40)  # the params at 40 steps, for the animation
+    loss_fn = torch.compile(sse) if cfg.compile else sse
     for t in ctx.steps(cfg.steps):
-        y_pred = predict(x, a, b, c, d)
-        loss = (y_pred - y).pow(2).sum()
+        loss = loss_fn(x, y, a, b, c, d)  # sum of (a + b P3(c + d x) - y)^2
         ctx.record(t, loss=loss)
         if t % frame_every == 0 or t == cfg.steps - 1:
             ctx.record(t, always=True, a=a, b=b, c=c, d=d)

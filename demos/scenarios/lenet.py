@@ -99,27 +99,30 @@ def walk_through(net: Net, ctx: Context) -> list:
     ]
 
 
-# what a checkpoint must share with the run that resumes it
-SAME = ("dataset", "root", "max_images", "synthetic_size", "test_fraction", "batch_size",
-        "optimizer")
+# what a checkpoint must share with the run that resumes it: the data, its split and shuffles
+SAME = ("seed", "dataset", "root", "max_images", "synthetic_size", "test_fraction",
+        "batch_size", "optimizer")
 
 
-def state(cfg: LeNet, net: Net, opt, g: torch.Generator, epoch: int) -> dict:
-    """Everything needed to continue exactly: weights, optimizer, shuffling generator."""
+def settings(cfg: LeNet, ctx: Context) -> dict:
+    return {k: ctx.seed if k == "seed" else getattr(cfg, k) for k in SAME}
+
+
+def state(cfg: LeNet, ctx: Context, net: Net, opt, epoch: int) -> dict:
+    """What continuing needs: weights and optimizer (the shuffles follow from the seed)."""
     return {"epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict(),
-            "generator": g.get_state(), "config": {k: getattr(cfg, k) for k in SAME}}
+            "config": settings(cfg, ctx)}
 
 
-def resume(cfg: LeNet, ctx: Context, net: Net, opt, g: torch.Generator) -> int:
-    """Load a checkpoint into net, opt and g; return the epoch it was saved after."""
+def resume(cfg: LeNet, ctx: Context, net: Net, opt) -> int:
+    """Load a checkpoint into net and opt; return the epoch it was saved after."""
     saved = ctx.load_state(cfg.resume)
-    for key in SAME:
-        if saved["config"][key] != getattr(cfg, key):
+    for key, value in settings(cfg, ctx).items():
+        if saved["config"][key] != value:
             raise ValueError(f"{cfg.resume}: saved with {key}={saved['config'][key]!r}, but this "
-                             f"run has {key}={getattr(cfg, key)!r}")
+                             f"run has {key}={value!r}")
     net.load_state_dict(saved["model"])
     opt.load_state_dict(saved["optimizer"])
-    g.set_state(saved["generator"])
     if saved["epoch"] >= cfg.epochs:
         raise ValueError(f"{cfg.resume}: saved after epoch {saved['epoch']}; nothing left to "
                          f"train with epochs={cfg.epochs}")
@@ -146,25 +149,27 @@ def run(cfg: LeNet, ctx: Context) -> Result:
         opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     else:
         opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum)
-    start = resume(cfg, ctx, net, opt, g) if cfg.resume else 0
+    start = resume(cfg, ctx, net, opt) if cfg.resume else 0
+    model = torch.compile(net) if cfg.compile else net  # shares net's parameters
+    # every epoch's shuffle, drawn up front: one copy to the device, none during training
+    orders = torch.stack([torch.randperm(len(train), generator=g) for _ in range(cfg.epochs)])
+    orders = train[orders.to(ctx.device)]                                # (epochs, n_train)
 
     for t in ctx.steps(cfg.epochs * n_batches, start=start * n_batches):
         epoch, i = divmod(t, n_batches)
-        if i == 0:
-            shuffled = train[torch.randperm(len(train), generator=g).to(ctx.device)]
-        batch = shuffled[i * cfg.batch_size:(i + 1) * cfg.batch_size]
-        loss = F.cross_entropy(net(x[batch]), labels[batch])
+        batch = orders[epoch, i * cfg.batch_size:(i + 1) * cfg.batch_size]
+        loss = F.cross_entropy(model(x[batch]), labels[batch])
         ctx.record(t, loss=loss)
         opt.zero_grad()
         loss.backward()
         opt.step()
         if i == n_batches - 1:
             with torch.no_grad():
-                accuracy = (net(x[test]).argmax(1) == labels[test]).float().mean()
+                accuracy = (model(x[test]).argmax(1) == labels[test]).float().mean()
             ctx.record(t, always=True, epoch=epoch + 1, test_accuracy=accuracy)
             if cfg.checkpoint_every and (epoch + 1) % cfg.checkpoint_every == 0:
-                ctx.save_state(f"checkpoint_epoch{epoch + 1}.pt", state(cfg, net, opt, g, epoch + 1))
-    ctx.save_state("checkpoint.pt", state(cfg, net, opt, g, max(cfg.epochs, start)))
+                ctx.save_state(f"checkpoint_epoch{epoch + 1}.pt", state(cfg, ctx, net, opt, epoch + 1))
+    ctx.save_state("checkpoint.pt", state(cfg, ctx, net, opt, max(cfg.epochs, start)))
 
     epochs = [row for row in ctx.history() if "test_accuracy" in row]
     ctx.plot("accuracy.png", [r["epoch"] for r in epochs],

@@ -1,0 +1,310 @@
+"""Benchmark: the runner's training loop against the documents' bare loop; start-up; scale.
+
+    python -m demos.bench                 # a few minutes on 2 CPU cores; make bench runs it
+    python -m demos.bench --quick         # fewer repetitions, smaller scale table
+    python -m demos.bench --device cuda --out bench.json
+
+The runner's loop is the real scenario (demos/scenarios/<name>.py) run through the runner's
+Context, timed by its own `train_s` (the loop alone). The bare loop is the document's code at
+the same sizes. They run alternately, in the same process; the table gives the median time per
+step over the repetitions and their ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import logging
+import math
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from demos.functions import LegendrePolynomial3, MyReLU
+from demos.lab.context import Context
+from demos.scenarios.configs import REGISTRY
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def bare_legendre(device: torch.device, steps: int, points: int = 2000) -> float:
+    """Document 003's loop as written (today's API), timed like train_s; seconds."""
+    x = torch.linspace(-math.pi, math.pi, points, device=device)
+    y = torch.sin(x)
+    a, b, c, d = (torch.tensor(v, device=device, requires_grad=True) for v in (0., -1., 0., .3))
+    P3 = LegendrePolynomial3.apply
+    start = time.perf_counter()
+    for _ in range(steps):
+        y_pred = a + b * P3(c + d * x)
+        loss = (y_pred - y).pow(2).sum()
+        loss.backward()
+        with torch.no_grad():
+            for p in (a, b, c, d):
+                p -= 5e-6 * p.grad
+                p.grad = None
+    sync(device)
+    return time.perf_counter() - start
+
+
+def bare_my_relu(device: torch.device, steps: int, N=64, D_in=1000, H=100, D_out=10) -> float:
+    """Document 004's two-layer net with MyReLU, as written (today's API); seconds."""
+    torch.manual_seed(0)
+    x, y = torch.randn(N, D_in).to(device), torch.randn(N, D_out).to(device)
+    w1 = torch.randn(D_in, H).to(device).requires_grad_()
+    w2 = torch.randn(H, D_out).to(device).requires_grad_()
+    relu = MyReLU.apply
+    start = time.perf_counter()
+    for _ in range(steps):
+        loss = (relu(x.mm(w1)).mm(w2) - y).pow(2).sum()
+        loss.backward()
+        with torch.no_grad():
+            w1 -= 1e-6 * w1.grad
+            w2 -= 1e-6 * w2.grad
+            w1.grad = None
+            w2.grad = None
+    sync(device)
+    return time.perf_counter() - start
+
+
+def runner_loop(name: str, device: torch.device, progress: bool, **params) -> tuple[float, int]:
+    """Run scenario `name` through the runner's Context; its train_s and steps."""
+    import importlib
+
+    cfg = REGISTRY[name](scenario=name, id=name, **params)
+    with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stderr(io.StringIO()):
+        log = logging.getLogger("bench")
+        ctx = Context(cfg, device, Path(folder), log, seed=0, progress=progress,
+                      warn_once=lambda message: None)
+        torch.manual_seed(0)
+        importlib.import_module(f"demos.scenarios.{name}").run(cfg, ctx)
+    return ctx.train_s, ctx.steps_run
+
+
+def overhead(name: str, bare, device: torch.device, steps: int, repeats: int) -> dict:
+    """Per-step time of bare vs runner (bar off and on), paired: each repetition runs all three,
+    in alternating order, and the ratio is the median of the repetitions' own ratios.
+
+    Pairing cancels the slow swings of a shared machine's load, which are larger than the
+    effect measured here.
+    """
+    times: dict[str, list[float]] = {"bare": [], "runner": [], "runner+bar": []}
+    runs = {"bare": lambda: bare(device, steps),
+            "runner": lambda: runner_loop(name, device, False, steps=steps)[0],
+            "runner+bar": lambda: runner_loop(name, device, True, steps=steps)[0]}
+    for key in runs:  # warm-up: first calls pay for lazy initialisation
+        runs[key]()
+    ratios: dict[str, list[float]] = {"runner": [], "runner+bar": []}
+    for r in range(repeats):
+        order = list(runs) if r % 2 == 0 else list(reversed(runs))
+        got = {key: runs[key]() / steps for key in order}
+        for key, value in got.items():
+            times[key].append(value)
+        for key in ratios:
+            ratios[key].append(got[key] / got["bare"])
+
+    def spread(values):
+        q = statistics.quantiles(values, n=4)
+        return [round(q[0], 3), round(q[2], 3)]
+    return {"scenario": name, "steps": steps, "repeats": repeats,
+            "us_per_step": {k: round(statistics.median(v) * 1e6, 2) for k, v in times.items()},
+            "ratio": round(statistics.median(ratios["runner"]), 4),
+            "ratio_iqr": spread(ratios["runner"]),
+            "ratio_with_bar": round(statistics.median(ratios["runner+bar"]), 4),
+            "ratio_with_bar_iqr": spread(ratios["runner+bar"])}
+
+
+def machinery(device: torch.device, steps: int = 20000, repeats: int = 9) -> dict:
+    """The runner's own cost per step: ctx.steps + ctx.record around a near-empty step,
+    against a bare loop with the same step. Short and repeatable, so precise."""
+    cfg = REGISTRY["legendre_fit"](scenario="legendre_fit", id="bench")
+    one = torch.ones((), device=device)
+
+    def bare() -> float:
+        start = time.perf_counter()
+        for _ in range(steps):
+            loss = one + 1
+        sync(device)
+        return time.perf_counter() - start
+
+    def runner(progress: bool) -> float:
+        with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stderr(io.StringIO()):
+            ctx = Context(cfg, device, Path(folder), logging.getLogger("bench"), seed=0,
+                          progress=progress)
+            for t in ctx.steps(steps):
+                loss = one + 1
+                ctx.record(t, loss=loss)
+        return ctx.train_s
+
+    runs = {"bare": bare, "runner": lambda: runner(False), "runner+bar": lambda: runner(True)}
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for r in range(repeats):
+        for key in (list(runs) if r % 2 == 0 else list(reversed(runs))):
+            times[key].append(runs[key]() / steps)
+    best = {k: min(v) for k, v in times.items()}  # min: interference only ever adds time
+    return {"added_us_per_step": round((best["runner"] - best["bare"]) * 1e6, 2),
+            "added_us_per_step_with_bar": round((best["runner+bar"] - best["bare"]) * 1e6, 2)}
+
+
+def timed_command(args: list[str], repeats: int) -> float:
+    """Median wall time of a command (seconds)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run(args, cwd=ROOT, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return round(statistics.median(times), 3)
+
+
+def startup(repeats: int) -> dict:
+    py = sys.executable
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as bad:
+        bad.write("scenarios:\n  - scenario: legendre_fit\n    lr: -1\n")
+    runner = [py, str(ROOT / "runner.py")]
+    return {"python -c pass": timed_command([py, "-c", "pass"], repeats),
+            "python -c 'import torch'": timed_command([py, "-c", "import torch"], repeats),
+            "runner.py --help": timed_command(runner + ["--help"], repeats),
+            "runner.py --list": timed_command(runner + ["--list"], repeats),
+            "runner.py (config error)": timed_command(runner + ["--config", bad.name], repeats)}
+
+
+def all_yaml(device: str) -> float:
+    with tempfile.TemporaryDirectory() as out:
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--config",
+                               str(ROOT / "configs" / "all.yaml"), "--no-progress", "--device",
+                               device, "--output-dir", out], cwd=ROOT, capture_output=True)
+        wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"configs/all.yaml failed:\n{proc.stdout.decode()}{proc.stderr.decode()}")
+    return round(wall, 2)
+
+
+def scale(device: torch.device, quick: bool) -> list[dict]:
+    rows = []
+    for N in ((64, 1024) if quick else (64, 256, 1024, 4096)):
+        # the sum of squared errors grows with N: scale the step size down to keep SGD stable
+        s, steps = runner_loop("my_relu", device, False, N=N, steps=500, lr=1e-6 * 64 / N)
+        rows.append({"scenario": "my_relu", "N": N, "steps": steps, "train_s": round(s, 3)})
+    for steps in ((500, 2000) if quick else (500, 2000, 8000)):
+        s, _ = runner_loop("legendre_fit", device, False, steps=steps)
+        rows.append({"scenario": "legendre_fit", "N": 2000, "steps": steps,
+                     "train_s": round(s, 3)})
+    return rows
+
+
+def compiled(device: torch.device, steps: int) -> list[dict]:
+    """torch.compile against eager for the two scenarios' losses: compile time, per step."""
+    from demos.scenarios import legendre_fit, my_relu
+
+    rows = []
+    for name, fn, run_args in (
+            ("legendre_fit", legendre_fit.sse, lambda: legendre_inputs(device)),
+            ("my_relu", my_relu.sse, lambda: relu_inputs(device))):
+        result = {"scenario": name}
+        for label, f in (("eager", fn), ("compiled", torch.compile(fn))):
+            args = run_args()
+            start = time.perf_counter()
+            f(*args).backward()
+            sync(device)
+            result[f"{label}_first_step_s"] = round(time.perf_counter() - start, 3)
+            start = time.perf_counter()
+            for _ in range(steps):
+                f(*args).backward()
+            sync(device)
+            result[f"{label}_us_per_step"] = round((time.perf_counter() - start) / steps * 1e6, 1)
+        result["helps"] = result["compiled_us_per_step"] < 0.95 * result["eager_us_per_step"]
+        rows.append(result)
+    return rows
+
+
+def legendre_inputs(device):
+    x = torch.linspace(-math.pi, math.pi, 2000, device=device)
+    return [x, torch.sin(x)] + [torch.tensor(v, device=device, requires_grad=True)
+                                for v in (0., -1., 0., .3)]
+
+
+def relu_inputs(device):
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(64, 1000, generator=g).to(device), torch.randn(64, 10, generator=g).to(
+        device), torch.randn(1000, 100, generator=g).to(device).requires_grad_(),
+            torch.randn(100, 10, generator=g).to(device).requires_grad_()]
+
+
+def machine(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
+    return (f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
+            f"torch {torch.__version__}, Python {platform.python_version()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m demos.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
+    p.add_argument("--quick", action="store_true", help="fewer repetitions, smaller tables")
+    p.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow start)")
+    p.add_argument("--out", metavar="FILE", help="also write the results as JSON")
+    args = p.parse_args(argv)
+    device = torch.device(args.device)
+    repeats = 7 if args.quick else 15
+    results = {"machine": machine(device), "device": str(device)}
+    print(f"machine: {results['machine']}", flush=True)
+    results["overhead"] = [overhead("legendre_fit", bare_legendre, device, 2000, repeats),
+                           overhead("my_relu", bare_my_relu, device, 500, repeats)]
+    print("\nrunner loop vs the document's bare loop: median per step, and the median of the "
+          f"paired ratios (interquartile range) over {repeats} repetitions")
+    print("| scenario | steps | bare µs/step | runner µs/step | runner / bare | with progress bar "
+          "µs/step | runner+bar / bare |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results["overhead"]:
+        us = r["us_per_step"]
+        print(f"| {r['scenario']} | {r['steps']} | {us['bare']} | {us['runner']} | {r['ratio']} "
+              f"({r['ratio_iqr'][0]}-{r['ratio_iqr'][1]}) | {us['runner+bar']} | "
+              f"{r['ratio_with_bar']} ({r['ratio_with_bar_iqr'][0]}-{r['ratio_with_bar_iqr'][1]}) |",
+              flush=True)
+    results["machinery"] = machinery(device)
+    m = results["machinery"]
+    print(f"\nthe runner's own cost (ctx.steps + ctx.record(loss=...) per step, best of 9): "
+          f"{m['added_us_per_step']} µs per step, {m['added_us_per_step_with_bar']} µs with the "
+          f"progress bar")
+    for r in results["overhead"]:
+        share = m["added_us_per_step"] / r["us_per_step"]["bare"] * 100
+        share_bar = m["added_us_per_step_with_bar"] / r["us_per_step"]["bare"] * 100
+        print(f"  = {share:.2f}% of a {r['scenario']} step ({share_bar:.2f}% with the bar)")
+        r["machinery_share_percent"] = [round(share, 3), round(share_bar, 3)]
+    results["startup_s"] = startup(3 if args.quick else 5)
+    print("\nstart-up (median wall time, seconds)")
+    for k, v in results["startup_s"].items():
+        print(f"| {k} | {v} |")
+    results["all_yaml_wall_s"] = all_yaml(args.device)
+    print(f"\nconfigs/all.yaml, whole run: {results['all_yaml_wall_s']} s", flush=True)
+    results["scale"] = scale(device, args.quick)
+    print("\nscale (runner's train_s)\n| scenario | N | steps | train_s |\n|---|---|---|---|")
+    for r in results["scale"]:
+        print(f"| {r['scenario']} | {r['N']} | {r['steps']} | {r['train_s']} |", flush=True)
+    if not args.no_compile:
+        results["compile"] = compiled(device, 300 if args.quick else 1000)
+        print("\ntorch.compile vs eager (loss forward + backward)")
+        print("| scenario | compile (first step) s | eager µs/step | compiled µs/step | helps |")
+        print("|---|---|---|---|---|")
+        for r in results["compile"]:
+            print(f"| {r['scenario']} | {r['compiled_first_step_s']} | {r['eager_us_per_step']} | "
+                  f"{r['compiled_us_per_step']} | {'yes' if r['helps'] else 'no'} |")
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
