@@ -47,7 +47,7 @@ def test_any_top_level_value(value):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(0, 7), st.sampled_from(FIELDS), values)
+@given(st.integers(0, 8), st.sampled_from(FIELDS), values)
 def test_one_field_of_a_valid_config_replaced(index, key, value):
     raw = copy.deepcopy(VALID)
     raw["scenarios"][index][key] = value

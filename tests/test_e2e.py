@@ -18,7 +18,7 @@ SIGNATURES = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-", ".csv": b"step,",
               ".gif": b"GIF89a"}
 EXTRAS = {"legendre_fit": ["fit.png", "fit.gif"], "lenet": ["accuracy.png", "checkpoint.pt"]}
 GRAPHS = {"computation_graph": ["graph_requires_grad", "graph_no_grad", "graph_detach"]}
-NO_TRAINING = {"computation_graph", "autograd_internals", "my_exp"}
+NO_TRAINING = {"computation_graph", "autograd_internals", "my_exp", "custom_function"}
 ENTRY_KEYS = {"id", "scenario", "status", "device", "steps", "metrics", "params", "checks",
               "artifacts", "timing", "error"}
 
@@ -71,7 +71,7 @@ def test_all_yaml_reproduces_the_documents(tmp_path):
     run_dir = only_run_dir(tmp_path)
     data = summary(run_dir)
     assert data["status"] == "passed"
-    assert [e["status"] for e in data["scenarios"]] == ["passed"] * 8
+    assert [e["status"] for e in data["scenarios"]] == ["passed"] * 9
     legendre = entry(data, "legendre_fit")
     assert legendre["steps"] == 2000
     assert legendre["metrics"]["final_loss"] == pytest.approx(8.94364, rel=1e-4)
@@ -140,7 +140,7 @@ def test_a_scenario_that_raises_does_not_stop_the_others(tmp_path, monkeypatch):
     run_dir = only_run_dir(tmp_path)
     data = summary(run_dir)
     assert data["status"] == "failed"
-    assert [e["status"] for e in data["scenarios"]] == ["passed", "error"] + ["passed"] * 6
+    assert [e["status"] for e in data["scenarios"]] == ["passed", "error"] + ["passed"] * 7
     relu = entry(data, "my_relu")
     assert relu["error"] == "RuntimeError: boom at the end" and relu["steps"] == 3
     assert (run_dir / "my_relu" / "metrics.csv").is_file()  # what it produced is kept

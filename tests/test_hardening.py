@@ -40,7 +40,7 @@ def test_a_diverging_loss_stops_at_its_step_and_the_others_still_run(tmp_path):
     rows = (run_dir / "legendre_fit" / "metrics.csv").read_text().splitlines()
     assert rows[0] == "step,loss,a,b,c,d" and rows[-1].startswith("2,inf,") and len(rows) == 4
     assert (run_dir / "legendre_fit" / "loss.png").is_file()
-    assert [e["status"] for e in data["scenarios"][1:]] == ["passed"] * 7
+    assert [e["status"] for e in data["scenarios"][1:]] == ["passed"] * 8
     assert check(entry(data, "my_relu"), "loss stays finite")["passed"] is True
 
 
@@ -138,7 +138,7 @@ def test_an_out_of_memory_error_fails_that_scenario_only(tmp_path, monkeypatch):
     lenet = entry(data, "lenet")
     assert lenet["status"] == "error"
     assert lenet["error"] == "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB"
-    assert sum(e["status"] == "passed" for e in data["scenarios"]) == 7
+    assert sum(e["status"] == "passed" for e in data["scenarios"]) == 8
 
 
 # -- reproducibility ------------------------------------------------------------------------

@@ -57,13 +57,18 @@ def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, t
     try:
         torch.autograd.gradcheck(fn, tuple(xs.values()), raise_exception=True, **kwargs)
     except Exception as e:  # GradcheckError, or the Function itself failing
-        # gradcheck numbers the inputs that require grad; say which one that is
-        msg = re.sub(r"input (\d+)", lambda m: f"input {m[1]} ({wrt[int(m[1])]})"
-                     if int(m[1]) < len(wrt) else m[0], one_line(e))
-        return Check(name, False, msg)
+        return Check(name, False, gradcheck_failure(e, wrt))
     opts = ", ".join(f"{k}={v}" for k, v in kwargs.items())
     return Check(name, True, f"analytic == numerical Jacobian w.r.t. {', '.join(wrt)} "
                              f"(float64{', ' + opts if opts else ''})")
+
+
+def gradcheck_failure(e: BaseException, wrt: list[str]) -> str:
+    """gradcheck's error as one line naming the input (its Jacobians, after 'numerical:', cut)."""
+    text = one_line(e).split("numerical:")[0].rstrip(" ,")
+    # gradcheck numbers the inputs that require grad; say which one that is
+    return re.sub(r"input (\d+)", lambda m: f"input {m[1]} ({wrt[int(m[1])]})"
+                  if int(m[1]) < len(wrt) else m[0], text)
 
 
 def parity(name: str, custom: Callable[..., torch.Tensor],
@@ -74,36 +79,58 @@ def parity(name: str, custom: Callable[..., torch.Tensor],
     Both get the same float64 copies of `inputs` and are back-propagated with the same
     random output gradient, so a wrong backward shows as a gradient mismatch.
     """
+    return compare_to_reference(name, custom, reference, inputs, device, rtol, atol)[0]
+
+
+def compare_to_reference(name: str, custom: Callable, reference: Callable,
+                         inputs: Mapping[str, torch.Tensor], device: torch.device,
+                         rtol: float = 1e-7,
+                         atol: float = 1e-9) -> tuple[Check, dict[str, float]]:
+    """parity's check, and the worst absolute and relative errors it found."""
     a, b = as_float64(inputs, device), as_float64(inputs, device)
     try:
-        out_a, out_b = custom(*a.values()), reference(*b.values())
-        g = torch.randn(out_b.shape, generator=torch.Generator().manual_seed(0),
-                        dtype=torch.float64).to(device)
-        out_a.backward(g)
-        out_b.backward(g)
+        out_a, out_b = tensors(custom(*a.values())), tensors(reference(*b.values()))
+        if len(out_a) != len(out_b):
+            return Check(name, False, f"custom gives {len(out_a)} outputs, reference "
+                                      f"{len(out_b)}"), {}
+        gen = torch.Generator().manual_seed(0)
+        gs = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(device) for o in out_b]
+        torch.autograd.backward(out_a, gs)
+        torch.autograd.backward(out_b, gs)
     except Exception as e:
-        return Check(name, False, one_line(e))
-    pairs = [("value", out_a, out_b)]
+        return Check(name, False, one_line(e)), {}
+    pairs = [(f"value{'' if len(out_a) == 1 else f' {i}'}", x, y)
+             for i, (x, y) in enumerate(zip(out_a, out_b))]
     pairs += [(f"grad {k}", a[k].grad, b[k].grad) for k in a if a[k].requires_grad]
-    worst = ("value", 0.0, 0.0)
+    worst_what, worst_abs, worst_rel = "value", 0.0, 0.0
     for what, x, y in pairs:
         if x is None or y is None or x.shape != y.shape:
             got = "None" if x is None else tuple(x.shape)
             return Check(name, False, f"{what}: custom gives {got}, reference "
-                                      f"{'None' if y is None else tuple(y.shape)}")
-        diff = (x.detach() - y.detach()).abs()
-        abs_err = diff.max().item()
-        rel_err = (diff / y.detach().abs().clamp_min(1e-300)).max().item()
-        if not torch.allclose(x, y, rtol=rtol, atol=atol):
-            i = divmod_index(int(diff.argmax()), tuple(y.shape))
-            return Check(name, False, f"{what} differs: max abs err {abs_err:.3g} at {i} (custom "
-                                      f"{fmt(x.flatten()[diff.argmax()].item())}, reference "
-                                      f"{fmt(y.flatten()[diff.argmax()].item())})")
-        if abs_err >= worst[1]:
-            worst = (what, abs_err, rel_err)
+                                      f"{'None' if y is None else tuple(y.shape)}"), {}
+        diff = (x.detach() - y.detach().to(x.dtype)).abs()
+        abs_err = diff.max().item() if diff.numel() else 0.0
+        rel_err = (diff / y.detach().abs().clamp_min(1e-300)).max().item() if diff.numel() else 0.0
+        if not torch.allclose(x, y.to(x.dtype), rtol=rtol, atol=atol):
+            flat = int(diff.argmax())
+            return Check(name, False, f"{what} differs: max abs err {abs_err:.3g}, rel {rel_err:.3g}"
+                                      f" at {divmod_index(flat, tuple(y.shape))} (custom "
+                                      f"{fmt(x.flatten()[flat].item())}, reference "
+                                      f"{fmt(y.flatten()[flat].item())})"), \
+                {"max_abs_error": abs_err, "max_rel_error": rel_err}
+        if abs_err >= worst_abs:
+            worst_what, worst_abs = what, abs_err
+        worst_rel = max(worst_rel, rel_err)
     return Check(name, True, f"value and grads of {', '.join(k for k in a if a[k].requires_grad)} "
-                             f"match (float64; worst: {worst[0]}, abs {worst[1]:.2g}, "
-                             f"rel {worst[2]:.2g})")
+                             f"match (float64; worst: {worst_what}, abs {worst_abs:.2g}; "
+                             f"max rel {worst_rel:.2g})"), \
+        {"max_abs_error": worst_abs, "max_rel_error": worst_rel}
+
+
+def tensors(result) -> tuple[torch.Tensor, ...]:
+    """A function's output(s) as a tuple of tensors."""
+    result = result if isinstance(result, tuple) else (result,)
+    return tuple(r for r in result if isinstance(r, torch.Tensor))
 
 
 def divmod_index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:

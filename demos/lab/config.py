@@ -5,6 +5,7 @@ Every problem is a `ConfigError` with one line naming the file and the key.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import re
@@ -226,7 +227,12 @@ def load_data(raw: Any, path: str, registry: Registry, sets: list[str] = ()) -> 
     for assignment in sets:
         set_paths[apply_set(raw, assignment)] = assignment
     try:
-        return build_run(raw, registry)
+        run = build_run(raw, registry)
+        for i, entry in enumerate(run.scenarios):  # what needs the file's folder: user code
+            resolve = getattr(entry, "resolve", None)
+            if resolve is not None:
+                resolve(os.path.dirname(path), f"scenarios[{i}]")
+        return run
     except ConfigError as e:
         msg = str(e)
         for key_path, assignment in set_paths.items():
@@ -285,9 +291,14 @@ def select(run: RunConfig, only: str, source: str) -> RunConfig:
 
 
 def shrink(run: RunConfig) -> RunConfig:
-    """The --dry-run version: every entry with its tiny sizes."""
-    return dataclasses.replace(run, scenarios=[dataclasses.replace(e, **e.DRY_RUN)
-                                               for e in run.scenarios])
+    """The --dry-run version: every entry with its tiny sizes (copies keep what resolve() set)."""
+    entries = []
+    for entry in run.scenarios:
+        entry = copy.copy(entry)
+        for key, value in entry.DRY_RUN.items():
+            setattr(entry, key, value)
+        entries.append(entry)
+    return dataclasses.replace(run, scenarios=entries)
 
 
 def dump(run: RunConfig) -> str:

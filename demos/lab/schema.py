@@ -37,7 +37,7 @@ def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
     close = difflib.get_close_matches(str(word), choices, n=1, cutoff=0.6)
     if close:
         return f" (did you mean '{close[0]}'?)"
-    return f" (expected one of: {', '.join(choices)})" if choices else ""
+    return f" (expected one of: {', '.join(choices)})" if 0 < len(choices) <= 12 else ""
 
 
 def join(where: str, key: Any) -> str:

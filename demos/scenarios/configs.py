@@ -6,6 +6,7 @@ code is `demos/scenarios/<name>.py`.
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -158,6 +159,96 @@ class LinearFunctionConfig(ScenarioConfig):
     METRICS: ClassVar = ("final_loss", "weight_error", "bias_error")
     DRY_RUN: ClassVar[dict[str, Any]] = {"steps": 5}
 
+@dataclass
+class InputSpec:
+    """One input tensor of a custom Function: random of a shape, or a given value."""
+    name: str | None = param(None, "its name in checks, graphs and reports (default x0, x1, ...)")
+    shape: list[int] | None = param(None, "random of this shape: randn under the seed, or "
+                                          "uniform in [low, high]")
+    low: float | None = param(None, "with shape: uniform from low ...")
+    high: float | None = param(None, "... to high (e.g. away from a kink or a pole)")
+    value: Any = param(None, "the tensor's value: a number or nested lists of numbers")
+    requires_grad: bool = param(True, "whether the input requires grad")
+
+    def validate(self, where: str) -> None:
+        if (self.shape is None) == (self.value is None):
+            raise ConfigError(f"{where}: give either shape (random) or value, not "
+                              f"{'both' if self.shape is not None else 'neither'}")
+        if self.shape is not None:
+            if any(d < 1 for d in self.shape) or math.prod(self.shape) > 10**5:
+                raise ConfigError(f"{where}.shape: dimensions must be >= 1 and at most 100,000 "
+                                  f"elements in all (gradcheck's cost grows with them), "
+                                  f"got {self.shape}")
+            if (self.low is None) != (self.high is None):
+                raise ConfigError(f"{where}: give both low and high, or neither")
+            if self.low is not None and not self.low < self.high:
+                raise ConfigError(f"{where}: low {self.low} must be below high {self.high}")
+        else:
+            if self.low is not None or self.high is not None:
+                raise ConfigError(f"{where}: low/high go with shape, not with value")
+            check_numbers(self.value, f"{where}.value")
+
+
+def check_numbers(value: Any, where: str) -> list[int]:
+    """Check a number or rectangular nested lists of finite numbers; return its shape."""
+    if isinstance(value, list):
+        if not value:
+            raise ConfigError(f"{where}: empty list")
+        shapes = [check_numbers(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if any(sh != shapes[0] for sh in shapes):
+            raise ConfigError(f"{where}: rows of different lengths")
+        return [len(value)] + shapes[0]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{where}: must be a finite number, got {value!r}")
+    return []
+
+
+@dataclass
+class CustomFunction(ScenarioConfig):
+    """Your own torch.autograd.Function: run it, draw its graph, check its backward."""
+    function: str = param("", "the Function, as module:Class (module looked up in the config "
+                              "file's folder first, then sys.path)")
+    reference: str | None = param(None, "optional plain-torch function of the same inputs: "
+                                        "the ground truth, as module:function")
+    inputs: list[InputSpec] = param([], "the tensors passed to apply, in order")
+    double_backward: bool = param(False, "also run gradgradcheck (second derivatives)")
+    rtol: float = param(1e-7, "parity: relative tolerance against the reference", ge=0)
+    atol: float = param(1e-9, "parity: absolute tolerance against the reference", ge=0)
+
+    METRICS: ClassVar = ("max_abs_error", "max_rel_error")
+
+    def validate(self, where: str) -> None:
+        super().validate(where)
+        if not self.function:
+            raise ConfigError(f"{where}.function: missing (required): the Function as "
+                              f"module:Class, e.g. my_ops:MyCube")
+        if not self.inputs:
+            raise ConfigError(f"{where}.inputs: missing (required): at least one input, "
+                              f"e.g. [{{shape: [5, 3]}}]")
+        names = [spec.name or f"x{i}" for i, spec in enumerate(self.inputs)]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ConfigError(f"{where}.inputs[{i}].name: duplicate name '{name}'")
+
+    def resolve(self, config_dir: str, where: str) -> None:
+        """Import the Function (and reference) named in the config; checks their kinds."""
+        import torch
+
+        from demos.lab.user_code import import_object
+
+        fn = import_object(self.function, config_dir, f"{where}.function")
+        if not (isinstance(fn, type) and issubclass(fn, torch.autograd.Function)):
+            raise ConfigError(f"{where}.function: {self.function} is not a "
+                              f"torch.autograd.Function subclass (got {type(fn).__name__})")
+        self.function_object = fn
+        self.reference_object = None
+        if self.reference is not None:
+            ref = import_object(self.reference, config_dir, f"{where}.reference")
+            if not callable(ref):
+                raise ConfigError(f"{where}.reference: {self.reference} is not callable")
+            self.reference_object = ref
+
+
 # name -> typed config; the code of each is demos/scenarios/<name>.py
 REGISTRY: dict[str, type[ScenarioConfig]] = {
     "legendre_fit": LegendreFit,
@@ -168,4 +259,5 @@ REGISTRY: dict[str, type[ScenarioConfig]] = {
     "autograd_internals": AutogradInternals,
     "my_exp": MyExp,
     "linear_function": LinearFunctionConfig,
+    "custom_function": CustomFunction,
 }

@@ -1,0 +1,53 @@
+"""Two custom autograd Functions for configs/examples: one right, one with a classic mistake.
+
+    python runner.py --config configs/examples/cube_ok.yaml        # passes
+    python runner.py --config configs/examples/cube_mistake.yaml   # fails: the mistake is found
+"""
+import torch
+
+
+class MyCube(torch.autograd.Function):
+    """y = w * x^3 + b (x (N, D), w and b (D,))."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w)
+        return w * x**3 + b
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, w = ctx.saved_tensors
+        grad_x = grad_w = grad_b = None              # only what needs_input_grad asks for
+        if ctx.needs_input_grad[0]:
+            grad_x = grad_output * 3 * w * x**2      # dy/dx = 3 w x^2
+        if ctx.needs_input_grad[1]:
+            grad_w = (grad_output * x**3).sum(0)     # dy/dw = x^3, summed over the batch
+        if ctx.needs_input_grad[2]:
+            grad_b = grad_output.sum(0)              # dy/db = 1, summed over the batch
+        return grad_x, grad_w, grad_b
+
+
+class MyCubeMissingFactor(torch.autograd.Function):
+    """The same y = w * x^3 + b, whose backward forgets the 3 of d(x^3)/dx = 3 x^2."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w)
+        return w * x**3 + b
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, w = ctx.saved_tensors
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = grad_output * w * x**2          # wrong: should be 3 w x^2
+        if ctx.needs_input_grad[1]:
+            grad_w = (grad_output * x**3).sum(0)
+        if ctx.needs_input_grad[2]:
+            grad_b = grad_output.sum(0)
+        return grad_x, grad_w, grad_b
+
+
+def cube(x, w, b):
+    """Plain torch: the ground truth for both."""
+    return w * x**3 + b

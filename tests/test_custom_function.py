@@ -1,0 +1,152 @@
+"""custom_function: right Functions pass; each classic mistake is caught, named, without traceback."""
+import shutil
+
+import pytest
+import yaml
+
+from demos.lab.cli import main
+from tests.conftest import CONFIGS, ROOT, check, entry, only_run_dir, summary
+
+FIXTURE = ROOT / "tests" / "fixtures" / "user_fns.py"
+ONE = [{"name": "x", "shape": [4, 3]}]
+THREE = [{"name": "x", "shape": [4, 3]}, {"name": "y", "shape": [4, 3], "low": 0.5, "high": 2.0},
+         {"name": "z", "shape": [4, 3], "requires_grad": False}]
+
+
+def run_function(tmp_path, function, inputs, reference=None, double_backward=False):
+    """Write a config (and the Functions' module) into tmp_path, run it; (exit code, entry)."""
+    shutil.copy(FIXTURE, tmp_path / "user_fns.py")
+    spec = {"scenario": "custom_function", "id": "mine", "function": f"user_fns:{function}",
+            "inputs": inputs, "double_backward": double_backward}
+    if reference:
+        spec["reference"] = f"user_fns:{reference}"
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump({"device": "cpu", "scenarios": [spec]}))
+    code = main(["--config", str(path), "--no-progress", "--output-dir", str(tmp_path / "out")])
+    return code, entry(summary(only_run_dir(tmp_path / "out")), "mine")
+
+
+@pytest.mark.parametrize("function, inputs, reference", [
+    ("Square", ONE, "square"),
+    ("MulAdd", THREE, "mul_add"),
+    ("MulAdd", [dict(s, requires_grad=True) for s in THREE], "mul_add"),
+    ("SinCos", ONE, "sin_cos"),
+])
+def test_right_functions_pass(tmp_path, function, inputs, reference):
+    code, e = run_function(tmp_path, function, inputs, reference, double_backward=True)
+    assert code == 0 and e["status"] == "passed", e["checks"]
+    names = [c["name"] for c in e["checks"]]
+    assert names == ["forward runs", "backward returns one grad per input",
+                     "each grad matches its input (None, shape, dtype)",
+                     "backward leaves grad_output unchanged", "autograd accepts the backward",
+                     "gradcheck", "gradgradcheck", "parity with the reference"]
+    assert e["metrics"]["max_abs_error"] < 1e-12
+    assert "explain.txt" in e["artifacts"] and "graph.svg" in e["artifacts"]
+
+
+MISTAKES = [  # function, inputs, double_backward, {failing check: words its detail must hold}
+    ("SquareWrongFactor", ONE, False,
+     {"gradcheck": "input 0 (x)", "parity with the reference": "grad x differs"}),
+    ("SquareWrongSign", ONE, False,
+     {"gradcheck": "input 0 (x)", "parity with the reference": "grad x differs"}),
+    ("SquareTooManyGrads", ONE, False,  # autograd itself accepts extra Nones
+     {"backward returns one grad per input": "returned 2 for 1 inputs (x)"}),
+    ("MulAddTooFewGrads", THREE, False,
+     {"backward returns one grad per input": "returned 2 for 3 inputs (x, y, z)",
+      "autograd accepts the backward": "incorrect number of gradients"}),
+    ("SquareWrongShape", ONE, False,
+     {"each grad matches its input (None, shape, dtype)": "x: grad has shape (3,), x has (4, 3)",
+      "autograd accepts the backward": "invalid gradient"}),
+    ("SquareWrongDtype", ONE, False,
+     {"each grad matches its input (None, shape, dtype)": "x: grad is float32, x is float64"}),
+    ("MulAddGradForNoGradInput", THREE, False,
+     {"each grad matches its input (None, shape, dtype)":
+      "z: returned a grad, but z does not require one"}),
+    ("MulAddNoneForRequiredInput", THREE, False,
+     {"each grad matches its input (None, shape, dtype)": "y: returned None, but y requires grad",
+      "parity with the reference": "grad y"}),
+    ("SquareModifiesGradOutput", ONE, False,
+     {"backward leaves grad_output unchanged": "modified grad_output [0] in place"}),
+    ("MulAddSwapped", THREE, False,
+     {"gradcheck": "input 0 (x)", "parity with the reference": "grad x differs"}),
+    ("ForwardRaises", ONE, False, {"forward runs": "RuntimeError"}),
+    ("BackwardRaises", ONE, False, {"backward runs": "RuntimeError"}),
+    ("SquareNotTwiceDifferentiable", ONE, True,
+     {"gradgradcheck": "Jacobian mismatch for output 0 with respect to input 0 (x)"}),
+]
+
+
+@pytest.mark.parametrize("function, inputs, double, failures", MISTAKES,
+                         ids=[m[0] for m in MISTAKES])
+def test_each_mistake_is_caught_and_named(tmp_path, function, inputs, double, failures):
+    reference = {"Square": "square", "MulAdd": "mul_add"}.get(
+        next((k for k in ("MulAdd", "Square") if function.startswith(k)), ""), "square")
+    code, e = run_function(tmp_path, function, inputs, reference, double_backward=double)
+    assert code == 1 and e["status"] == "failed" and e["error"] is None
+    failed = {c["name"]: c["detail"] for c in e["checks"] if c["passed"] is False}
+    for name, words in failures.items():
+        assert name in failed, (name, failed)
+        assert words in failed[name], (name, failed[name])
+        assert "\n" not in failed[name] and "Traceback" not in failed[name]
+
+
+@pytest.mark.parametrize("function, message", [
+    ("no_such_module:Square", "scenarios[0].function: cannot import module 'no_such_module' "
+                              "(looked in {dir} and on sys.path)"),
+    ("user_fns:Sqare", "scenarios[0].function: module 'user_fns' has no attribute 'Sqare' "
+                       "(did you mean 'Square'?)"),
+    ("user_fns:square", "scenarios[0].function: user_fns:square is not a torch.autograd.Function "
+                        "subclass (got function)"),
+    ("user_fns.Square", "scenarios[0].function: expected module:attribute (e.g. my_ops:MyCube), "
+                        "got 'user_fns.Square'"),
+    ("broken_syntax:F", "scenarios[0].function: importing module 'broken_syntax' raised "
+                        "SyntaxError: invalid syntax (broken_syntax.py, line 1)"),
+    ("raises_on_import:F", "scenarios[0].function: importing module 'raises_on_import' raised "
+                           "RuntimeError: no GPU here"),
+])
+def test_a_function_that_cannot_be_imported_is_a_config_error(tmp_path, capsys, function, message):
+    shutil.copy(FIXTURE, tmp_path / "user_fns.py")
+    (tmp_path / "broken_syntax.py").write_text("def oops(:\n")
+    (tmp_path / "raises_on_import.py").write_text("raise RuntimeError('no GPU here')\n")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"scenarios": [{"scenario": "custom_function",
+                                                   "function": function, "inputs": ONE}]}))
+    assert main(["--config", str(path), "--output-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {path}: {message.format(dir=tmp_path)}\n"
+    assert not (tmp_path / "out").exists()  # nothing ran
+
+
+@pytest.mark.parametrize("inputs, message", [
+    ([], "scenarios[0].inputs: missing (required): at least one input, e.g. [{shape: [5, 3]}]"),
+    ([{"shape": [2], "value": [1.0, 2.0]}],
+     "scenarios[0].inputs[0]: give either shape (random) or value, not both"),
+    ([{"shape": [2], "low": 1.0}], "scenarios[0].inputs[0]: give both low and high, or neither"),
+    ([{"value": [[1.0, 2.0], [3.0]]}], "scenarios[0].inputs[0].value: rows of different lengths"),
+    ([{"name": "x", "shape": [2]}, {"name": "x", "shape": [2]}],
+     "scenarios[0].inputs[1].name: duplicate name 'x'"),
+    ([{"shape": [1000, 1000]}], "scenarios[0].inputs[0].shape: dimensions must be >= 1 and at "
+                                "most 100,000 elements in all (gradcheck's cost grows with them), "
+                                "got [1000, 1000]"),
+])
+def test_input_spec_errors(tmp_path, capsys, inputs, message):
+    shutil.copy(FIXTURE, tmp_path / "user_fns.py")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"scenarios": [{"scenario": "custom_function",
+                                                   "function": "user_fns:Square",
+                                                   "inputs": inputs}]}))
+    assert main(["--config", str(path)]) == 2
+    assert capsys.readouterr().err == f"error: {path}: {message}\n"
+
+
+def test_the_shipped_examples(tmp_path):
+    assert main(["--config", str(CONFIGS / "examples" / "cube_ok.yaml"), "--no-progress",
+                 "--output-dir", str(tmp_path / "ok")]) == 0
+    assert main(["--config", str(CONFIGS / "examples" / "cube_mistake.yaml"), "--no-progress",
+                 "--output-dir", str(tmp_path / "mistake")]) == 1
+    e = entry(summary(only_run_dir(tmp_path / "mistake")), "cube_mistake")
+    assert check(e, "gradcheck")["detail"] == \
+        "GradcheckError: Jacobian mismatch for output 0 with respect to input 0 (x)"
+    assert check(e, "parity with the reference")["detail"].startswith(
+        "grad x differs: max abs err")
+    assert check(e, "gradgradcheck")["passed"] is True  # its own second derivatives agree
