@@ -224,7 +224,10 @@ def compiled(device: torch.device, steps: int) -> list[dict]:
                 f(*args).backward()
             sync(device)
             result[f"{label}_us_per_step"] = round((time.perf_counter() - start) / steps * 1e6, 1)
-        result["helps"] = result["compiled_us_per_step"] < 0.95 * result["eager_us_per_step"]
+        saved = (result["eager_us_per_step"] - result["compiled_us_per_step"]) * 1e-6
+        cost = result["compiled_first_step_s"] - result["eager_first_step_s"]
+        result["break_even_steps"] = round(cost / saved) if saved > 0 else None
+        result["helps"] = saved > 0
         rows.append(result)
     return rows
 
@@ -296,11 +299,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_compile:
         results["compile"] = compiled(device, 300 if args.quick else 1000)
         print("\ntorch.compile vs eager (loss forward + backward)")
-        print("| scenario | compile (first step) s | eager µs/step | compiled µs/step | helps |")
+        print("| scenario | compile (first step) s | eager µs/step | compiled µs/step | "
+              "pays back after |")
         print("|---|---|---|---|---|")
         for r in results["compile"]:
+            pays = f"{r['break_even_steps']:,} steps" if r["helps"] else "never (slower)"
             print(f"| {r['scenario']} | {r['compiled_first_step_s']} | {r['eager_us_per_step']} | "
-                  f"{r['compiled_us_per_step']} | {'yes' if r['helps'] else 'no'} |")
+                  f"{r['compiled_us_per_step']} | {pays} |")
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     return 0
