@@ -148,3 +148,19 @@ def test_report_still_works_zipped_and_moved(dry_run, tmp_path):
     moved = tmp_path / "elsewhere" / dry_run.name
     ids = [e["id"] for e in summary(moved)["scenarios"]]
     look_at(moved / "report.html", tmp_path / "moved.png", ids)
+
+
+def test_open_needs_a_display_and_uses_the_browser_when_there_is_one(tmp_path, monkeypatch):
+    import webbrowser
+
+    from demos.lab.run import open_in_browser
+    page = tmp_path / "report.html"
+    page.write_text("<html></html>")
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert open_in_browser(page) == f"--open: no display here; open {page.as_uri()} in a browser"
+    opened = []
+    monkeypatch.setenv("DISPLAY", ":0")
+    monkeypatch.setattr(webbrowser, "open", lambda uri: opened.append(uri) or True)
+    assert open_in_browser(page) == f"opened {page.as_uri()}" and opened == [page.as_uri()]
