@@ -2,7 +2,6 @@
 import csv
 import re
 import datetime as dt
-import sys
 
 import pytest
 import torch

@@ -13,7 +13,7 @@ from demos.lab.context import Context, Diverged, StopRequest
 from demos.lab.files import save_atomic, write_atomic
 from demos.lab.run import EXIT_INTERRUPTED, SignalHandler
 from demos.scenarios.configs import LegendreFit
-from tests.conftest import CONFIGS, ROOT, check, entry, only_run_dir, run_cli, summary
+from tests.conftest import CONFIGS, ROOT, check, entry, only_run_dir, summary
 
 LONG = ["--set", "scenarios.legendre_fit.steps=100000000", "--no-progress"]
 

@@ -9,7 +9,7 @@ import copy
 import dataclasses
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from demos.lab.schema import ConfigError, build, did_you_mean, join, param, show, to_dict

@@ -25,8 +25,8 @@ def resolve(spec: str) -> tuple[torch.device, str]:
                               f"numbered 0..{count - 1}")
         return device, f"{spec} ({torch.cuda.get_device_name(device.index or 0)})"
     if device.type == "mps" and not mps_available():
-        raise ConfigError(f"MPS is not available on this machine; "
-                          f"use --device cpu or auto")
+        raise ConfigError("MPS is not available on this machine; "
+                          "use --device cpu or auto")
     return device, spec
 
 
