@@ -52,7 +52,7 @@ def run(cfg: LegendreFit, ctx: Context) -> Result:
                              for k, v in zip("abcd", (a, b, c, d)))
     ctx.plot("fit.png", x.tolist(), {"sin(x)": y.tolist(), "start": start.tolist(),
                                      "fit": fit.tolist()},
-             title=f"a + b P3(c + d x) after {cfg.steps} steps: {coefficients}",
+             title=f"a + b P3(c + d x) after {cfg.steps} steps\n{coefficients}",
              xlabel="x", ylabel="y")
     xs = x.cpu().double()
     frames = [(f"step {r['step']}", predict(xs, r["a"], r["b"], r["c"], r["d"],
