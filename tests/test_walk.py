@@ -67,3 +67,24 @@ def test_outputs_without_grad_fn():
     assert "output 1: tensor (2,) float32, no grad_fn: not in any graph" in text
     assert "output 2: tensor (2,) float32, no grad_fn: a leaf" in text
     assert "Leaves reached (backward() fills their .grad):\n    none" in text
+
+
+def test_outputs_of_one_function_share_one_node():
+    x = torch.tensor([0.5, 1.0], requires_grad=True)
+    sin, cos = SinCos.apply(x)
+    assert len(nodes((sin, cos))) == 2  # SinCosBackward once, then x's AccumulateGrad
+    text = explain((sin, cos), {"x": x})
+    assert "output 1:" in text and "output 2:" in text
+    assert text.count("\n#1 SinCosBackward\n") == 1 and "\n#3 " not in text
+
+
+class SinCos(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin(), x.cos()
+
+    @staticmethod
+    def backward(ctx, g_sin, g_cos):
+        x, = ctx.saved_tensors
+        return g_sin * x.cos() - g_cos * x.sin()

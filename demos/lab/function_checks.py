@@ -12,19 +12,8 @@ from typing import Mapping
 
 import torch
 
-from demos.lab.checks import Check, as_float64, gradcheck_failure, one_line
-
-
-def outputs_of(result) -> tuple[torch.Tensor, ...]:
-    """A Function's output(s) as a tuple of the tensors among them."""
-    result = result if isinstance(result, tuple) else (result,)
-    return tuple(r for r in result if isinstance(r, torch.Tensor))
-
-
-def output_grads(outs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
-    """A fixed random gradient for each output (random, so a wrong formula cannot hide)."""
-    g = torch.Generator().manual_seed(1)
-    return [torch.randn(o.shape, generator=g, dtype=o.dtype).to(o.device) for o in outs]
+from demos.lab.checks import (Check, as_float64, gradcheck_failure, one_line, output_grads,
+                              tensors)
 
 
 def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor],
@@ -35,7 +24,7 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor],
     xs = as_float64(inputs, device)
     names = list(xs)
     try:
-        outs = outputs_of(fn.apply(*xs.values()))
+        outs = tensors(fn.apply(*xs.values()))
     except Exception as e:
         return [Check("forward runs", False, one_line(e))]
     node = next((o.grad_fn for o in outs if o.grad_fn is not None), None)
@@ -79,7 +68,7 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor],
                        if changed else "grad_output unchanged"))
     xs2 = as_float64(inputs, device)
     try:
-        torch.autograd.backward(outputs_of(fn.apply(*xs2.values())), output_grads(outs))
+        torch.autograd.backward(tensors(fn.apply(*xs2.values())), output_grads(outs))
         found.append(Check("autograd accepts the backward", True, "loss.backward() ran"))
     except Exception as e:
         found.append(Check("autograd accepts the backward", False, one_line(e)))

@@ -202,14 +202,12 @@ class Run:
         ctx = Context(entry, self.device, folder, slog, seed=self.cfg.seed,
                       progress=self.progress, warn_once=self.warn_once, stop=self.stop)
         torch.manual_seed(self.cfg.seed)
-        result, error, status, extra = None, None, "passed", []
+        result, error, status, diverged = None, None, "passed", None
         try:
             module = importlib.import_module(f"demos.scenarios.{entry.scenario}")
             result = module.run(entry, ctx)
         except Diverged as e:
-            extra = [Check("loss stays finite", False, f"{e.name} is {e.value} at step {e.step}; "
-                                                       f"training stopped there")]
-            result = Result(metrics={"diverged_at_step": float(e.step)})
+            diverged, result = e, Result(metrics={"diverged_at_step": float(e.step)})
         except (Interrupted, KeyboardInterrupt) as e:
             status = "interrupted"
             error = f"interrupted by {self.stop.requested or 'SIGINT'}" + (
@@ -219,18 +217,23 @@ class Run:
             slog.error("%s raised:\n%s", entry.id, traceback.format_exc())
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()  # after an out-of-memory error, for the next scenario
-        if result is not None and not extra and ctx.checked_names:
-            extra = [Check("loss stays finite", True,
-                           f"{', '.join(sorted(ctx.checked_names))} finite at all "
-                           f"{ctx.steps_run} steps")]
-        skip = "training diverged" if extra and extra[0].passed is False else None
-        found = extra + self.finish_entry(entry, ctx, result, slog, skip)
+        finite = []
+        if diverged is not None:
+            finite = [Check("loss stays finite", False, f"{diverged.name} is {diverged.value} at "
+                                                        f"step {diverged.step}; training stopped "
+                                                        f"there")]
+        elif result is not None and ctx.checked_names:
+            finite = [Check("loss stays finite", True, f"{', '.join(sorted(ctx.checked_names))} "
+                                                       f"finite at all {ctx.steps_run} steps")]
+        found = self.finish_entry(entry, ctx, result, slog, finite,
+                                  skip="training diverged" if diverged is not None else None)
         if status == "passed" and any(c.passed is False for c in found):
             status = "failed"
         return self.entry_summary(entry, ctx, result, found, status, error, log)
 
     def finish_entry(self, entry: ScenarioConfig, ctx: Context, result: Result | None,
-                     slog: logging.Logger, skip: str | None = None) -> list[Check]:
+                     slog: logging.Logger, found: list[Check],
+                     skip: str | None = None) -> list[Check]:
         """Write the generic files (metrics.csv, loss.png) and evaluate the checks."""
         if ctx.explanations:
             write_atomic(ctx.dir / "explain.txt", "\n".join(ctx.explanations))
@@ -243,8 +246,8 @@ class Run:
                                  [v for _, v in losses], title=f"{entry.id}: loss",
                                  log_every=entry.log_every)
         if result is None:
-            return []
-        found = list(result.checks)
+            return found
+        found = found + list(result.checks)
         found += checks_mod.expect(entry.expect, result.params, result.metrics,
                                    skip=skip or ("--dry-run" if self.dry_run else None))
         for c in found:

@@ -8,7 +8,6 @@ frees the saved tensors (unless retain_graph=True).
 from __future__ import annotations
 
 import re
-from collections import deque
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -104,13 +103,18 @@ def saved_of(fn: Any, describe: Namer) -> list[str]:
 def nodes(outputs: torch.Tensor | Sequence[torch.Tensor]) -> list[Any]:
     """Every node reachable from the outputs' grad_fn, once each, breadth first."""
     outputs = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
-    found = [o.grad_fn for o in outputs if o.grad_fn is not None]
-    seen = set(found)
+    found: list[Any] = []
+    seen: set[Any] = set()
+
+    def add(fn: Any) -> None:
+        if fn is not None and fn not in seen:
+            seen.add(fn)
+            found.append(fn)
+    for out in outputs:  # outputs of one multi-output Function share their grad_fn
+        add(out.grad_fn)
     for fn in found:  # grows while we walk it
         for nf, _ in getattr(fn, "next_functions", ()):
-            if nf is not None and nf not in seen:
-                seen.add(nf)
-                found.append(nf)
+            add(nf)
     return found
 
 
@@ -124,16 +128,11 @@ def explain(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, 
     """The walk from `outputs` to the leaves, as text; `names` labels the tensors it meets."""
     outputs = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
     describe = Namer(names)
-    number: dict[Any, int] = {}
-    queue: deque = deque()
+    order = nodes(outputs)
+    number = {fn: i + 1 for i, fn in enumerate(order)}
 
     def ref(fn: Any) -> str:
-        if fn is None:
-            return "None"
-        if fn not in number:
-            number[fn] = len(number) + 1
-            queue.append(fn)
-        return f"#{number[fn]} {node_name(fn)}"
+        return "None" if fn is None else f"#{number[fn]} {node_name(fn)}"
 
     lines = [f"Autograd graph '{title}': the nodes backward() visits, from the output to the "
              f"leaves", ""]
@@ -146,8 +145,7 @@ def explain(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, 
             lines.append(f"{label}: {describe(out)}, no grad_fn: {kind}")
     lines.append("")
     leaves, seen_types = [], {}
-    while queue:
-        fn = queue.popleft()
+    for fn in order:
         lines.append(f"#{number[fn]} {node_name(fn)}")
         seen_types.setdefault(node_name(fn), fn)
         if hasattr(fn, "variable"):

@@ -12,7 +12,7 @@ import torch
 
 from demos.lab import checks
 from demos.lab.context import Context, Result
-from demos.lab.function_checks import backward_structure, gradgradcheck, outputs_of
+from demos.lab.function_checks import backward_structure, gradgradcheck
 from demos.scenarios.configs import CustomFunction
 
 
@@ -40,7 +40,7 @@ def run(cfg: CustomFunction, ctx: Context) -> Result:
     found = backward_structure(fn, inputs, ctx.check_device)
     if not found[0].passed:  # the forward itself fails: nothing else can run
         return Result(metrics={}, checks=found)
-    out = outputs_of(fn.apply(*inputs.values()))
+    out = checks.tensors(fn.apply(*inputs.values()))
     ctx.graph(out if len(out) > 1 else out[0], inputs)  # before any backward frees its saves
     found.append(checks.gradcheck("gradcheck", fn.apply, inputs, ctx.check_device))
     if cfg.double_backward:
