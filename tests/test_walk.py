@@ -5,6 +5,7 @@ import torch
 
 from demos.functions import LegendrePolynomial3, MultiplyAdd
 from demos.lab.walk import explain, leaves, nodes
+from tests.fixtures.user_fns import SinCos
 
 
 def test_walk_of_the_document_002_graph():
@@ -77,14 +78,3 @@ def test_outputs_of_one_function_share_one_node():
     assert "output 1:" in text and "output 2:" in text
     assert text.count("\n#1 SinCosBackward\n") == 1 and "\n#3 " not in text
 
-
-class SinCos(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x.sin(), x.cos()
-
-    @staticmethod
-    def backward(ctx, g_sin, g_cos):
-        x, = ctx.saved_tensors
-        return g_sin * x.cos() - g_cos * x.sin()
