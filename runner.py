@@ -2,7 +2,7 @@
 """Run the autograd demos: python runner.py --config configs/all.yaml [--help for options]."""
 import sys
 
-from demos.lab.cli import main
+from demos.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="runner.py"))

@@ -1,4 +1,8 @@
-"""Shared helpers: run the CLI as a user would (subprocess) or in-process (for monkeypatching)."""
+"""Shared helpers and fixtures: the CLI in-process (the default), or as a subprocess where the
+process boundary is what a test is about; one dry run and one full run of all.yaml per session."""
+import contextlib
+import dataclasses
+import io
 import json
 import os
 import subprocess
@@ -6,6 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from demos.cli import main
+from demos.scenarios import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -16,6 +23,31 @@ def run_cli(*args, cwd=ROOT, env=None, timeout=600):
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, str(ROOT / "runner.py"), *map(str, args)], cwd=cwd,
                           env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_main(output_dir, *args):
+    """The CLI in-process, into `output_dir`, without progress bars; returns the exit code."""
+    return main(["--no-progress", "--output-dir", str(output_dir), *map(str, args)])
+
+
+@dataclasses.dataclass
+class Run:
+    """A finished in-process run: exit code, what the console showed, its folder."""
+    code: int
+    out: str
+    err: str
+    dir: Path
+
+    @property
+    def summary(self) -> dict:
+        return summary(self.dir)
+
+
+def run_captured(output_dir, *args) -> Run:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run_main(output_dir, *args)
+    return Run(code, out.getvalue(), err.getvalue(), only_run_dir(output_dir))
 
 
 def only_run_dir(output_dir: Path) -> Path:
@@ -34,6 +66,26 @@ def entry(data: dict, entry_id: str) -> dict:
 
 def check(entry_data: dict, name: str) -> dict:
     return next(c for c in entry_data["checks"] if c["name"] == name)
+
+
+def patch_run(monkeypatch, name: str, run) -> None:
+    """Make scenario `name` run `run(cfg, ctx)` instead of its own, for one test."""
+    reg = registry()
+    monkeypatch.setitem(reg, name, dataclasses.replace(reg[name], run=run))
+
+
+@pytest.fixture(scope="session")
+def dry_run(tmp_path_factory) -> Run:
+    """all.yaml --dry-run, once per session: every scenario's code path and files."""
+    return run_captured(tmp_path_factory.mktemp("dry"), "--config", CONFIGS / "all.yaml",
+                        "--dry-run", "--device", "cpu")
+
+
+@pytest.fixture(scope="session")
+def full_run(tmp_path_factory) -> Run:
+    """all.yaml at full size, once per session: the documents' numbers."""
+    return run_captured(tmp_path_factory.mktemp("full"), "--config", CONFIGS / "all.yaml",
+                        "--device", "cpu")
 
 
 @pytest.fixture

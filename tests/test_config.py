@@ -7,8 +7,10 @@ import pytest
 import yaml
 
 from demos.lab import config
-from demos.lab.cli import main
-from demos.scenarios.configs import REGISTRY
+from demos.cli import main
+from demos.scenarios import registry
+
+REGISTRY = registry()
 from tests.conftest import CONFIGS, ROOT
 
 
@@ -94,7 +96,9 @@ def test_exponent_without_dot_is_a_number():
 def test_defaults_reproduce_the_documents():
     names = [n for n in REGISTRY if n != "custom_function"]  # that one needs a Function
     run = config.build_run({"scenarios": [{"scenario": n} for n in names]}, REGISTRY)
-    legendre, relu, _, lenet, graph, internals, my_exp, linear = run.scenarios
+    by_id = {e.id: e for e in run.scenarios}
+    legendre, relu, lenet = by_id["legendre_fit"], by_id["my_relu"], by_id["lenet"]
+    graph, internals, my_exp = by_id["computation_graph"], by_id["autograd_internals"], by_id["my_exp"]
     assert (legendre.points, legendre.steps, legendre.lr) == (2000, 2000, 5e-6)
     assert legendre.init == [0.0, -1.0, 0.0, 0.3]
     assert (relu.N, relu.D_in, relu.H, relu.D_out, relu.steps, relu.lr) == \
@@ -177,7 +181,7 @@ def test_print_config_shows_the_resolved_config_which_loads_again(tmp_path, caps
 def test_all_yaml_matches_the_per_scenario_configs():
     """configs/all.yaml runs each scenario as its own config file does."""
     everything = config.load(str(CONFIGS / "all.yaml"), REGISTRY)
-    assert [e.scenario for e in everything.scenarios] == list(REGISTRY)
+    assert sorted(e.scenario for e in everything.scenarios) == sorted(REGISTRY)
     for e in everything.scenarios:
         alone = config.load(str(CONFIGS / f"{e.scenario}.yaml"), REGISTRY)
         assert alone.scenarios == [e], e.scenario
@@ -188,7 +192,7 @@ def test_list_help_and_config_errors_do_not_import_torch(tmp_path):
     for argv in (["--help"], ["--list"], ["--config", str(bad)],
                  ["--config", str(CONFIGS / "legendre_fit.yaml"), "--print-config"],
                  ["--config", str(CONFIGS / "all.yaml"), "--set", "seed=-1"]):
-        code = ("import sys; from demos.lab.cli import main\n"
+        code = ("import sys; from demos.cli import main\n"
                 "try: main(%r)\nexcept SystemExit: pass\n"
                 "heavy = [m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules]\n"
                 "print('HEAVY', heavy)" % argv)

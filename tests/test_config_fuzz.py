@@ -8,13 +8,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from demos.lab import config
-from demos.lab.cli import main
+from demos.cli import main
 from demos.lab.schema import ConfigError
-from demos.scenarios.configs import REGISTRY
+from demos.scenarios import registry
+
+REGISTRY = registry()
 from tests.conftest import CONFIGS
 
 VALID = yaml.safe_load((CONFIGS / "all.yaml").read_text())
-FIELDS = sorted({f for cls in REGISTRY.values() for f in cls.__dataclass_fields__} |
+FIELDS = sorted({f for s in REGISTRY.values() for f in s.config.__dataclass_fields__} |
                 {"device", "seed", "scenarios", "expect", "value", "min", "nonsense"})
 
 scalars = st.one_of(

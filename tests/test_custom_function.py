@@ -4,7 +4,7 @@ import shutil
 import pytest
 import yaml
 
-from demos.lab.cli import main
+from demos.cli import main
 from tests.conftest import CONFIGS, ROOT, check, entry, only_run_dir, summary
 
 FIXTURE = ROOT / "tests" / "fixtures" / "user_fns.py"
@@ -92,17 +92,20 @@ def test_each_mistake_is_caught_and_named(tmp_path, function, inputs, double, fa
 
 @pytest.mark.parametrize("function, message", [
     ("no_such_module:Square", "scenarios[0].function: cannot import module 'no_such_module' "
-                              "(looked in {dir} and on sys.path)"),
-    ("user_fns:Sqare", "scenarios[0].function: module 'user_fns' has no attribute 'Sqare' "
+                              "(no such file beside the config, and not on sys.path)"),
+    ("user_fns:Sqare", "scenarios[0].function: module 'user_fns.py' has no attribute 'Sqare' "
                        "(did you mean 'Square'?)"),
-    ("user_fns:square", "scenarios[0].function: user_fns:square is not a torch.autograd.Function "
-                        "subclass (got function)"),
+    ("user_fns.py:Sqare", "scenarios[0].function: module 'user_fns.py' has no attribute 'Sqare' "
+                          "(did you mean 'Square'?)"),
+    ("user_fns:square", "scenarios[0].function: {dir}/user_fns.py:square is not a "
+                        "torch.autograd.Function subclass (got function)"),
+    ("nowhere.py:F", "scenarios[0].function: {dir}/nowhere.py: no such file"),
     ("user_fns.Square", "scenarios[0].function: expected module:attribute (e.g. my_ops:MyCube), "
                         "got 'user_fns.Square'"),
-    ("broken_syntax:F", "scenarios[0].function: importing module 'broken_syntax' raised "
+    ("broken_syntax:F", "scenarios[0].function: importing module 'broken_syntax.py' raised "
                         "SyntaxError: invalid syntax (broken_syntax.py, line 1)"),
-    ("raises_on_import:F", "scenarios[0].function: importing module 'raises_on_import' raised "
-                           "RuntimeError: no GPU here"),
+    ("raises_on_import:F", "scenarios[0].function: importing module 'raises_on_import.py' "
+                           "raised RuntimeError: no GPU here"),
 ])
 def test_a_function_that_cannot_be_imported_is_a_config_error(tmp_path, capsys, function, message):
     shutil.copy(FIXTURE, tmp_path / "user_fns.py")
@@ -150,3 +153,59 @@ def test_the_shipped_examples(tmp_path):
     assert check(e, "parity with the reference")["detail"].startswith(
         "grad x differs: max abs err")
     assert check(e, "gradgradcheck")["passed"] is True  # its own second derivatives agree
+
+
+def write_ops(folder, factor):
+    """A folder with its own my_ops.py: a Function computing factor * x."""
+    folder.mkdir()
+    (folder / "my_ops.py").write_text(
+        "import torch\n\n\n"
+        "class Scale(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        f"        return {factor} * x\n\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        f"        return {factor} * g\n\n\n"
+        f"def scale(x):\n    return {factor} * x\n")
+    return folder
+
+
+def test_two_folders_with_the_same_module_name_never_collide(tmp_path):
+    configs = []
+    for factor in (2, 3):
+        folder = write_ops(tmp_path / f"f{factor}", factor)
+        path = folder / "c.yaml"
+        path.write_text(yaml.safe_dump({"scenarios": [{
+            "scenario": "custom_function", "id": f"scale{factor}", "function": "my_ops:Scale",
+            "reference": "my_ops:scale", "inputs": [{"name": "x", "value": [1.0, 2.0]}]}]}))
+        configs.append(path)
+    for factor, path in zip((2, 3), configs):  # one process, both folders: each its own my_ops
+        out = tmp_path / f"out{factor}"
+        assert main(["--config", str(path), "--no-progress", "--output-dir", str(out)]) == 0
+        e = entry(summary(only_run_dir(out)), f"scale{factor}")
+        assert check(e, "parity with the reference")["passed"] is True
+
+
+def test_loading_a_config_imports_no_user_code(tmp_path, capsys):
+    folder = tmp_path / "f"
+    folder.mkdir()
+    (folder / "my_ops.py").write_text("raise RuntimeError('imported while loading')\n")
+    path = folder / "c.yaml"
+    path.write_text(yaml.safe_dump({"scenarios": [{
+        "scenario": "custom_function", "function": "my_ops:F", "inputs": ONE}]}))
+    assert main(["--config", str(path), "--print-config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["scenarios"][0]["function"] == f"{folder / 'my_ops.py'}:F"  # resolved, absolute
+
+
+def test_a_runs_saved_config_runs_again_from_anywhere(tmp_path, monkeypatch):
+    assert main(["--config", str(CONFIGS / "custom_function.yaml"), "--no-progress",
+                 "--output-dir", str(tmp_path / "first")]) == 0
+    saved = only_run_dir(tmp_path / "first") / "config.yaml"
+    monkeypatch.chdir(tmp_path)
+    assert main(["--config", str(saved.relative_to(tmp_path)), "--no-progress",
+                 "--output-dir", "again"]) == 0
+    first = summary(only_run_dir(tmp_path / "first"))["scenarios"][0]
+    again = summary(only_run_dir(tmp_path / "again"))["scenarios"][0]
+    assert again["status"] == "passed" and again["metrics"] == first["metrics"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from demos.datasets import DataError, load_digits, load_mnist, read_idx
-from demos.lab.cli import main
+from demos.cli import main
 from tests.conftest import entry, only_run_dir, summary
 
 

@@ -8,7 +8,7 @@ from demos.functions import LegendrePolynomial3, MultiplyAdd
 from demos.lab import graphs, plots
 from demos.lab.context import Context
 from demos.lab.files import write_csv
-from demos.scenarios.configs import LegendreFit
+from demos.scenarios.legendre_fit import Config as LegendreFit
 
 
 def context(tmp_path, log_every=1):

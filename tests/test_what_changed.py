@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from demos.scenarios.lenet import Net
+from demos.models import Net
 from tests.conftest import ROOT
 
 SECTION = (ROOT / "README.md").read_text().split("## What changed since the documents", 1)[1]

@@ -7,19 +7,12 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import torch
 
-from demos.lab.config import Expect, Target
-
-
-@dataclass
-class Check:
-    name: str
-    passed: bool | None  # None: not evaluated (e.g. expectations in --dry-run)
-    detail: str
+from demos.lab.results import Check
+from demos.lab.scenario import Expect, Target
 
 
 def check(name: str, passed: bool, detail: str) -> Check:

@@ -1,7 +1,8 @@
 """The command line: `python runner.py --config configs/all.yaml [options]`.
 
-Imports nothing heavy until a run really starts: --help, --list, --print-config and config
-errors answer without torch or matplotlib. Exit codes: 0 all passed, 1 a check failed or a
+Generic: the scenarios come in from the caller (`demos.cli`), as a function returning the
+registry. Imports nothing heavy until a run really starts: --help, --list, --print-config and
+config errors answer without torch, matplotlib or the user's code. Exit codes: 0 all passed, 1 a check failed or a
 scenario raised, 2 usage or config error, 130 interrupted.
 """
 from __future__ import annotations
@@ -10,9 +11,11 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 from demos.lab import config as config_mod
 from demos.lab.config import DEVICE_RE
+from demos.lab.scenario import Registry
 from demos.lab.schema import ConfigError
 
 EXIT_USAGE = 2
@@ -23,8 +26,8 @@ class Parser(argparse.ArgumentParser):
         raise ConfigError(f"{message} (see --help)")
 
 
-def parser() -> argparse.ArgumentParser:
-    p = Parser(prog="runner.py", description="Run the autograd demos described by a YAML config.",
+def parser(prog: str = "runner.py") -> argparse.ArgumentParser:
+    p = Parser(prog=prog, description="Run the autograd demos described by a YAML config.",
                epilog="example: python runner.py --config configs/legendre_fit.yaml --device cpu")
     p.add_argument("--config", metavar="PATH", help="the YAML config to run (see configs/)")
     p.add_argument("--device", metavar="DEV",
@@ -47,18 +50,18 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def list_scenarios() -> str:
-    from demos.scenarios.configs import REGISTRY
-
-    width = max(map(len, REGISTRY))
-    return "\n".join(f"{name:<{width}}  {cls.__doc__.strip()}" for name, cls in REGISTRY.items())
+def list_scenarios(registry: Registry) -> str:
+    width = max(map(len, registry))
+    return "\n".join(f"{name:<{width}}  {s.about}" for name, s in registry.items())
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None, registry: Callable[[], Registry],
+         prog: str = "runner.py") -> int:
+    """Run the command line `argv` over the scenarios of `registry()`; return the exit code."""
     argv = sys.argv[1:] if argv is None else argv
     code = 0
     try:
-        code = run(argv)
+        code = run(argv, registry, prog)
         sys.stdout.flush()
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -68,16 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def run(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+def run(argv: list[str], get_registry: Callable[[], Registry], prog: str) -> int:
+    args = parser(prog).parse_args(argv)
     if args.list:
-        print(list_scenarios())
+        print(list_scenarios(get_registry()))
         return 0
     if not args.config:
         raise ConfigError("--config PATH is required (or --list); e.g. --config configs/all.yaml")
-    from demos.scenarios.configs import REGISTRY
-
-    cfg = config_mod.load(args.config, REGISTRY, args.sets)
+    registry = get_registry()
+    cfg = config_mod.load(args.config, registry, args.sets)
     if args.device is not None:
         if not DEVICE_RE.match(args.device):
             raise ConfigError(f"--device: must be auto, cpu, cuda, cuda:N or mps, "
@@ -90,11 +92,13 @@ def run(argv: list[str]) -> int:
     if args.only:
         cfg = config_mod.select(cfg, args.only, args.config)
     if args.dry_run:
-        cfg = config_mod.shrink(cfg)
+        cfg = config_mod.shrink(cfg, registry)
     if args.print_config:
         print(config_mod.dump(cfg), end="")
         return 0
 
+    from demos.lab import artifacts
+    artifacts.pool()  # the drawing helper starts now, beside torch's import
     from demos.lab.device import resolve  # the heavy imports (torch) start here
     from demos.lab.run import execute
 
@@ -103,8 +107,14 @@ def run(argv: list[str]) -> int:
     except ConfigError as e:
         where = "--device" if args.device is not None else f"{args.config}: device"
         raise ConfigError(f"{where} {cfg.device}: {e}") from None
+    for i, entry in enumerate(cfg.scenarios):  # the run starts: now user code may load
+        prepare = registry[entry.scenario].prepare
+        if prepare is not None:
+            try:
+                prepare(entry, f"scenarios[{i}]")
+            except ConfigError as e:
+                raise ConfigError(f"{args.config}: {e}") from None
     progress = not args.no_progress and sys.stderr.isatty()
-    descriptions = {name: cls.__doc__.strip() for name, cls in REGISTRY.items()}
-    return execute(cfg, device, note, Path(args.output_dir), source=args.config,
-                   command=["runner.py", *argv], progress=progress, dry_run=args.dry_run,
-                   descriptions=descriptions, open_report=args.open)
+    return execute(cfg, registry, device, note, Path(args.output_dir), source=args.config,
+                   command=[prog, *argv], progress=progress, dry_run=args.dry_run,
+                   open_report=args.open)

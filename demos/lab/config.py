@@ -1,17 +1,18 @@
 """The run config: YAML file -> `--set` overrides -> strictly validated, typed `RunConfig`.
 
-Generic: the scenarios' typed configs come in as a registry {name: ScenarioConfig subclass}.
-Every problem is a `ConfigError` with one line naming the file and the key.
+Generic: the scenarios come in as a registry {name: Scenario}. Loading validates and nothing
+else: it imports no torch and no user code. Every problem is a `ConfigError` with one line
+naming the file and the key.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Literal
 
+from demos.lab.scenario import Expect, Registry, ScenarioConfig, Target  # noqa: F401 (re-exported)
 from demos.lab.schema import ConfigError, build, did_you_mean, join, param, show, to_dict
 
 DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
@@ -20,68 +21,24 @@ MAX_CONFIG_NODES = 100_000   # values after expanding aliases: refuses "billion 
 
 
 @dataclass
-class Target:
-    """An expected value: `value` within rtol/atol, and/or bounds `min` / `max`."""
-    value: float | None = param(None, "expected value, compared with rtol and atol")
-    rtol: float | None = param(None, "relative tolerance (default 1e-5, or 0 with atol)", ge=0)
-    atol: float | None = param(None, "absolute tolerance (default 0)", ge=0)
-    min: float | None = param(None, "lowest accepted value")
-    max: float | None = param(None, "highest accepted value")
-
-    def validate(self, where: str) -> None:
-        if self.value is None and self.min is None and self.max is None:
-            raise ConfigError(f"{where}: needs at least one of value, min, max")
-        if self.value is None and (self.rtol is not None or self.atol is not None):
-            raise ConfigError(f"{where}: rtol/atol need a value to compare with")
-        if self.min is not None and self.max is not None and self.min > self.max:
-            raise ConfigError(f"{where}: min {self.min} is above max {self.max}")
-
-
-@dataclass
-class Expect:
-    """Expected final values, by name: the scenario's params and metrics."""
-    params: dict[str, Target] = param({}, "expected final parameters, by name")
-    metrics: dict[str, Target] = param({}, "expected final metrics, by name")
-
-
-@dataclass
-class ScenarioConfig:
-    """Fields every scenario entry has; each scenario subclasses it with its own typed params."""
-    scenario: str = param("", "which scenario (see --list)")
-    id: str | None = param(None, "unique name of this entry; default: the scenario name")
-    log_every: int = param(1, "record metrics every N steps (the last step always)", ge=1)
-    expect: Expect = param(Expect(), "expected values, checked after the run")
-
-    PARAMS: ClassVar[tuple[str, ...]] = ()        # named scalar params the scenario reports
-    METRICS: ClassVar[tuple[str, ...]] = ()       # final metrics the scenario reports
-    DRY_RUN: ClassVar[dict[str, Any]] = {}        # overrides for --dry-run: tiny sizes
-
-    def validate(self, where: str) -> None:
-        for kind, known in (("params", self.PARAMS), ("metrics", self.METRICS)):
-            for name in getattr(self.expect, kind):
-                if name not in known:
-                    what = "param" if kind == "params" else "metric"
-                    raise ConfigError(f"{where}.expect.{kind}.{name}: {self.scenario} has no "
-                                      f"{what} '{name}'{did_you_mean(name, known)}")
-
-
-@dataclass
 class RunConfig:
     """A whole run: where, how seeded, and the scenario entries in order."""
-    device: str = param("auto", "auto (cuda > mps > cpu) | cpu | cuda | cuda:N | mps")
-    seed: int = param(0, "seed of torch's generators, set before each scenario", ge=0,
-                      le=2**63 - 1)
-    deterministic: bool = param(False, "torch.use_deterministic_algorithms(True): "
-                                       "bit-identical GPU runs, sometimes slower")
+    device: str = param("auto", "auto (cuda > mps > cpu), cpu, cuda, cuda:N or mps")
+    seed: int = param(0, "seed of torch's generators, set before each scenario (so --only gives "
+                         "the same numbers)", ge=0, le=2**63 - 1)
+    threads: int | Literal["auto"] = param(
+        "auto", "CPU threads for torch: auto (1 on a machine with up to 2 cores, else half the "
+                "cores, at most 8) or a number; results depend on it in the last digits", ge=1,
+        le=1024)
+    deterministic: bool = param(False, "torch.use_deterministic_algorithms(True) for the run "
+                                       "(and cuDNN benchmark off): bit-identical GPU runs, "
+                                       "sometimes slower. CPU runs are reproducible without it")
     scenarios: list[Any] = param([], "the scenario entries, run in this order")
 
     def validate(self, where: str) -> None:
         if not DEVICE_RE.match(self.device):
             raise ConfigError(f"{join(where, 'device')}: must be auto, cpu, cuda, cuda:N or mps, "
                               f"got {show(self.device)}")
-
-
-Registry = dict[str, type[ScenarioConfig]]
 
 
 def read_yaml(path: str) -> Any:
@@ -219,20 +176,20 @@ def load(path: str, registry: Registry, sets: list[str] = ()) -> RunConfig:
 
 
 def load_data(raw: Any, path: str, registry: Registry, sets: list[str] = ()) -> RunConfig:
-    """Override and validate parsed config data read from `path`."""
+    """Override and validate parsed config data read from `path`.
+
+    Validation only: nothing is imported or run. Relative paths are made absolute (see
+    `resolve_path`), so the dumped config runs again from anywhere.
+    """
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level: must be a mapping with a 'scenarios' list, "
                           f"got {show(raw)}")
     set_paths = {}
     for assignment in sets:
         set_paths[apply_set(raw, assignment)] = assignment
+    bases = Bases(os.path.dirname(os.path.abspath(path)), set(set_paths))
     try:
-        run = build_run(raw, registry)
-        for i, entry in enumerate(run.scenarios):  # what needs the file's folder: user code
-            resolve = getattr(entry, "resolve", None)
-            if resolve is not None:
-                resolve(os.path.dirname(path), f"scenarios[{i}]")
-        return run
+        return build_run(raw, registry, bases)
     except ConfigError as e:
         msg = str(e)
         for key_path, assignment in set_paths.items():
@@ -242,7 +199,18 @@ def load_data(raw: Any, path: str, registry: Registry, sets: list[str] = ()) -> 
         raise ConfigError(f"{path}: {msg}") from None
 
 
-def build_run(raw: dict, registry: Registry) -> RunConfig:
+@dataclass
+class Bases:
+    """Where relative paths start: the config file's folder, or the current one for --set."""
+    config_dir: str
+    set_keys: set[str]
+
+    def base(self, key_path: str) -> str:
+        return os.getcwd() if key_path in self.set_keys else self.config_dir
+
+
+def build_run(raw: dict, registry: Registry, bases: Bases | None = None) -> RunConfig:
+    bases = bases or Bases(os.getcwd(), set())
     run = build(RunConfig, raw, "")
     if "scenarios" not in raw:
         raise ConfigError("scenarios: missing (required): a list of scenario entries, e.g. "
@@ -251,7 +219,8 @@ def build_run(raw: dict, registry: Registry) -> RunConfig:
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"scenarios: must be a non-empty list of scenario entries, "
                           f"got {show(entries)}")
-    run.scenarios = [build_entry(e, f"scenarios[{i}]", registry) for i, e in enumerate(entries)]
+    run.scenarios = [build_entry(e, f"scenarios[{i}]", registry, bases)
+                     for i, e in enumerate(entries)]
     seen: dict[str, int] = {}
     for i, entry in enumerate(run.scenarios):
         if entry.id in seen:
@@ -261,7 +230,7 @@ def build_run(raw: dict, registry: Registry) -> RunConfig:
     return run
 
 
-def build_entry(raw: Any, where: str, registry: Registry) -> ScenarioConfig:
+def build_entry(raw: Any, where: str, registry: Registry, bases: Bases) -> ScenarioConfig:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: must be a mapping with a 'scenario' key, got {show(raw)}")
     name = raw.get("scenario")
@@ -270,13 +239,43 @@ def build_entry(raw: Any, where: str, registry: Registry) -> ScenarioConfig:
     if not isinstance(name, str) or name not in registry:
         raise ConfigError(f"{where}.scenario: unknown scenario {show(name)}"
                           f"{did_you_mean(str(name), registry)}")
-    entry = build(registry[name], raw, where)
+    scenario = registry[name]
+    raw = dict(raw)
+    for f in dataclasses.fields(scenario.config):
+        kind = f.metadata.get("path")
+        if kind and isinstance(raw.get(f.name), str) and raw[f.name]:
+            raw[f.name] = resolve_path(raw[f.name], kind, bases.base(f"{where}.{f.name}"))
+    entry = build(scenario.config, raw, where)
     if entry.id is None:
         entry.id = name
     if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", entry.id) or entry.id in (".", ".."):
         raise ConfigError(f"{where}.id: must be a folder-safe name (letters, digits, _ . -), "
                           f"got {show(entry.id)}")
+    for kind, known in (("params", scenario.params), ("metrics", scenario.metrics)):
+        for key in getattr(entry.expect, kind):
+            if key not in known:
+                what = "param" if kind == "params" else "metric"
+                raise ConfigError(f"{where}.expect.{kind}.{key}: {name} has no {what} "
+                                  f"'{key}'{did_you_mean(key, known)}")
     return entry
+
+
+def resolve_path(value: str, kind: str, base: str) -> str:
+    """A relative path made absolute against `base`; for code ('file.py:Attr' or
+    'pkg.module:Attr'), a module found as a file under `base` becomes 'path/to/file.py:Attr'.
+    """
+    if kind != "code":
+        return os.path.normpath(os.path.join(base, os.path.expanduser(value)))
+    module, sep, attribute = value.rpartition(":")
+    if not sep or not module:
+        return value  # not module:attribute; the scenario's validation says so
+    if module.endswith(".py"):
+        return f"{os.path.normpath(os.path.join(base, os.path.expanduser(module)))}:{attribute}"
+    stem = os.path.join(base, *module.split("."))
+    for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+        if os.path.isfile(candidate):
+            return f"{os.path.normpath(candidate)}:{attribute}"
+    return value  # an installed module, imported by name when the run starts
 
 
 def select(run: RunConfig, only: str, source: str) -> RunConfig:
@@ -290,15 +289,10 @@ def select(run: RunConfig, only: str, source: str) -> RunConfig:
     return dataclasses.replace(run, scenarios=[e for e in run.scenarios if e.id in wanted])
 
 
-def shrink(run: RunConfig) -> RunConfig:
-    """The --dry-run version: every entry with its tiny sizes (copies keep what resolve() set)."""
-    entries = []
-    for entry in run.scenarios:
-        entry = copy.copy(entry)
-        for key, value in entry.DRY_RUN.items():
-            setattr(entry, key, value)
-        entries.append(entry)
-    return dataclasses.replace(run, scenarios=entries)
+def shrink(run: RunConfig, registry: Registry) -> RunConfig:
+    """The --dry-run version: every entry with its scenario's tiny sizes."""
+    return dataclasses.replace(run, scenarios=[registry[e.scenario].shrink(e)
+                                               for e in run.scenarios])
 
 
 def dump(run: RunConfig) -> str:

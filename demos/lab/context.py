@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import logging
 import math
+import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
 from demos.lab import graphs, plots, walk
-from demos.lab.checks import Check
-from demos.lab.config import ScenarioConfig
+from demos.lab.artifacts import Artifacts
+from demos.lab.results import Result  # noqa: F401 (scenarios may import it from here)
+from demos.lab.scenario import ScenarioConfig
 from demos.lab.device import check_device
 from demos.lab.files import save_atomic
+from demos.lab.signals import StopRequest
 
 
 class Diverged(Exception):
@@ -38,22 +40,6 @@ class Interrupted(Exception):
         self.step = step
 
 
-class StopRequest:
-    """Set by the signal handler; training loops look at it between steps."""
-
-    def __init__(self) -> None:
-        self.requested: str | None = None  # the signal's name once one arrived
-
-
-@dataclass
-class Result:
-    """What a scenario reports: final metrics, named scalar params, checks, and notes."""
-    metrics: dict[str, float]
-    params: dict[str, float] = field(default_factory=dict)
-    checks: list[Check] = field(default_factory=list)
-    inspection: dict[str, Any] = field(default_factory=dict)  # what the document prints
-
-
 class Context:
     """The run's services for one scenario entry: device, folder, log, steps, records, files."""
 
@@ -61,11 +47,13 @@ class Context:
                  log: logging.Logger, *, seed: int, progress: bool = False,
                  warn_once: Callable[[str], None] | None = None,
                  stop: StopRequest | None = None, finite_every: int | None = None,
-                 forbid_sync: bool = False):
+                 forbid_sync: bool = False, artifacts: Artifacts | None = None):
         self.cfg, self.device, self.dir, self.log, self.seed = cfg, device, folder, log, seed
         self.check_device = check_device(device)
         self.progress = progress
         self.warn_once = warn_once or log.warning
+        # plots and graph renders: drawn beside the run (see demos.lab.artifacts)
+        self.artifacts = artifacts or Artifacts(self.warn_once)
         self.stop = stop or StopRequest()
         # how often recorded values are checked for NaN/inf: every step on the CPU (free), in
         # windows on an accelerator, where each check is a host/device sync
@@ -220,18 +208,20 @@ class Context:
         """
         self.explanations.append(walk.explain(output, names, title=name))
         source = graphs.make_graph(output, names)
-        _, problem = graphs.render(source, self.dir / name)
-        if problem:
-            self.warn_once(problem)
+        self.artifacts.submit(f"{name}.pdf/.svg", graphs.render_files, source, self.dir / name,
+                              shutil.which("dot"))
         return source
 
     def plot(self, filename: str, x: Sequence[float], series: Mapping[str, Sequence[float]],
              **labels: Any) -> None:
         """A line plot (title=, xlabel=, ylabel=, logy=) saved in the scenario's folder."""
-        plots.line_plot(self.dir / filename, x, series, **labels)
+        self.artifacts.submit(filename, plots.line_plot, self.dir / filename, list(x),
+                              {k: list(v) for k, v in series.items()}, **labels)
 
     def animate(self, filename: str, x: Sequence[float],
                 frames: Sequence[tuple[str, Sequence[float]]],
                 fixed: Mapping[str, Sequence[float]], **labels: Any) -> None:
         """An animated GIF: one moving curve (a frame per (caption, y)) over `fixed` curves."""
-        plots.animation(self.dir / filename, x, frames, fixed, **labels)
+        self.artifacts.submit(filename, plots.animation, self.dir / filename, list(x),
+                              [(c, list(y)) for c, y in frames],
+                              {k: list(v) for k, v in fixed.items()}, **labels)

@@ -1,5 +1,10 @@
-"""Choosing the device: auto (cuda > mps > cpu), or exactly what was asked for, if it is there."""
+"""Where and how torch runs: the device (auto: cuda > mps > cpu, or exactly what was asked
+for, if it is there), its CPU threads, and deterministic algorithms when asked for."""
 from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
 
 import torch
 
@@ -37,3 +42,45 @@ def mps_available() -> bool:
 def check_device(device: torch.device) -> torch.device:
     """Where float64 checks run: the run's device, but CPU for MPS (it has no float64)."""
     return torch.device("cpu") if device.type == "mps" else device
+
+
+def auto_threads(cores: int) -> int:
+    """`threads: auto`: 1 on up to 2 cores (two threads wait on each other as soon as anything
+    else wants a core), else half the cores, at most 8 (the scenarios' tensors are small)."""
+    return 1 if cores <= 2 else min(8, cores // 2)
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def torch_settings(threads: int | str, deterministic: bool) -> Iterator[dict]:
+    """Torch's global settings for a run, restored afterwards; yields them as recorded.
+
+    Only what was asked for is touched: reading or setting deterministic algorithms imports
+    torch's compiler stack (2 s), so that happens only with `deterministic: true`.
+    """
+    before_threads = torch.get_num_threads()
+    torch.set_num_threads(auto_threads(available_cores()) if threads == "auto" else int(threads))
+    before = None
+    if deterministic:
+        before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS needs it
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
+    try:
+        yield {"deterministic_algorithms": deterministic,
+               "cudnn_deterministic": torch.backends.cudnn.deterministic,
+               "cudnn_benchmark": torch.backends.cudnn.benchmark,
+               "threads": threads, "cpu_threads": torch.get_num_threads(),
+               "seeded": "torch.manual_seed(seed) before each scenario; lenet's split and "
+                         "shuffles use their own generator seeded the same"}
+    finally:
+        torch.set_num_threads(before_threads)
+        if before is not None:
+            torch.use_deterministic_algorithms(before[0])
+            torch.backends.cudnn.benchmark = before[1]

@@ -38,16 +38,17 @@ def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
         return make_dot(output, params=dict(params)).source
 
 
-def render(source: str, stem: Path) -> tuple[list[Path], str | None]:
+def render(source: str, stem: Path, dot: str | None = "") -> tuple[list[Path], str | None]:
     """Write `<stem>.gv`, and `<stem>.pdf` / `.svg` when `dot` is installed.
 
-    Returns the files written and a warning (None when all went well); never raises for a
-    missing or failing `dot`: the `.gv` source is kept either way.
+    `dot` is the program's path (None: not installed; "": look it up on PATH). Returns the
+    files written and a warning (None when all went well); never raises for a missing or
+    failing `dot`: the `.gv` source is kept either way.
     """
     gv = stem.with_suffix(".gv")
     write_atomic(gv, source)
     written = [gv]
-    dot = shutil.which("dot")
+    dot = shutil.which("dot") if dot == "" else dot
     if dot is None:
         return written, f"graphviz 'dot' not found: kept {gv.name} only; {INSTALL_HINT}"
     for fmt in ("pdf", "svg"):
@@ -62,3 +63,8 @@ def render(source: str, stem: Path) -> tuple[list[Path], str | None]:
         write_atomic(out, proc.stdout)
         written.append(out)
     return written, None
+
+
+def render_files(source: str, stem: Path, dot: str | None) -> str | None:
+    """`render`, for the artifacts helper: only the warning (None when all went well)."""
+    return render(source, stem, dot)[1]

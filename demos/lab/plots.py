@@ -64,11 +64,20 @@ def animation(path: Path, x: Sequence[float], frames: Sequence[tuple[str, Sequen
     ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(low - 0.05 * (high - low), high + 0.05 * (high - low)))
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left")
+    caption = ax.set_title(f"{title}: {max((c for c, _ in frames), key=len)}")
+    canvas.draw()  # lays the figure out once, with room for the longest caption
+    fig.set_layout_engine("none")
+    moving.set_animated(True)  # blitting: the static rest is drawn once, then reused
+    caption.set_animated(True)
+    canvas.draw()
+    background = canvas.copy_from_bbox(fig.bbox)
     images = []
-    for caption, y in frames:
+    for text, y in frames:
+        canvas.restore_region(background)
         moving.set_ydata(y)
-        ax.set_title(f"{title}: {caption}")
-        canvas.draw()
+        caption.set_text(f"{title}: {text}")
+        ax.draw_artist(moving)
+        ax.draw_artist(caption)
         rgb = Image.fromarray(np.asarray(canvas.buffer_rgba())).convert("RGB")
         images.append(rgb.quantize(colors=64))
     durations = [ms_per_frame] * (len(images) - 1) + [ms_per_frame * 12]  # rest on the result

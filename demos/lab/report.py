@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from demos.lab.files import write_atomic
+from demos.lab.results import Check, EntrySummary, RunSummary
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto;
@@ -78,37 +79,37 @@ def table(rows: Mapping[str, Any], header: bool = True) -> str:
     return f"<table>{head}{body}</table>"
 
 
-def checks_table(checks: list[dict[str, Any]]) -> str:
+def checks_table(checks: list[Check]) -> str:
     """Failures first, then passes, then what was not evaluated."""
     order = {False: 0, True: 1, None: 2}
     rows = []
-    for c in sorted(checks, key=lambda c: order[c["passed"]]):
+    for c in sorted(checks, key=lambda c: order[c.passed]):
         cls, word = {False: ("fail", "FAIL"), True: ("pass", "pass"),
-                     None: ("skip", "not evaluated")}[c["passed"]]
-        rows.append(f'<tr class="{cls}"><td>{word}</td><td>{esc(c["name"])}</td>'
-                    f'<td>{esc(c["detail"])}</td></tr>')
+                     None: ("skip", "not evaluated")}[c.passed]
+        rows.append(f'<tr class="{cls}"><td>{word}</td><td>{esc(c.name)}</td>'
+                    f'<td>{esc(c.detail)}</td></tr>')
     return ("<table><tr><th></th><th>check</th><th>detail</th></tr>" + "".join(rows) + "</table>"
             if rows else "<p>No checks ran.</p>")
 
 
-def scenario_section(e: dict[str, Any], folder: Path, description: str, config_yaml: str) -> str:
-    rel = e["id"]
+def scenario_section(e: EntrySummary, folder: Path, description: str, config_yaml: str) -> str:
+    rel = e.id
     files = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     parts = [f'<section class="scenario" id="{esc(rel)}">',
-             f'<h2>{esc(e["id"])} {badge(e["status"])}</h2>',
-             f'<p class="doc"><code>{esc(e["scenario"])}</code>: {esc(description)}</p>']
-    if e.get("timing"):
-        parts.append(f'<p>{e["steps"]:,} steps, training loop {e["timing"]["train_s"]:.3f} s '
-                     f'({fmt(e["timing"]["steps_per_s"])} steps/s) on {esc(e["device"])}</p>')
-    if e.get("error"):
-        parts.append(f'<p class="error-text">{esc(e["error"])}</p>')
-    parts += ["<h3>Checks</h3>", checks_table(e["checks"])]
-    if e["metrics"]:
-        parts += ["<h3>Metrics</h3>", table(e["metrics"])]
-    if e["params"]:
-        parts += ["<h3>Params</h3>", table(e["params"])]
-    if e.get("inspection"):
-        parts += ["<h3>What the document inspects</h3>", table(e["inspection"])]
+             f'<h2>{esc(e.id)} {badge(e.status)}</h2>',
+             f'<p class="doc"><code>{esc(e.scenario)}</code>: {esc(description)}</p>']
+    if e.timing:
+        parts.append(f'<p>{e.steps:,} steps, training loop {e.timing.train_s:.3f} s '
+                     f'({fmt(e.timing.steps_per_s)} steps/s) on {esc(e.device)}</p>')
+    if e.error:
+        parts.append(f'<p class="error-text">{esc(e.error)}</p>')
+    parts += ["<h3>Checks</h3>", checks_table(e.checks)]
+    if e.metrics:
+        parts += ["<h3>Metrics</h3>", table(e.metrics)]
+    if e.params:
+        parts += ["<h3>Params</h3>", table(e.params)]
+    if e.inspection:
+        parts += ["<h3>What the document inspects</h3>", table(e.inspection)]
     images = [f for f in files if f.endswith((".png", ".gif"))]
     images.sort(key=lambda f: (f != "loss.png", f))
     if images:
@@ -138,29 +139,27 @@ def scenario_section(e: dict[str, Any], folder: Path, description: str, config_y
     return "\n".join(parts)
 
 
-def render_report(run_dir: Path, summary: dict[str, Any], descriptions: Mapping[str, str],
+def render_report(run_dir: Path, s: RunSummary, descriptions: Mapping[str, str],
                   configs: Mapping[str, str]) -> str:
     """The HTML of report.html for the run in `run_dir` with this summary."""
-    s = summary
-    passed = sum(e["status"] == "passed" for e in s["scenarios"])
-    meta = {"status": s["status"], "scenarios passed": f"{passed} of {len(s['scenarios'])}",
-            "device": s["device"], "torch": s["torch"], "seed": s["seed"],
-            "dry run": "yes" if s["dry_run"] else "no", "config": s["config"],
-            "command": "python " + " ".join(s["command"]), "started": s["started"],
-            "duration": f"{s['duration_s']:.1f} s",
-            "determinism": ", ".join(f"{k} {v}" for k, v in s["determinism"].items()
+    meta = {"status": s.status, "scenarios passed": f"{s.passed} of {len(s.scenarios)}",
+            "device": s.device, "torch": s.torch, "seed": s.seed,
+            "dry run": "yes" if s.dry_run else "no", "config": s.config,
+            "command": "python " + " ".join(s.command), "started": s.started,
+            "duration": f"{s.duration_s:.1f} s",
+            "determinism": ", ".join(f"{k} {v}" for k, v in s.determinism.items()
                                      if k != "seeded")}
-    nav = " ".join(f'<a href="#{esc(e["id"])}">{esc(e["id"])} {badge(e["status"])}</a>'
-                   for e in s["scenarios"])
-    sections = [scenario_section(e, run_dir / e["id"], descriptions.get(e["scenario"], ""),
-                                 configs.get(e["id"], "")) for e in s["scenarios"]]
+    nav = " ".join(f'<a href="#{esc(e.id)}">{esc(e.id)} {badge(e.status)}</a>'
+                   for e in s.scenarios)
+    sections = [scenario_section(e, run_dir / e.id, descriptions.get(e.scenario, ""),
+                                 configs.get(e.id, "")) for e in s.scenarios]
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>autograd-demos run {esc(s["run_id"])}: {esc(s["status"])}</title>
+<title>autograd-demos run {esc(s.run_id)}: {esc(s.status)}</title>
 <style>{CSS}</style></head>
 <body>
-<h1>Run {esc(s["run_id"])} {badge(s["status"])}</h1>
+<h1>Run {esc(s.run_id)} {badge(s.status)}</h1>
 {table(meta, header=False)}
 <p><a href="summary.json">summary.json</a> <a href="config.yaml">config.yaml</a>
 <a href="run.log">run.log</a> <a href="../index.html">all runs</a></p>
@@ -171,7 +170,7 @@ def render_report(run_dir: Path, summary: dict[str, Any], descriptions: Mapping[
 """
 
 
-def write_report(run_dir: Path, summary: dict[str, Any], descriptions: Mapping[str, str],
+def write_report(run_dir: Path, summary: RunSummary, descriptions: Mapping[str, str],
                  configs: Mapping[str, str]) -> Path:
     path = run_dir / "report.html"
     write_atomic(path, render_report(run_dir, summary, descriptions, configs))

@@ -23,9 +23,13 @@ class ConfigError(Exception):
     """A user's config or command line is wrong; the message is one line naming the key."""
 
 
-def param(default: Any, help: str, **bounds: float) -> Any:
-    """A config field with its default, a help text and optional bounds (gt, ge, lt, le)."""
-    meta = {"help": help, **bounds}
+def param(default: Any, help: str, *, path: str | None = None, **bounds: float) -> Any:
+    """A config field with its default, a help text and optional bounds (gt, ge, lt, le).
+
+    `path` marks a file or folder ("file", "dir") or code ("code": module:Attr or
+    file.py:Attr) named relative to the config file; the loader makes it absolute.
+    """
+    meta = {"help": help, **bounds, **({"path": path} if path else {})}
     if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -98,7 +102,15 @@ def convert(tp: Any, value: Any, where: str) -> Any:
         if value is None and type(None) in args:
             return None
         rest = [a for a in args if a is not type(None)]
-        return convert(rest[0], value, where)
+        if len(rest) == 1:
+            return convert(rest[0], value, where)
+        for option in rest:  # e.g. int | Literal["auto"]: the first that fits
+            try:
+                return convert(option, value, where)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{where}: must be {' or '.join(_type_name(a) for a in rest)}, "
+                          f"got {show(value)}")
     if tp is Any:
         return value
     if origin is Literal:
@@ -192,7 +204,8 @@ def _type_name(tp: Any) -> str:
     if origin is Literal:
         return " | ".join(map(str, args))
     if origin in (Union, types.UnionType):
-        return " | ".join(_type_name(a) for a in args if a is not type(None)) + " | null"
+        return " | ".join(_type_name(a) for a in args if a is not type(None)) + (
+            " | null" if type(None) in args else "")
     if origin is list:
         return f"list[{_type_name(args[0])}]"
     return getattr(tp, "__name__", str(tp))

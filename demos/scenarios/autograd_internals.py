@@ -7,21 +7,38 @@ unless asked to with c.retain_grad().
 
     python runner.py --config configs/autograd_internals.yaml
 """
+from __future__ import annotations
+
 import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+from demos.lab.results import Result
+from demos.lab.scenario import Scenario, ScenarioConfig, graph_files
+from demos.lab.schema import param
 
-from demos.lab import checks
-from demos.lab.context import Context, Result
-from demos.lab.walk import node_name
-from demos.scenarios.configs import AutogradInternals
+if TYPE_CHECKING:
+    from demos.lab.context import Context
+
+
+@dataclass
+class Config(ScenarioConfig):
+    """How e.backward() reaches the leaves: grad_fn, next_functions, AccumulateGrad (doc 002)."""
+    a: float = param(2.0, "the leaf a")
+    b: float = param(3.0, "the leaf b")
+    d: float = param(4.0, "the leaf d")
 
 
 def leaves(cfg, ctx):
+    import torch
+
     return (torch.tensor(v, device=ctx.device, requires_grad=True) for v in (cfg.a, cfg.b, cfg.d))
 
 
-def run(cfg: AutogradInternals, ctx: Context) -> Result:
+def run(cfg: Config, ctx: Context) -> Result:
+    from demos.lab import checks
+    from demos.lab.walk import node_name
+
     a, b, d = leaves(cfg, ctx)
     c = a + b
     e = c * d
@@ -69,3 +86,9 @@ def run(cfg: AutogradInternals, ctx: Context) -> Result:
             checks.check("with c.retain_grad(), c.grad = d", c2.grad.item() == cfg.d,
                          f"c.grad {c2.grad.item()}"),
         ])
+
+
+SCENARIO = Scenario(
+    name="autograd_internals", config=Config, run=run, document="002",
+    metrics=("e", "a_grad", "b_grad", "c_grad_retained", "d_grad"),
+    files=(*graph_files("graph"), "explain.txt"))

@@ -7,24 +7,46 @@
 
     python runner.py --config configs/computation_graph.yaml
 """
-import torch
+from __future__ import annotations
 
-from demos.lab import checks
-from demos.lab.context import Context, Result
-from demos.lab.walk import leaves, node_name
-from demos.scenarios.configs import ComputationGraph
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from demos.lab.results import Result
+from demos.lab.scenario import Scenario, ScenarioConfig, graph_files
+from demos.lab.schema import param
+
+if TYPE_CHECKING:
+    from demos.lab.context import Context
+
+
+@dataclass
+class Config(ScenarioConfig):
+    """h = w*x + b three ways: x requiring grad, requires_grad=False, .detach() (doc 001)."""
+    x: float = param(1.0, "the input x")
+    w: float = param(4.0, "the weight w")
+    b: float = param(0.5, "the bias b")
 
 
 def tensor(value, ctx, requires_grad=True):
+    import torch
+
     return torch.tensor([value], dtype=torch.float32, device=ctx.device,
                         requires_grad=requires_grad)  # (1,)
 
 
 def contains(graph_of, t) -> bool:
+    from demos.lab.walk import leaves
+
     return any(leaf is t for leaf in leaves(graph_of))
 
 
 def with_requires_grad(cfg, ctx) -> list:
+    import torch
+
+    from demos.lab import checks
+    from demos.lab.walk import node_name
+
     x, w, b = tensor(cfg.x, ctx), tensor(cfg.w, ctx), tensor(cfg.b, ctx)
     h = w * x + b
     ctx.graph(h, {"x": x, "w": w, "b": b}, name="graph_requires_grad")
@@ -43,6 +65,10 @@ def with_requires_grad(cfg, ctx) -> list:
 
 
 def without_requires_grad(cfg, ctx) -> list:
+
+    from demos.lab import checks
+    from demos.lab.walk import node_name
+
     x = tensor(cfg.x, ctx, requires_grad=False)
     w, b = tensor(cfg.w, ctx), tensor(cfg.b, ctx)
     h = w * x + b
@@ -64,6 +90,9 @@ def without_requires_grad(cfg, ctx) -> list:
 
 
 def with_detach(cfg, ctx) -> list:
+
+    from demos.lab import checks
+
     x, w, b = tensor(cfg.x, ctx), tensor(cfg.w, ctx), tensor(cfg.b, ctx)
     h = w * x + b
     x_detached = x.detach()
@@ -89,7 +118,12 @@ def with_detach(cfg, ctx) -> list:
     ]
 
 
-def run(cfg: ComputationGraph, ctx: Context) -> Result:
+def run(cfg: Config, ctx: Context) -> Result:
     found, h = with_requires_grad(cfg, ctx)
     found += without_requires_grad(cfg, ctx) + with_detach(cfg, ctx)
     return Result(metrics={"h": h}, checks=found)
+
+
+SCENARIO = Scenario(
+    name="computation_graph", config=Config, run=run, document="001", metrics=("h",),
+    files=(*graph_files("graph_requires_grad", "graph_no_grad", "graph_detach"), "explain.txt"))

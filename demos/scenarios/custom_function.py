@@ -8,16 +8,120 @@ the value and every input's gradient.
 
     python runner.py --config configs/examples/cube_ok.yaml
 """
-import torch
+from __future__ import annotations
 
-from demos.lab import checks
-from demos.lab.context import Context, Result
-from demos.lab.function_checks import backward_structure, gradgradcheck
-from demos.scenarios.configs import CustomFunction
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from demos.lab.results import Result
+from demos.lab.scenario import Scenario, ScenarioConfig, graph_files
+from demos.lab.schema import ConfigError, param
+
+if TYPE_CHECKING:
+    import torch
+
+    from demos.lab.context import Context
 
 
-def make_inputs(cfg: CustomFunction, seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+@dataclass
+class InputSpec:
+    """One input tensor of a custom Function: random of a shape, or a given value."""
+    name: str | None = param(None, "its name in checks, graphs and reports (default x0, x1, ...)")
+    shape: list[int] | None = param(None, "random of this shape: randn under the seed, or "
+                                          "uniform in [low, high]")
+    low: float | None = param(None, "with shape: uniform from low ...")
+    high: float | None = param(None, "... to high (e.g. away from a kink or a pole)")
+    value: Any = param(None, "the tensor's value: a number or nested lists of numbers")
+    requires_grad: bool = param(True, "whether the input requires grad")
+
+    def validate(self, where: str) -> None:
+        if (self.shape is None) == (self.value is None):
+            raise ConfigError(f"{where}: give either shape (random) or value, not "
+                              f"{'both' if self.shape is not None else 'neither'}")
+        if self.shape is not None:
+            if any(d < 1 for d in self.shape) or math.prod(self.shape) > 10**5:
+                raise ConfigError(f"{where}.shape: dimensions must be >= 1 and at most 100,000 "
+                                  f"elements in all (gradcheck's cost grows with them), "
+                                  f"got {self.shape}")
+            if (self.low is None) != (self.high is None):
+                raise ConfigError(f"{where}: give both low and high, or neither")
+            if self.low is not None and not self.low < self.high:
+                raise ConfigError(f"{where}: low {self.low} must be below high {self.high}")
+        else:
+            if self.low is not None or self.high is not None:
+                raise ConfigError(f"{where}: low/high go with shape, not with value")
+            check_numbers(self.value, f"{where}.value")
+
+
+def check_numbers(value: Any, where: str) -> list[int]:
+    """Check a number or rectangular nested lists of finite numbers; return its shape."""
+    if isinstance(value, list):
+        if not value:
+            raise ConfigError(f"{where}: empty list")
+        shapes = [check_numbers(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if any(sh != shapes[0] for sh in shapes):
+            raise ConfigError(f"{where}: rows of different lengths")
+        return [len(value)] + shapes[0]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{where}: must be a finite number, got {value!r}")
+    return []
+
+
+@dataclass
+class Config(ScenarioConfig):
+    """Your own torch.autograd.Function: run it, draw its graph, check its backward."""
+    function: str = param("", "the Function, as file.py:Class or module:Class (a file "
+                              "beside the config, or an installed module)", path="code")
+    reference: str | None = param(None, "optional plain-torch function of the same inputs: "
+                                        "the ground truth, as file.py:function or "
+                                        "module:function", path="code")
+    inputs: list[InputSpec] = param([], "the tensors passed to apply, in order")
+    double_backward: bool = param(False, "also run gradgradcheck (second derivatives)")
+    rtol: float = param(1e-7, "parity: relative tolerance against the reference", ge=0)
+    atol: float = param(1e-9, "parity: absolute tolerance against the reference", ge=0)
+
+    def validate(self, where: str) -> None:
+        if not self.function:
+            raise ConfigError(f"{where}.function: missing (required): the Function as "
+                              f"module:Class, e.g. my_ops:MyCube")
+        for key in ("function", "reference"):
+            value = getattr(self, key)
+            module, _, attribute = (value or "x:x").rpartition(":")
+            if not module or not attribute:
+                raise ConfigError(f"{where}.{key}: expected module:attribute (e.g. "
+                                  f"my_ops:MyCube), got {value!r}")
+        if not self.inputs:
+            raise ConfigError(f"{where}.inputs: missing (required): at least one input, "
+                              f"e.g. [{{shape: [5, 3]}}]")
+        names = [spec.name or f"x{i}" for i, spec in enumerate(self.inputs)]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ConfigError(f"{where}.inputs[{i}].name: duplicate name '{name}'")
+
+
+def prepare(cfg: Config, where: str) -> None:
+    """Load the Function (and the reference) once the run starts; check what they are."""
+    import torch
+
+    from demos.lab.user_code import load_object
+
+    fn = load_object(cfg.function, f"{where}.function")
+    if not (isinstance(fn, type) and issubclass(fn, torch.autograd.Function)):
+        raise ConfigError(f"{where}.function: {cfg.function} is not a "
+                          f"torch.autograd.Function subclass (got {type(fn).__name__})")
+    cfg.function_object, cfg.reference_object = fn, None
+    if cfg.reference is not None:
+        ref = load_object(cfg.reference, f"{where}.reference")
+        if not callable(ref):
+            raise ConfigError(f"{where}.reference: {cfg.reference} is not callable")
+        cfg.reference_object = ref
+
+
+def make_inputs(cfg: Config, seed: int, device: torch.device) -> dict[str, torch.Tensor]:
     """The inputs as float64 tensors: random under the seed, or the given values."""
+    import torch
+
     g = torch.Generator().manual_seed(seed)
     inputs = {}
     for i, spec in enumerate(cfg.inputs):
@@ -32,7 +136,10 @@ def make_inputs(cfg: CustomFunction, seed: int, device: torch.device) -> dict[st
     return inputs
 
 
-def run(cfg: CustomFunction, ctx: Context) -> Result:
+def run(cfg: Config, ctx: Context) -> Result:
+    from demos.lab import checks
+    from demos.lab.function_checks import backward_structure, gradgradcheck
+
     fn, reference = cfg.function_object, cfg.reference_object
     inputs = make_inputs(cfg, ctx.seed, ctx.check_device)
     ctx.log.info("  %s with inputs %s", cfg.function,
@@ -52,3 +159,8 @@ def run(cfg: CustomFunction, ctx: Context) -> Result:
             rtol=cfg.rtol, atol=cfg.atol)
         found.append(check)
     return Result(metrics=metrics, checks=found)
+
+
+SCENARIO = Scenario(
+    name="custom_function", config=Config, run=run, document="yours", prepare=prepare,
+    metrics=("max_abs_error", "max_rel_error"), files=(*graph_files("graph"), "explain.txt"))

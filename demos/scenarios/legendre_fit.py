@@ -5,39 +5,63 @@ P3'(x) = 1.5 (5x^2 - 1); a, b, c, d learn by hand-written SGD under torch.no_gra
 
     python runner.py --config configs/legendre_fit.yaml
 """
+from __future__ import annotations
+
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+from demos.lab.results import Result
+from demos.lab.scenario import TRAINING_FILES, Scenario, ScenarioConfig, graph_files
+from demos.lab.schema import ConfigError, param
 
-from demos.functions import LegendrePolynomial3, legendre_p3_reference
-from demos.lab import checks
-from demos.lab.context import Context, Result
-from demos.scenarios.configs import LegendreFit
-
-P3 = LegendrePolynomial3.apply
+if TYPE_CHECKING:
+    from demos.lab.context import Context
 
 
-def predict(x, a, b, c, d, p3=P3):
+@dataclass
+class Config(ScenarioConfig):
+    """A custom Function for the Legendre polynomial P3 fits sin(x) on [-pi, pi] (doc 003)."""
+    points: int = param(2000, "number of x points in linspace(-pi, pi)", ge=2, le=10**8)
+    steps: int = param(2000, "SGD steps", ge=1, le=10**9)
+    lr: float = param(5e-6, "learning rate of the hand-written SGD", gt=0)
+    init: list[float] = param([0.0, -1.0, 0.0, 0.3], "initial a, b, c, d")
+    compile: bool = param(False, "run the loss (forward and backward) through torch.compile; "
+                                 "see Performance for when it helps")
+
+    def validate(self, where: str) -> None:
+        if len(self.init) != 4:
+            raise ConfigError(f"{where}.init: must list 4 numbers (a, b, c, d), "
+                              f"got {len(self.init)}")
+
+
+def predict(x, a, b, c, d, p3):
     return a + b * p3(c + d * x)  # y = a + b P3(c + d x)
 
 
-def sse(x, y, a, b, c, d, p3=P3):
+def sse(x, y, a, b, c, d, p3):
     return (predict(x, a, b, c, d, p3) - y).pow(2).sum()  # sum of squared errors
 
 
-def run(cfg: LegendreFit, ctx: Context) -> Result:
+def run(cfg: Config, ctx: Context) -> Result:
+    import torch
+
+    from demos.functions import LegendrePolynomial3, legendre_p3_reference
+    from demos.lab import checks
+
+    P3 = LegendrePolynomial3.apply
     x = torch.linspace(-math.pi, math.pi, cfg.points, device=ctx.device)  # (points,)
     y = torch.sin(x)
     init = {k: torch.tensor(v, device=ctx.device, requires_grad=True)
             for k, v in zip("abcd", cfg.init)}
     a, b, c, d = (v.detach().clone().requires_grad_() for v in init.values())
-    start = predict(x, a, b, c, d).detach()
+    start = predict(x, a, b, c, d, P3).detach()
 
-    ctx.graph(sse(x, y, a, b, c, d), {"a": a, "b": b, "c": c, "d": d})
+    ctx.graph(sse(x, y, a, b, c, d, P3), {"a": a, "b": b, "c": c, "d": d})
     frame_every = max(1, cfg.steps // 40)  # the params at 40 steps, for the animation
     loss_fn = torch.compile(sse) if cfg.compile else sse
     for t in ctx.steps(cfg.steps):
-        loss = loss_fn(x, y, a, b, c, d)  # sum of (a + b P3(c + d x) - y)^2
+        loss = loss_fn(x, y, a, b, c, d, P3)  # sum of (a + b P3(c + d x) - y)^2
         ctx.record(t, loss=loss)
         if t % frame_every == 0 or t == cfg.steps - 1:
             ctx.record(t, always=True, a=a, b=b, c=c, d=d)
@@ -47,7 +71,7 @@ def run(cfg: LegendreFit, ctx: Context) -> Result:
                 p -= cfg.lr * p.grad
                 p.grad = None
 
-    fit = predict(x, a, b, c, d).detach()
+    fit = predict(x, a, b, c, d, P3).detach()
     coefficients = ", ".join(f"{k} = {v.item():.4f}".replace("-0.0000", "0.0000")
                              for k, v in zip("abcd", (a, b, c, d)))
     ctx.plot("fit.png", x.tolist(), {"sin(x)": y.tolist(), "start": start.tolist(),
@@ -56,7 +80,7 @@ def run(cfg: LegendreFit, ctx: Context) -> Result:
              xlabel="x", ylabel="y")
     xs = x.cpu().double()
     frames = [(f"step {r['step']}", predict(xs, r["a"], r["b"], r["c"], r["d"],
-                                            p3=legendre_p3_reference).tolist())
+                                            legendre_p3_reference).tolist())
               for r in ctx.history() if "a" in r]
     ctx.animate("fit.gif", xs.tolist(), frames, {"sin(x)": y.tolist()},
                 title="a + b P3(c + d x)", xlabel="x", ylabel="y")
@@ -66,6 +90,14 @@ def run(cfg: LegendreFit, ctx: Context) -> Result:
         checks=[
             checks.gradcheck("gradcheck", P3, {"x": torch.linspace(-1.5, 1.5, 7).requires_grad_()},
                              ctx.check_device),
-            checks.parity("parity", sse, lambda *v: sse(*v, p3=legendre_p3_reference),
+            checks.parity("parity", lambda *v: sse(*v, P3),
+                          lambda *v: sse(*v, legendre_p3_reference),
                           {"x": x, "y": y, **init}, ctx.check_device),
         ])
+
+
+SCENARIO = Scenario(
+    name="legendre_fit", config=Config, run=run, document="003, example 2",
+    params=("a", "b", "c", "d"), metrics=("final_loss",),
+    files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt", "fit.png", "fit.gif"),
+    dry_run={"steps": 5})

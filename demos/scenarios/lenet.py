@@ -8,39 +8,75 @@ one SGD step) is replayed as checks.
 
     python runner.py --config configs/lenet.yaml
 """
-import copy
+from __future__ import annotations
 
-import numpy as np
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
-from demos.datasets import load_digits, load_mnist
-from demos.lab import checks
-from demos.lab.context import Context, Result
-from demos.scenarios.configs import LeNet
+from demos.lab.results import Check, Result
+from demos.lab.scenario import TRAINING_FILES, Scenario, ScenarioConfig, graph_files
+from demos.lab.schema import ConfigError, param
 
+if TYPE_CHECKING:
+    import torch
 
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 6, 3)  # 1 input channel, 6 output channels, 3x3 kernel
-        self.conv2 = nn.Conv2d(6, 16, 3)
-        self.fc1 = nn.Linear(16 * 6 * 6, 120)  # 6x6 from the image dimension
-        self.fc2 = nn.Linear(120, 84)
-        self.fc3 = nn.Linear(84, 10)
-
-    def forward(self, x):                           # (B, 1, 32, 32)
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)  # (B, 6, 15, 15)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)  # (B, 16, 6, 6)
-        x = torch.flatten(x, 1)                     # (B, 576)
-        x = F.relu(self.fc1(x))                     # (B, 120)
-        x = F.relu(self.fc2(x))                     # (B, 84)
-        return self.fc3(x)                          # (B, 10)
+    from demos.lab.context import Context
+    from demos.models import Net
 
 
-def load_data(cfg: LeNet, g: torch.Generator):
+@dataclass
+class Config(ScenarioConfig):
+    """The LeNet-style CNN as an nn.Module, trained on real handwritten digits (doc 004)."""
+    dataset: Literal["digits", "synthetic", "mnist"] = param(
+        "digits", "digits (shipped, real), synthetic (random images and labels, as in the "
+                  "tutorial: quick, nothing to learn) or mnist (IDX files)")
+    root: str | None = param(None, "mnist only: the folder with train-images-idx3-ubyte, "
+                                   "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, "
+                                   "t10k-labels-idx1-ubyte (each may be .gz)", path="dir")
+    max_images: int | None = param(None, "use at most this many train (and test) images",
+                                   ge=10, le=10**8)
+    synthetic_size: int = param(512, "synthetic only: how many random images", ge=10, le=10**7)
+    epochs: int = param(15, "passes over the training split", ge=1, le=10**6)
+    batch_size: int = param(64, "images per mini-batch", ge=1, le=10**6)
+    optimizer: Literal["adam", "sgd"] = param("adam", "torch.optim optimizer")
+    lr: float = param(2e-3, "learning rate", gt=0)
+    momentum: float = param(0.9, "momentum (sgd only)", ge=0, lt=1)
+    test_fraction: float = param(0.2, "share of the images held out for testing (a seeded "
+                                      "split); MNIST uses its own test set", gt=0, lt=1)
+    checkpoint_every: int | None = param(None, "also save checkpoint_epoch<N>.pt every N "
+                                               "epochs; checkpoint.pt is always saved at the "
+                                               "end", ge=1, le=10**6)
+    resume: str | None = param(None, "continue from this checkpoint (a .pt saved by lenet): "
+                                     "weights, optimizer and shuffling state", path="file")
+    compile: bool = param(False, "run the network through torch.compile")
+
+    def validate(self, where: str) -> None:
+        if self.resume is not None and not os.path.isfile(self.resume):
+            raise ConfigError(f"{where}.resume: {self.resume}: no such checkpoint file")
+        if self.dataset != "mnist":
+            if self.root is not None:
+                raise ConfigError(f"{where}.root: only used with dataset: mnist "
+                                  f"(dataset is {self.dataset})")
+            return
+        if self.root is None:
+            raise ConfigError(f"{where}.root: dataset mnist needs root: the folder with "
+                              f"train-images-idx3-ubyte and the other MNIST IDX files")
+        from demos.datasets import DataError, find_mnist_files
+        try:
+            find_mnist_files(self.root)
+        except DataError as e:
+            raise ConfigError(f"{where}.root: {e}") from None
+
+
+def load_data(cfg: Config, g: torch.Generator):
     """Images (n, 1, 32, 32), labels (n,), and the train / test indices into them."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    from demos.datasets import load_digits, load_mnist
+
     if cfg.dataset == "mnist":
         train_x, train_y, test_x, test_y = load_mnist(cfg.root)
         images = torch.from_numpy(np.concatenate([train_x, test_x])).unsqueeze(1)  # (n, 1, 28, 28)
@@ -71,8 +107,15 @@ def standardize(x: torch.Tensor, train: torch.Tensor) -> torch.Tensor:
     return (x - mean) / std
 
 
-def walk_through(net: Net, ctx: Context) -> list:
+def walk_through(net: Net, ctx: Context) -> list[Check]:
     """The document's single step: forward, MSE, backward, one SGD step; as checks."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    from demos.lab import checks
+
     net = copy.deepcopy(net)
     input = torch.randn(1, 1, 32, 32, device=ctx.device)
     target = torch.randn(1, 10, device=ctx.device)
@@ -104,17 +147,17 @@ SAME = ("seed", "dataset", "root", "max_images", "synthetic_size", "test_fractio
         "batch_size", "optimizer")
 
 
-def settings(cfg: LeNet, ctx: Context) -> dict:
+def settings(cfg: Config, ctx: Context) -> dict:
     return {k: ctx.seed if k == "seed" else getattr(cfg, k) for k in SAME}
 
 
-def state(cfg: LeNet, ctx: Context, net: Net, opt, epoch: int) -> dict:
+def state(cfg: Config, ctx: Context, net: Net, opt, epoch: int) -> dict:
     """What continuing needs: weights and optimizer (the shuffles follow from the seed)."""
     return {"epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict(),
             "config": settings(cfg, ctx)}
 
 
-def resume(cfg: LeNet, ctx: Context, net: Net, opt) -> int:
+def resume(cfg: Config, ctx: Context, net: Net, opt) -> int:
     """Load a checkpoint into net and opt; return the epoch it was saved after."""
     saved = ctx.load_state(cfg.resume)
     for key, value in settings(cfg, ctx).items():
@@ -130,7 +173,13 @@ def resume(cfg: LeNet, ctx: Context, net: Net, opt) -> int:
     return saved["epoch"]
 
 
-def run(cfg: LeNet, ctx: Context) -> Result:
+def run(cfg: Config, ctx: Context) -> Result:
+    import torch
+    import torch.nn.functional as F
+
+    from demos.lab import checks
+    from demos.models import Net
+
     net = Net().to(ctx.device)
     ctx.log.info("%s", net)
     n_tensors = len(list(net.parameters()))
@@ -181,3 +230,11 @@ def run(cfg: LeNet, ctx: Context) -> Result:
         metrics={"final_loss": ctx.last("loss"), "test_accuracy": ctx.last("test_accuracy"),
                  "parameters": float(n_params)},
         checks=found)
+
+
+SCENARIO = Scenario(
+    name="lenet", config=Config, run=run, document="004, first example",
+    metrics=("final_loss", "test_accuracy", "parameters"),
+    files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt", "accuracy.png",
+           "checkpoint.pt"),
+    dry_run={"epochs": 1})

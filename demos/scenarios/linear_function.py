@@ -6,36 +6,38 @@ trains the custom Linear layer to recover a known weight and bias.
 
     python runner.py --config configs/linear_function.yaml
 """
-import torch
-import torch.nn as nn
+from __future__ import annotations
 
-from demos.functions import LinearFunction, linear_reference
-from demos.lab import checks
-from demos.lab.context import Context, Result
-from demos.scenarios.configs import LinearFunctionConfig
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from demos.lab.results import Check, Result
+from demos.lab.scenario import TRAINING_FILES, Scenario, ScenarioConfig, graph_files
+from demos.lab.schema import param
 
-class Linear(nn.Module):
-    def __init__(self, input_features, output_features, bias=True):
-        super().__init__()
-        self.input_features = input_features
-        self.output_features = output_features
-        # nn.Parameter: registered as the module's parameter, requires grad by default
-        self.weight = nn.Parameter(torch.empty(output_features, input_features))
-        if bias:
-            self.bias = nn.Parameter(torch.empty(output_features))
-        else:
-            self.register_parameter("bias", None)  # register optional parameters as None
-        nn.init.uniform_(self.weight, -0.1, 0.1)
-        if self.bias is not None:
-            nn.init.uniform_(self.bias, -0.1, 0.1)
-
-    def forward(self, input):
-        return LinearFunction.apply(input, self.weight, self.bias)
+if TYPE_CHECKING:
+    from demos.lab.context import Context
 
 
-def only_input_grad(ctx: Context) -> checks.Check:
+@dataclass
+class Config(ScenarioConfig):
+    """LinearFunction with needs_input_grad and gradcheck; a Linear module trained on it (doc 004)."""
+    N: int = param(256, "samples in the regression y = x W*^T + b* + noise (W*, b*, x drawn "
+                        "under the seed)", ge=1, le=10**7)
+    in_features: int = param(5, "input features", ge=1, le=10**5)
+    out_features: int = param(3, "output features", ge=1, le=10**5)
+    noise: float = param(0.01, "std of the noise added to the targets", ge=0)
+    steps: int = param(300, "SGD steps", ge=1, le=10**9)
+    lr: float = param(0.1, "learning rate", gt=0)
+
+
+def only_input_grad(ctx: Context) -> Check:
     """With only the input requiring grad, backward computes no weight or bias grad."""
+    import torch
+
+    from demos.functions import LinearFunction
+    from demos.lab import checks
+
     input = torch.randn(4, 3, device=ctx.device, requires_grad=True)
     weight, bias = torch.randn(2, 3, device=ctx.device), torch.randn(2, device=ctx.device)
     out = LinearFunction.apply(input, weight, bias)
@@ -48,7 +50,13 @@ def only_input_grad(ctx: Context) -> checks.Check:
                         f"{out.grad_fn.needs_input_grad}, backward returned shapes {shapes}")
 
 
-def run(cfg: LinearFunctionConfig, ctx: Context) -> Result:
+def run(cfg: Config, ctx: Context) -> Result:
+    import torch
+
+    from demos.functions import LinearFunction, linear_reference
+    from demos.lab import checks
+    from demos.models import Linear
+
     g = torch.Generator().manual_seed(ctx.seed)
     doc = {"input": torch.randn(20, 20, generator=g, dtype=torch.float64, requires_grad=True),
            "weight": torch.randn(30, 20, generator=g, dtype=torch.float64, requires_grad=True),
@@ -83,3 +91,10 @@ def run(cfg: LinearFunctionConfig, ctx: Context) -> Result:
                  "weight_error": (model.weight - true_w).abs().max().item(),
                  "bias_error": (model.bias - true_b).abs().max().item()},
         checks=found)
+
+
+SCENARIO = Scenario(
+    name="linear_function", config=Config, run=run, document="004",
+    metrics=("final_loss", "weight_error", "bias_error"),
+    files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt"),
+    dry_run={"steps": 5})

@@ -7,22 +7,43 @@ the leaf itself.
 
     python runner.py --config configs/multiply_add.yaml
 """
-import torch
+from __future__ import annotations
 
-from demos.functions import MultiplyAdd, multiply_add_reference
-from demos.lab import checks
-from demos.lab.context import Context, Result
-from demos.scenarios.configs import MultiplyAdd as MultiplyAddConfig
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-multiply_add = MultiplyAdd.apply
+from demos.lab.results import Check, Result
+from demos.lab.scenario import TRAINING_FILES, Scenario, ScenarioConfig, graph_files
+from demos.lab.schema import ConfigError, param
+
+if TYPE_CHECKING:
+    from demos.lab.context import Context
+
+
+@dataclass
+class Config(ScenarioConfig):
+    """A custom w*x + b Function: grads, grad_fn / next_functions, its graph, a short fit (doc 000)."""
+    steps: int = param(300, "SGD steps of the fit to w*, b* (fresh random x each step)", ge=1,
+                       le=10**9)
+    lr: float = param(0.2, "learning rate of the fit", gt=0)
+    true_w: list[list[float]] = param([[0.5, -1.0], [2.0, 1.5]], "w* the fit should find (2x2)")
+    true_b: list[list[float]] = param([[0.1, 0.2], [-0.3, 0.4]], "b* the fit should find (2x2)")
+
+    def validate(self, where: str) -> None:
+        for name in ("true_w", "true_b"):
+            value = getattr(self, name)
+            if len(value) != 2 or any(len(row) != 2 for row in value):
+                raise ConfigError(f"{where}.{name}: must be a 2x2 list like [[1, 2], [3, 4]]")
 
 
 def node_name(fn) -> str:
     return "None" if fn is None else type(fn).__name__
 
 
-def inspect(out, w, b, ctx: Context) -> tuple[dict, list]:
+def inspect(out, w, b, ctx: Context) -> tuple[dict, list[Check]]:
     """The document's walk from out.grad_fn, as recorded facts and checks."""
+    from demos.lab import checks
+
     fn = out.grad_fn
     nexts = [nf for nf, _ in fn.next_functions]
     facts = {
@@ -45,7 +66,13 @@ def inspect(out, w, b, ctx: Context) -> tuple[dict, list]:
     ]
 
 
-def run(cfg: MultiplyAddConfig, ctx: Context) -> Result:
+def run(cfg: Config, ctx: Context) -> Result:
+    import torch
+
+    from demos.functions import MultiplyAdd, multiply_add_reference
+    from demos.lab import checks
+
+    multiply_add = MultiplyAdd.apply
     dev = ctx.device
     w = torch.tensor([[1., 2], [3, 4]], device=dev, requires_grad=True)  # (2, 2)
     x = torch.rand(2, 2, device=dev)                                     # (2, 2), no grad
@@ -87,3 +114,11 @@ def run(cfg: MultiplyAddConfig, ctx: Context) -> Result:
                  "w_error": (w - true_w).abs().max().item(),
                  "b_error": (b - true_b).abs().max().item()},
         params=params, checks=found, inspection=facts)
+
+
+SCENARIO = Scenario(
+    name="multiply_add", config=Config, run=run, document="000",
+    params=tuple(f"{p}[{i},{j}]" for p in "wb" for i in range(2) for j in range(2)),
+    metrics=("final_loss", "w_error", "b_error"),
+    files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt"),
+    dry_run={"steps": 5})

@@ -5,15 +5,37 @@ the output. Its gradients must equal those of the built-in torch.exp, and e^x.
 
     python runner.py --config configs/my_exp.yaml
 """
-import torch
+from __future__ import annotations
 
-from demos.functions import MyExp, exp_reference
-from demos.lab import checks
-from demos.lab.context import Context, Result
-from demos.scenarios.configs import MyExp as MyExpConfig
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from demos.lab.results import Result
+from demos.lab.scenario import Scenario, ScenarioConfig, graph_files
+from demos.lab.schema import ConfigError, param
+
+if TYPE_CHECKING:
+    from demos.lab.context import Context
 
 
-def run(cfg: MyExpConfig, ctx: Context) -> Result:
+@dataclass
+class Config(ScenarioConfig):
+    """MyExp, a custom exp that saves its output, against the built-in exp (doc 003)."""
+    inputs: list[float] = param([1.0, 2.0, 3.0], "the inputs x (|x| <= 80: exp overflows "
+                                                  "float32 beyond 88)")
+
+    def validate(self, where: str) -> None:
+        if not self.inputs or len(self.inputs) > 10**6 or max(map(abs, self.inputs)) > 80:
+            raise ConfigError(f"{where}.inputs: must list 1 to 10**6 numbers with |x| <= 80 "
+                              f"(exp overflows float32 beyond 88)")
+
+
+def run(cfg: Config, ctx: Context) -> Result:
+    import torch
+
+    from demos.functions import MyExp, exp_reference
+    from demos.lab import checks
+
     inputs = torch.tensor(cfg.inputs, device=ctx.device, requires_grad=True)
     outputs = MyExp.apply(inputs)
     ctx.graph(outputs, {"inputs": inputs})
@@ -38,3 +60,8 @@ def run(cfg: MyExpConfig, ctx: Context) -> Result:
             checks.gradcheck("gradcheck", MyExp.apply, {"x": inputs}, ctx.check_device),
             checks.parity("parity", MyExp.apply, exp_reference, {"x": inputs}, ctx.check_device),
         ])
+
+
+SCENARIO = Scenario(
+    name="my_exp", config=Config, run=run, document="003, example 1",
+    metrics=("max_grad_error",), files=(*graph_files("graph"), "explain.txt"))

@@ -5,22 +5,43 @@ gradient where its input was negative; w1 and w2 learn by plain gradient descent
 
     python runner.py --config configs/my_relu.yaml
 """
-import torch
+from __future__ import annotations
 
-from demos.functions import MyReLU, relu_reference
-from demos.lab import checks
-from demos.lab.context import Context, Result
-from demos.scenarios.configs import MyReLU as MyReLUConfig
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-relu = MyReLU.apply
+from demos.lab.results import Result
+from demos.lab.scenario import TRAINING_FILES, Scenario, ScenarioConfig, graph_files
+from demos.lab.schema import param
+
+if TYPE_CHECKING:
+    from demos.lab.context import Context
 
 
-def sse(x, y, w1, w2, relu=relu):
+@dataclass
+class Config(ScenarioConfig):
+    """A custom ReLU Function inside a two-layer net trained by hand-written SGD (doc 004)."""
+    N: int = param(64, "batch size", ge=1, le=10**7)
+    D_in: int = param(1000, "input dimension", ge=1, le=10**7)
+    H: int = param(100, "hidden dimension", ge=1, le=10**7)
+    D_out: int = param(10, "output dimension", ge=1, le=10**7)
+    steps: int = param(500, "SGD steps", ge=1, le=10**9)
+    lr: float = param(1e-6, "learning rate of the hand-written SGD", gt=0)
+    compile: bool = param(False, "run the loss (forward and backward) through torch.compile")
+
+
+def sse(x, y, w1, w2, relu):
     y_pred = relu(x.mm(w1)).mm(w2)  # (N, D_out)
     return (y_pred - y).pow(2).sum()
 
 
-def run(cfg: MyReLUConfig, ctx: Context) -> Result:
+def run(cfg: Config, ctx: Context) -> Result:
+    import torch
+
+    from demos.functions import MyReLU, relu_reference
+    from demos.lab import checks
+
+    relu = MyReLU.apply
     N, D_in, H, D_out = cfg.N, cfg.D_in, cfg.H, cfg.D_out
     x = torch.randn(N, D_in).to(ctx.device)                     # (N, D_in)
     y = torch.randn(N, D_out).to(ctx.device)                    # (N, D_out)
@@ -29,10 +50,10 @@ def run(cfg: MyReLUConfig, ctx: Context) -> Result:
     real = {"x": x, "y": y, "w1": w1.detach().clone().requires_grad_(),
             "w2": w2.detach().clone().requires_grad_()}
 
-    ctx.graph(sse(x, y, w1, w2), {"w1": w1, "w2": w2})
+    ctx.graph(sse(x, y, w1, w2, relu), {"w1": w1, "w2": w2})
     loss_fn = torch.compile(sse) if cfg.compile else sse
     for t in ctx.steps(cfg.steps):
-        loss = loss_fn(x, y, w1, w2)  # sum of (MyReLU(x @ w1) @ w2 - y)^2
+        loss = loss_fn(x, y, w1, w2, relu)  # sum of (MyReLU(x @ w1) @ w2 - y)^2
         ctx.record(t, loss=loss)
         loss.backward()
         with torch.no_grad():
@@ -49,6 +70,13 @@ def run(cfg: MyReLUConfig, ctx: Context) -> Result:
         metrics={"final_loss": ctx.last("loss"), "initial_loss": ctx.history()[0]["loss"]},
         checks=[
             checks.gradcheck("gradcheck", relu, {"x": away}, ctx.check_device),
-            checks.parity("parity", sse, lambda *v: sse(*v, relu=relu_reference), real,
-                          ctx.check_device),
+            checks.parity("parity", lambda *v: sse(*v, relu),
+                          lambda *v: sse(*v, relu_reference), real, ctx.check_device),
         ])
+
+
+SCENARIO = Scenario(
+    name="my_relu", config=Config, run=run, document="004, last example",
+    metrics=("final_loss", "initial_loss"),
+    files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt"),
+    dry_run={"steps": 5})

@@ -1,0 +1,77 @@
+"""Plots and graph renders are drawn in a helper process while the run goes on.
+
+Training and checks keep the main process; matplotlib and graphviz's `dot` work beside them
+on another core. `Artifacts.wait()` collects what was submitted: a file that could not be
+written becomes a warning, never a failed run. Where no helper process can be started, the
+work is done at once, in this process.
+"""
+from __future__ import annotations
+
+import atexit
+import concurrent.futures as cf
+import multiprocessing
+import signal
+from typing import Any, Callable
+
+_pool: cf.ProcessPoolExecutor | None = None
+_pool_failed = False
+
+
+def _init_worker() -> None:
+    # Ctrl-C reaches the whole process group: the main process decides when to stop, and
+    # the helper finishes what it was given (it exits when the main process is gone)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def warm_up() -> None:
+    """Import the drawing libraries (in the helper, while the main process imports torch)."""
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+    import PIL.Image  # noqa: F401
+
+
+def pool() -> cf.ProcessPoolExecutor | None:
+    """The helper process, started once per process and reused by every run."""
+    global _pool, _pool_failed
+    if _pool is None and not _pool_failed:
+        try:
+            _pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                           initializer=_init_worker)
+            _pool.submit(warm_up)
+            atexit.register(_pool.shutdown)
+        except (OSError, ImportError, NotImplementedError):  # e.g. no semaphores here
+            _pool_failed = True
+    return _pool
+
+
+class Artifacts:
+    """Work submitted for one run; `wait()` returns when it is all written."""
+
+    def __init__(self, warn: Callable[[str], None]):
+        self.warn = warn
+        self.pending: list[tuple[str, cf.Future]] = []
+
+    def submit(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Run fn(*args, **kwargs) (a module-level function; its arguments plain data)."""
+        global _pool, _pool_failed
+        executor = pool()
+        if executor is not None:
+            try:
+                self.pending.append((what, executor.submit(fn, *args, **kwargs)))
+                return
+            except (RuntimeError, cf.process.BrokenProcessPool):  # the helper died
+                _pool, _pool_failed = None, True
+        self.done(what, lambda: fn(*args, **kwargs))
+
+    def wait(self) -> None:
+        pending, self.pending = self.pending, []
+        for what, future in pending:
+            self.done(what, future.result)
+
+    def done(self, what: str, result: Callable[[], Any]) -> None:
+        try:
+            message = result()
+        except Exception as e:  # a full disk, a crashed helper: the run goes on
+            message = f"could not write {what}: {type(e).__name__}: {e}"
+        if message:
+            self.warn(message)

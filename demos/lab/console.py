@@ -1,0 +1,71 @@
+"""What the console shows, and run.log: the runner's lines on stdout, warnings on stderr,
+everything (scenario detail, checks, tracebacks) in run.log."""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Callable
+
+from demos.lab.results import EntrySummary, RunSummary
+
+RUN_LOGGER = "demos.run"
+
+
+class ConsoleFilter(logging.Filter):
+    """The console shows the runner's own lines; scenarios' detail goes to run.log only."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name == RUN_LOGGER and record.levelno < logging.WARNING
+
+
+class ConsoleHandler(logging.StreamHandler):
+    """A console stream whose reader may go away (`| head`): the run goes on, quietly."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if isinstance(sys.exc_info()[1], BrokenPipeError):
+            return
+        super().handleError(record)
+
+
+def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
+    """The run's logger (console and run.log) and a function that closes it again."""
+    root = logging.getLogger("demos")
+    root.setLevel(logging.DEBUG)
+    root.propagate = False
+    out = ConsoleHandler(sys.stdout)
+    out.addFilter(ConsoleFilter())
+    out.setLevel(logging.INFO)
+    err = ConsoleHandler(sys.stderr)
+    err.setLevel(logging.WARNING)
+    err.setFormatter(logging.Formatter("warning: %(message)s"))
+    log_file = logging.FileHandler(run_dir / "run.log", encoding="utf-8")
+    log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    handlers = [out, err, log_file]
+    for h in handlers:
+        root.addHandler(h)
+
+    def close() -> None:
+        for h in handlers:
+            root.removeHandler(h)
+            h.close()
+
+    return logging.getLogger(RUN_LOGGER), close
+
+
+def entry_lines(e: EntrySummary, width: int) -> list[str]:
+    """An entry's result: one line, then one per failed check or error."""
+    steps = f"{e.steps} steps in {e.timing.train_s:.2f} s" if e.timing else ""
+    loss = e.metrics.get("final_loss")
+    passed = sum(bool(c.passed) for c in e.counted)
+    lines = [f"{e.status.upper():<11} {e.id:<{width}}  checks {passed}/{len(e.counted)}  "
+             f"{steps}{f'  final_loss {loss:.6g}' if loss is not None else ''}".rstrip()]
+    lines += [f"            FAIL {c.name}: {c.detail}" for c in e.failures]
+    if e.status == "error":
+        lines.append(f"            ERROR {e.error} (traceback in run.log)")
+    return lines
+
+
+def run_line(s: RunSummary, planned: int, run_dir: Path) -> str:
+    return (f"{s.status.upper()}: {s.passed} of {planned} scenarios passed; results in "
+            f"{run_dir}")

@@ -1,0 +1,106 @@
+"""Results as types: what a scenario returns, and the entry and run summaries of summary.json.
+
+Torch-free. `to_json()` gives exactly the layout of summary.json (README, "Output"); the report
+and the console read these objects, not dicts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES = ("passed", "failed", "error", "interrupted")
+
+
+@dataclass
+class Check:
+    """A named fact with its detail; `passed` is None when not evaluated (expect in --dry-run)."""
+    name: str
+    passed: bool | None
+    detail: str
+
+
+@dataclass
+class Result:
+    """What a scenario's run returns: final metrics, named scalar params, checks, and notes."""
+    metrics: dict[str, float]
+    params: dict[str, float] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    inspection: dict[str, Any] = field(default_factory=dict)  # what the document prints
+
+
+@dataclass
+class Timing:
+    """The training loop alone: no set-up, checks, plots or graphs."""
+    train_s: float
+    steps_per_s: float | None
+
+
+@dataclass
+class EntrySummary:
+    """One scenario entry of a run, as summary.json's `scenarios[i]`."""
+    id: str
+    scenario: str
+    status: str                 # passed | failed | error | interrupted
+    device: str
+    steps: int
+    metrics: dict[str, float]
+    params: dict[str, float]
+    checks: list[Check]
+    artifacts: list[str]
+    timing: Timing | None
+    error: str | None
+    inspection: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def counted(self) -> list[Check]:
+        """The checks that were evaluated."""
+        return [c for c in self.checks if c.passed is not None]
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if c.passed is False]
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        if not self.inspection:
+            del data["inspection"]
+        return finite(data)
+
+
+@dataclass
+class RunSummary:
+    """A whole run, as summary.json."""
+    run_id: str
+    status: str                 # passed | failed | interrupted
+    torch: str
+    device: str
+    seed: int
+    dry_run: bool
+    determinism: dict[str, Any]
+    config: str
+    command: list[str]
+    started: str
+    duration_s: float
+    scenarios: list[EntrySummary]
+
+    @property
+    def passed(self) -> int:
+        return sum(e.status == "passed" for e in self.scenarios)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["scenarios"] = [e.to_json() for e in self.scenarios]
+        return finite(data)
+
+
+def finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: those become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value

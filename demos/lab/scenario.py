@@ -1,0 +1,95 @@
+"""What a scenario declares: its typed config, its run, what it reports and the files it writes.
+
+Each scenario is one module in `demos/scenarios/` ending with `SCENARIO = Scenario(...)`. The
+runner, the tests and the README's tables read that one declaration; nothing keeps a second
+list by hand. Torch-free, like the configs: a scenario imports torch inside `run`, so that
+`--list`, `--print-config` and config errors answer without it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from demos.lab.schema import param
+
+
+@dataclass
+class Target:
+    """An expected value: `value` within rtol/atol, and/or bounds `min` / `max`."""
+    value: float | None = param(None, "expected value, met when |actual - value| <= atol + "
+                                      "rtol * |value|")
+    rtol: float | None = param(None, "relative tolerance; default 1e-5, or 0 when only atol "
+                                     "is given", ge=0)
+    atol: float | None = param(None, "absolute tolerance; default 0", ge=0)
+    min: float | None = param(None, "lowest accepted value")
+    max: float | None = param(None, "highest accepted value")
+
+    def validate(self, where: str) -> None:
+        from demos.lab.schema import ConfigError
+
+        if self.value is None and self.min is None and self.max is None:
+            raise ConfigError(f"{where}: needs at least one of value, min, max")
+        if self.value is None and (self.rtol is not None or self.atol is not None):
+            raise ConfigError(f"{where}: rtol/atol need a value to compare with")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ConfigError(f"{where}: min {self.min} is above max {self.max}")
+
+
+@dataclass
+class Expect:
+    """Expected final values, by name: the scenario's params and metrics."""
+    params: dict[str, Target] = param({}, "expected final parameters, by name")
+    metrics: dict[str, Target] = param({}, "expected final metrics, by name")
+
+
+@dataclass
+class ScenarioConfig:
+    """Fields every scenario entry has; each scenario subclasses it with its own typed params."""
+    scenario: str = param("", "which scenario (see --list)")
+    id: str | None = param(None, "unique name of this entry, and its folder name; default: "
+                                 "the scenario name")
+    log_every: int = param(1, "record metrics every N steps (the last step always)", ge=1)
+    expect: Expect = param(Expect(), "expected values (params: and metrics:, each "
+                                     "{name: target}), checked after the run")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario: the whole of what the runner, the tests and the README know about it."""
+    name: str                            # the module's name, and `scenario:` in a config
+    config: type[ScenarioConfig]         # its typed config; the docstring is its --list line
+    run: Callable[[Any, Any], Any]       # run(cfg, ctx) -> Result
+    document: str                        # which document it reproduces, e.g. "003, example 2"
+    files: tuple[str, ...]               # what a run writes into the entry's folder
+    metrics: tuple[str, ...] = ()        # final metrics it reports (expect.metrics may name them)
+    params: tuple[str, ...] = ()         # final named scalar params it reports
+    dry_run: Mapping[str, Any] = field(default_factory=dict)  # --dry-run: tiny sizes
+    # prepare(cfg, where): once the run starts, before any entry runs (never while a config
+    # loads): e.g. load the user's code; a ConfigError here is exit 2 like any config error
+    prepare: Callable[[Any, str], None] | None = None
+
+    @property
+    def about(self) -> str:
+        """One line: what the scenario shows."""
+        return " ".join((self.config.__doc__ or "").split())
+
+    @property
+    def trains(self) -> bool:
+        """Whether it has a training loop (and so a metrics.csv and loss.png)."""
+        return "metrics.csv" in self.files
+
+    def shrink(self, cfg: ScenarioConfig) -> ScenarioConfig:
+        """The --dry-run version of `cfg`."""
+        return dataclasses.replace(cfg, **self.dry_run)
+
+
+def graph_files(*stems: str) -> tuple[str, ...]:
+    """The files `ctx.graph(..., name=stem)` writes for each stem (with `dot` installed)."""
+    return tuple(f"{stem}{ext}" for stem in stems for ext in (".gv", ".pdf", ".svg"))
+
+
+TRAINING_FILES = ("metrics.csv", "loss.png")  # written by the runner for what ctx.record kept
+
+
+Registry = Mapping[str, Scenario]

@@ -1,0 +1,75 @@
+"""The README's config tables, generated from the code: `python -m tests.readme_tables` rewrites
+them in place; tests/test_readme.py fails while they differ from what the code declares."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import typing
+
+import yaml
+
+from demos.lab.config import RunConfig
+from demos.lab.scenario import ScenarioConfig, Target
+from demos.lab.schema import describe
+from demos.scenarios import registry
+from tests.conftest import ROOT
+
+BEGIN = "<!-- config tables: generated from the code by `python -m tests.readme_tables` -->"
+END = "<!-- end of the generated config tables -->"
+
+
+def shown(default) -> str:
+    if default is None:
+        return "(none)"
+    if default == "" or default == []:
+        return "(required)"
+    if isinstance(default, dict) or dataclasses.is_dataclass(default):
+        return "`{}`"
+    text = yaml.safe_dump(default, default_flow_style=True).strip()
+    return f"`{text.removesuffix(chr(10) + '...').strip()}`"
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "&#124;").replace("*", "\\*")
+
+
+def table(cls, skip=()) -> str:
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for name, type_name, default, help in describe(cls):
+        if name not in skip:
+            rows.append(f"| `{name}` | {cell(type_name)} | {shown(default)} | {cell(help)} |")
+    return "\n".join(rows)
+
+
+def generate() -> str:
+    parts = [BEGIN, "", "**Top level**", "", table(RunConfig), "",
+             "**Every entry**", "", table(ScenarioConfig), "",
+             "**Targets** (under `expect.params` and `expect.metrics`): at least one of `value`, "
+             "`min`, `max`.", "", table(Target)]
+    base = {f.name for f in dataclasses.fields(ScenarioConfig)}
+    for name, s in registry().items():
+        reports = [f"params `{' '.join(s.params)}`"] if s.params else []
+        reports += [f"metrics `{' '.join(s.metrics)}`"] if s.metrics else []
+        parts += ["", f"**`{name}`** (document {s.document}): {'; '.join(reports) or 'no metrics'}"
+                  f"; writes {' '.join(f'`{f}`' for f in s.files)}", "",
+                  table(s.config, skip=base)]
+        for key, tp in typing.get_type_hints(s.config).items():  # typed items, e.g. inputs
+            inner = typing.get_args(tp)
+            if typing.get_origin(tp) is list and inner and dataclasses.is_dataclass(inner[0]):
+                parts += ["", f"Each of its `{key}`:", "", table(inner[0])]
+    parts += ["", END]
+    return "\n".join(parts)
+
+
+def current(readme: str) -> str:
+    start, end = readme.index(BEGIN), readme.index(END) + len(END)
+    return readme[start:end]
+
+
+if __name__ == "__main__":
+    path = ROOT / "README.md"
+    text = path.read_text()
+    new = text.replace(current(text), generate())
+    path.write_text(new)
+    print("README.md: config tables", "updated" if new != text else "already current",
+          file=sys.stderr)
