@@ -29,7 +29,7 @@ import torch
 
 from demos.functions import LegendrePolynomial3, MyReLU
 from demos.lab.context import Context
-from demos.scenarios.configs import REGISTRY
+from demos.scenarios import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,15 +80,15 @@ def bare_my_relu(device: torch.device, steps: int, N=64, D_in=1000, H=100, D_out
 
 def runner_loop(name: str, device: torch.device, progress: bool, **params) -> tuple[float, int]:
     """Run scenario `name` through the runner's Context; its train_s and steps."""
-    import importlib
-
-    cfg = REGISTRY[name](scenario=name, id=name, **params)
+    scenario = registry()[name]
+    cfg = scenario.config(scenario=name, id=name, **params)
     with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stderr(io.StringIO()):
         log = logging.getLogger("bench")
         ctx = Context(cfg, device, Path(folder), log, seed=0, progress=progress,
                       warn_once=lambda message: None)
         torch.manual_seed(0)
-        importlib.import_module(f"demos.scenarios.{name}").run(cfg, ctx)
+        scenario.run(cfg, ctx)
+        ctx.artifacts.wait()
     return ctx.train_s, ctx.steps_run
 
 
@@ -179,16 +179,60 @@ def startup(repeats: int) -> dict:
             "runner.py (config error)": timed_command(runner + ["--config", bad.name], repeats)}
 
 
-def all_yaml(device: str) -> float:
-    with tempfile.TemporaryDirectory() as out:
-        start = time.perf_counter()
-        proc = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--config",
-                               str(ROOT / "configs" / "all.yaml"), "--no-progress", "--device",
-                               device, "--output-dir", out], cwd=ROOT, capture_output=True)
-        wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"configs/all.yaml failed:\n{proc.stdout.decode()}{proc.stderr.decode()}")
-    return round(wall, 2)
+def all_yaml(device: str, repeats: int, import_torch_s: float) -> dict:
+    """configs/all.yaml's wall time against what it cannot avoid: importing torch and the
+    training loops (the sum of the entries' train_s, from the same run)."""
+    runs = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as out:
+            start = time.perf_counter()
+            proc = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--config",
+                                   str(ROOT / "configs" / "all.yaml"), "--no-progress",
+                                   "--device", device, "--output-dir", out], cwd=ROOT,
+                                  capture_output=True)
+            wall = time.perf_counter() - start
+            if proc.returncode != 0:
+                raise SystemExit(f"configs/all.yaml failed:\n{proc.stdout.decode()}"
+                                 f"{proc.stderr.decode()}")
+            data = json.loads(next(Path(out).glob("*/summary.json")).read_text())
+        train = sum(e["timing"]["train_s"] for e in data["scenarios"] if e["timing"])
+        runs.append({"wall_s": round(wall, 2), "train_s": round(train, 2),
+                     "ratio": round(wall / (import_torch_s + train), 2)})
+    best = min(runs, key=lambda r: r["ratio"])
+    return {"import_torch_s": import_torch_s, "runs": runs,
+            "median_ratio": statistics.median(r["ratio"] for r in runs), "best": best}
+
+
+def busy_core() -> subprocess.Popen:
+    """Another process that keeps one core busy (as a second job on the machine would)."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def contention(device: torch.device, repeats: int, epochs: int = 5) -> list[dict]:
+    """lenet's train_s with 1 and 2 threads, idle and beside one busy core: median of repeats."""
+    rows = []
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            times = {}
+            for load in ("idle", "one busy core"):
+                hog = busy_core() if load != "idle" else None
+                try:
+                    time.sleep(0.2 if hog else 0)
+                    times[load] = statistics.median(
+                        runner_loop("lenet", device, False, epochs=epochs)[0]
+                        for _ in range(repeats))
+                finally:
+                    if hog:
+                        hog.kill()
+                        hog.wait()
+            rows.append({"threads": threads, "idle_s": round(times["idle"], 3),
+                         "busy_s": round(times["one busy core"], 3),
+                         "ratio": round(times["one busy core"] / times["idle"], 2)})
+    finally:
+        torch.set_num_threads(before)
+    return rows
 
 
 def scale(device: torch.device, quick: bool) -> list[dict]:
@@ -258,11 +302,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer repetitions, smaller tables")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow start)")
     p.add_argument("--out", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--only", choices=["whole-run", "contention"],
+                   help="just the whole-run ratio, or just the thread contention table")
     args = p.parse_args(argv)
     device = torch.device(args.device)
     repeats = 7 if args.quick else 15
     results = {"machine": machine(device), "device": str(device)}
     print(f"machine: {results['machine']}", flush=True)
+    if args.only:
+        return only(args, device, results)
     results["overhead"] = [overhead("legendre_fit", bare_legendre, device, 2000, repeats),
                            overhead("my_relu", bare_my_relu, device, 500, repeats)]
     print("\nrunner loop vs the document's bare loop: median per step, and the median of the "
@@ -290,8 +338,18 @@ def main(argv: list[str] | None = None) -> int:
     print("\nstart-up (median wall time, seconds)")
     for k, v in results["startup_s"].items():
         print(f"| {k} | {v} |")
-    results["all_yaml_wall_s"] = all_yaml(args.device)
-    print(f"\nconfigs/all.yaml, whole run: {results['all_yaml_wall_s']} s", flush=True)
+    results["all_yaml"] = w = all_yaml(args.device, 3 if args.quick else 5,
+                                       results["startup_s"]["python -c 'import torch'"])
+    print(f"\nconfigs/all.yaml, whole run / (import torch {w['import_torch_s']} s + the sum of "
+          f"train_s), each run:")
+    for r in w["runs"]:
+        print(f"| {r['wall_s']} s | {r['train_s']} s | {r['ratio']} |")
+    print(f"median ratio {w['median_ratio']}", flush=True)
+    results["contention"] = contention(device, 3 if args.quick else 5)
+    print("\nlenet (5 epochs) train_s, idle and beside one busy core (median)")
+    print("| threads | idle s | one busy core s | ratio |\n|---|---|---|---|")
+    for r in results["contention"]:
+        print(f"| {r['threads']} | {r['idle_s']} | {r['busy_s']} | {r['ratio']} |", flush=True)
     results["scale"] = scale(device, args.quick)
     print("\nscale (runner's train_s)\n| scenario | N | steps | train_s |\n|---|---|---|---|")
     for r in results["scale"]:
@@ -306,6 +364,26 @@ def main(argv: list[str] | None = None) -> int:
             pays = f"{r['break_even_steps']:,} steps" if r["helps"] else "never (slower)"
             print(f"| {r['scenario']} | {r['compiled_first_step_s']} | {r['eager_us_per_step']} | "
                   f"{r['compiled_us_per_step']} | {pays} |")
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+def only(args, device: torch.device, results: dict) -> int:
+    """--only whole-run | contention: one table, quickly."""
+    if args.only == "whole-run":
+        w = all_yaml(args.device, 3 if args.quick else 5,
+                     timed_command([sys.executable, "-c", "import torch"], 5))
+        results["all_yaml"] = w
+        for r in w["runs"]:
+            print(f"wall {r['wall_s']} s, train {r['train_s']} s, import torch "
+                  f"{w['import_torch_s']} s: ratio {r['ratio']}")
+        print(f"median ratio {w['median_ratio']}")
+    else:
+        results["contention"] = rows = contention(device, 3 if args.quick else 5)
+        for r in rows:
+            print(f"threads {r['threads']}: idle {r['idle_s']} s, beside a busy core "
+                  f"{r['busy_s']} s, ratio {r['ratio']}")
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     return 0

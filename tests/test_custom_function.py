@@ -209,3 +209,4 @@ def test_a_runs_saved_config_runs_again_from_anywhere(tmp_path, monkeypatch):
     first = summary(only_run_dir(tmp_path / "first"))["scenarios"][0]
     again = summary(only_run_dir(tmp_path / "again"))["scenarios"][0]
     assert again["status"] == "passed" and again["metrics"] == first["metrics"]
+    assert again["artifacts"] == first["artifacts"]  # graph.pdf too: drawn where it belongs

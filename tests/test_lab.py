@@ -112,3 +112,25 @@ def test_loss_curve_is_a_png(tmp_path):
 def test_csv_columns_in_order_of_first_appearance_blank_where_absent(tmp_path):
     write_csv(tmp_path / "m.csv", [{"step": 0, "loss": 1.5}, {"step": 1, "acc": 0.25}])
     assert (tmp_path / "m.csv").read_text() == "step,loss,acc\n0,1.5,\n1,,0.25\n"
+
+
+def die_in_the_helper(path):
+    """Kills the drawing helper (and only it); drawn inline, it writes its file."""
+    import multiprocessing
+    import os
+    if multiprocessing.parent_process() is not None:
+        os._exit(1)
+    path.write_text("drawn here")
+
+
+def test_a_helper_that_dies_loses_no_file(tmp_path):
+    from demos.lab import artifacts
+    warnings = []
+    work = artifacts.Artifacts(warnings.append)
+    work.submit("a", die_in_the_helper, tmp_path / "a.txt")
+    work.submit("b.png", plots.line_plot, tmp_path / "b.png", [0, 1], {"y": [1, 2]},
+                title="t", xlabel="x", ylabel="y")
+    work.wait()
+    assert (tmp_path / "a.txt").read_text() == "drawn here"
+    assert (tmp_path / "b.png").read_bytes().startswith(b"\x89PNG")
+    assert warnings == []

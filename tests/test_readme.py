@@ -1,11 +1,17 @@
 """The README stays true to the code: its tables are generated from the declarations, its
 "Add a scenario" section really works, and its Quickstart is as shipped."""
+import contextlib
+import io
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 
+import pytest
+
+from demos.cli import main
 from demos.scenarios import registry
 from tests.conftest import ROOT
 from tests.readme_tables import current, generate
@@ -60,3 +66,62 @@ def test_quickstart_has_exactly_the_two_make_commands():
 def test_readme_pictures_exist():
     for path in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README):
         assert (ROOT / path).is_file(), path
+
+
+RUN_ID = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(-\d+)?")
+
+
+def normalized(line: str, output_dir: str) -> str:
+    """A console line without what differs between runs: run ids, timings, where it ran."""
+    line = RUN_ID.sub("RUN", line.replace(output_dir, "outputs"))
+    line = re.sub(r"in \d+\.\d+ s", "in T s", line)
+    return re.sub(r"^(run RUN: torch \S+), device .*$", r"\1, ...", line)
+
+
+def transcripts():
+    """(command, expected lines, expected exit code or None) for each `$ python runner.py` in
+    the README's code blocks."""
+    for block in re.findall(r"```\n(\$ python runner\.py.*?)```", README, re.S):
+        lines = block.splitlines()
+        i = 0
+        while i < len(lines):
+            command, output, code = lines[i][2:], [], None
+            i += 1
+            while i < len(lines) and not lines[i].startswith("$ "):
+                output.append(lines[i])
+                i += 1
+            if i < len(lines) and lines[i] == "$ echo $?":
+                code, i = int(lines[i + 1]), i + 2
+            yield command, output, code
+
+
+@pytest.mark.parametrize("command, expected, code", list(transcripts()),
+                         ids=lambda v: v if isinstance(v, str) else None)
+def test_the_readme_transcripts_are_what_the_runner_prints(tmp_path, monkeypatch, command,
+                                                          expected, code):
+    args = shlex.split(command)[2:]  # after "python runner.py"
+    monkeypatch.chdir(ROOT)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        got = main([*args, "--no-progress", "--output-dir", str(tmp_path / "outputs")])
+    printed = (out.getvalue() + err.getvalue()).splitlines()
+    assert [normalized(ln, str(tmp_path / "outputs")) for ln in printed] == \
+        [normalized(ln, "outputs") for ln in expected]
+    if code is not None:
+        assert got == code
+
+
+def test_the_quoted_explain_txt_is_what_the_runner_writes(dry_run):
+    quoted = README.split("Here is part of `autograd_internals/explain.txt`:", 1)[1]
+    quoted = re.search(r"```\n(.*?)```", quoted, re.S).group(1).splitlines()
+    real = (dry_run.dir / "autograd_internals" / "explain.txt").read_text().splitlines()
+    lines = [ln for ln in quoted if ln != "..."]
+    assert lines == real[:len(lines)]
+
+
+def test_the_summary_json_example_has_the_real_keys(dry_run):
+    example = json.loads(re.search(r"`summary.json`:\n\n```json\n(.*?)```", README, re.S).group(1))
+    real = dry_run.summary
+    assert set(example) == set(real)
+    assert set(example["scenarios"][0]) == set(real["scenarios"][0]) - {"inspection"}
+    assert set(example["determinism"]) - {"..."} <= set(real["determinism"])

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures as cf
+import functools
 import multiprocessing
 import signal
 from typing import Any, Callable
 
 _pool: cf.ProcessPoolExecutor | None = None
 _pool_failed = False
+_deaths = 0
 
 
 def _init_worker() -> None:
@@ -49,29 +51,42 @@ class Artifacts:
 
     def __init__(self, warn: Callable[[str], None]):
         self.warn = warn
-        self.pending: list[tuple[str, cf.Future]] = []
+        self.pending: list[tuple[str, cf.Future, Callable[[], Any]]] = []
 
     def submit(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Run fn(*args, **kwargs) (a module-level function; its arguments plain data)."""
-        global _pool, _pool_failed
+        work = functools.partial(fn, *args, **kwargs)
         executor = pool()
         if executor is not None:
             try:
-                self.pending.append((what, executor.submit(fn, *args, **kwargs)))
+                self.pending.append((what, executor.submit(work), work))
                 return
-            except (RuntimeError, cf.process.BrokenProcessPool):  # the helper died
-                _pool, _pool_failed = None, True
-        self.done(what, lambda: fn(*args, **kwargs))
+            except (RuntimeError, cf.process.BrokenProcessPool):
+                helper_died()
+        self.done(what, work)
 
     def wait(self) -> None:
         pending, self.pending = self.pending, []
-        for what, future in pending:
-            self.done(what, future.result)
+        for what, future, work in pending:
+            if isinstance(future.exception(), cf.process.BrokenProcessPool):
+                helper_died()  # (e.g. killed, or a main module without a __main__ guard)
+                self.done(what, work)  # drawn here instead
+            else:
+                self.done(what, future.result)
 
     def done(self, what: str, result: Callable[[], Any]) -> None:
         try:
             message = result()
-        except Exception as e:  # a full disk, a crashed helper: the run goes on
+        except Exception as e:  # a full disk, say: the run goes on
             message = f"could not write {what}: {type(e).__name__}: {e}"
         if message:
             self.warn(message)
+
+
+def helper_died() -> None:
+    """The helper process died: start a new one next time; after a second death, draw here."""
+    global _pool, _pool_failed, _deaths
+    if _pool is not None:
+        _pool.shutdown(wait=False)
+        _deaths += 1
+    _pool, _pool_failed = None, _deaths >= 2

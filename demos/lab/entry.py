@@ -38,7 +38,7 @@ class Services:
 
 
 def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySummary:
-    folder = s.run_dir / entry.id
+    folder = (s.run_dir / entry.id).absolute()  # the drawing helper may have another cwd
     folder.mkdir()
     log = logging.getLogger(f"demos.scenario.{entry.id}")
     log.info("start %s (%s): %s", entry.id, entry.scenario, entry_dict(entry))

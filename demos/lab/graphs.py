@@ -10,11 +10,12 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
-from typing import Mapping
-
-import torch
+from typing import TYPE_CHECKING, Mapping
 
 from demos.lab.files import write_atomic
+
+if TYPE_CHECKING:  # the drawing helper renders without importing torch
+    import torch
 
 INSTALL_HINT = ("install graphviz for PDF/SVG graphs: apt-get install graphviz "
                 "(Debian/Ubuntu), brew install graphviz (macOS)")
