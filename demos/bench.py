@@ -128,7 +128,7 @@ def overhead(name: str, bare, device: torch.device, steps: int, repeats: int) ->
 def machinery(device: torch.device, steps: int = 20000, repeats: int = 9) -> dict:
     """The runner's own cost per step: ctx.steps + ctx.record around a near-empty step,
     against a bare loop with the same step. Short and repeatable, so precise."""
-    cfg = REGISTRY["legendre_fit"](scenario="legendre_fit", id="bench")
+    cfg = registry()["legendre_fit"].config(scenario="legendre_fit", id="bench")
     one = torch.ones((), device=device)
 
     def bare() -> float:
