@@ -1,20 +1,94 @@
 # Quickstart: `make demo` (set up, run every scenario) and `make test` (set up, run the tests).
-# Setup is idempotent: graphviz's dot via apt when missing, a .venv, torch pinned, the package.
+# Setup is idempotent: graphviz's dot via apt when missing, a venv (with Debian's pythonX.Y-venv
+# via apt when venv cannot give it pip), torch 2.13.0, then the package.
+#
+# Which torch: by default pip takes torch==2.13.0 from its configured index (PyPI). On Linux
+# x86_64 PyPI's wheel is the CUDA build and pulls ~2.7 GB of nvidia-*, triton and cuda-* wheels
+# with it (~4.9 GB in the venv). Only where pip also finds a 2.13.0+cpu wheel, as on the
+# development machine, does that one win. For the CPU-only build:
+#   make demo TORCH_INDEX=cpu     (or make setup / make test TORCH_INDEX=cpu)
+# takes torch alone from PyTorch's CPU index (~190 MB wheel, no nvidia-*); everything else still
+# comes from pip's configured index (~70 MB). Changing TORCH_INDEX on a venv replaces its torch.
+
+# The Python the venv is made from (3.10 or newer), e.g. PYTHON=python3.12. A venv that
+# already has pip is kept: make clean first to change it.
 PYTHON ?= python3
+# Where the venv goes.
 VENV ?= .venv
+# Empty: torch from pip's configured index. cpu (or the name of another of PyTorch's wheel
+# indexes): torch alone from $(TORCH_INDEX_URL).
+TORCH_INDEX ?=
+# The index TORCH_INDEX names; set it too only to use a mirror of PyTorch's index.
+TORCH_INDEX_URL ?= https://download.pytorch.org/whl/$(TORCH_INDEX)
+# The venv's interpreter.
 PY := $(VENV)/bin/python
+# The torch release the project is developed and tested with.
 TORCH := torch==2.13.0
+# pip install, quietly.
+PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
+# pip's option for TORCH_INDEX: torch alone comes from there (with --no-deps).
+TORCH_INDEX_OPT := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX_URL))
+# Where torch comes from; written into the stamp.
+TORCH_FROM := $(if $(TORCH_INDEX),$(TORCH_INDEX_URL),default)
+# Marks a finished install; it holds $(TORCH_FROM).
 STAMP := $(VENV)/.installed
+# Removes $(VENV), but only if it is a venv.
+RM_VENV := if [ -f $(VENV)/pyvenv.cfg ]; then rm -rf $(VENV); fi
 
 .PHONY: setup demo test bench dot browser clean
 
+# Install again when TORCH_INDEX differs from what the stamp records.
+ifneq ($(shell cat $(STAMP) 2>/dev/null),$(TORCH_FROM))
+.PHONY: $(STAMP)
+endif
+
 setup: dot $(STAMP)
 
+# The venv first. `python -m venv` without ensurepip (Debian/Ubuntu lacking python3-venv) fails
+# but leaves a venv with no pip behind: that one is removed, pythonX.Y-venv installed with
+# apt-get (as root, or with sudo) for a Debian-packaged Python, and the venv made again.
 $(STAMP): pyproject.toml Makefile
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "installing $(TORCH) and the package into $(VENV) (pinned: an unpinned torch pulls GB of CUDA)"
-	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH)" -e '.[test]'
-	@touch $@
+	@if ! $(PY) -m pip --version >/dev/null 2>&1; then \
+	  command -v $(PYTHON) >/dev/null 2>&1 || \
+	    { echo "error: no $(PYTHON) here; name a Python 3.10+ with PYTHON=..."; exit 1; }; \
+	  $(RM_VENV); \
+	  if ! $(PYTHON) -m venv $(VENV) >/dev/null 2>&1 || ! $(PY) -m pip --version >/dev/null 2>&1; then \
+	    $(RM_VENV); \
+	    pkg=python$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv; \
+	    if [ "$$($(PYTHON) -c 'import sys; print(sys.base_prefix)')" = /usr ] && \
+	       command -v apt-get >/dev/null 2>&1 && \
+	       { [ "$$(id -u)" = 0 ] || command -v sudo >/dev/null 2>&1; }; then \
+	      if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	      $$SUDO apt-get update -qq; \
+	      apt-cache show $$pkg >/dev/null 2>&1 || pkg=python3-venv; \
+	      echo "installing $$pkg with apt-get: $(PYTHON) -m venv needs it to give the venv pip"; \
+	      $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg >/dev/null; \
+	      $(PYTHON) -m venv $(VENV) >/dev/null && $(PY) -m pip --version >/dev/null 2>&1 || \
+	        { $(RM_VENV); echo "error: $(PYTHON) -m venv still gives no pip; install $$pkg, or use another PYTHON=..."; exit 1; }; \
+	    else \
+	      echo "error: $(PYTHON) -m venv cannot make a venv with pip: on Debian/Ubuntu run 'sudo apt-get install $$pkg', elsewhere use a Python with ensurepip (PYTHON=...)"; \
+	      exit 1; \
+	    fi; \
+	  fi; \
+	fi
+ifeq ($(TORCH_INDEX),)
+	@echo "installing $(TORCH) from pip's index, then the package, into $(VENV)"
+	@echo "  (on Linux x86_64 PyPI's is the CUDA build, ~2.7 GB of downloads; make ... TORCH_INDEX=cpu for the CPU-only build)"
+else
+	@echo "installing $(TORCH) alone from $(TORCH_INDEX_URL), then the package, into $(VENV)"
+endif
+	@prev=$$(cat $@ 2>/dev/null); force=; \
+	if [ -n "$$prev" ] && [ "$$prev" != "$(TORCH_FROM)" ]; then \
+	  echo "replacing the venv's torch (from $$prev); what only the old one needed stays until make clean"; \
+	  force=--force-reinstall; \
+	fi; \
+	if [ -n "$$force" ] || [ -n "$(TORCH_INDEX)" ]; then \
+	  echo "$(PIP_INSTALL) --no-deps $$force $(TORCH_INDEX_OPT) $(TORCH)"; \
+	  $(PIP_INSTALL) --no-deps $$force $(TORCH_INDEX_OPT) "$(TORCH)"; \
+	fi
+	$(PIP_INSTALL) "$(TORCH)" -e '.[test]'
+	@$(PY) -c 'import torch; print("installed torch", torch.__version__)'
+	@echo "$(TORCH_FROM)" > $@
 
 dot:
 	@if ! command -v dot >/dev/null 2>&1; then \

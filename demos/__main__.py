@@ -1,6 +1,5 @@
 """`python -m demos --config configs/all.yaml`: the same command line as runner.py."""
-import sys
+from demos.cli import entry_point
 
-from demos.cli import main
-
-sys.exit(main(prog="python -m demos"))
+if __name__ == "__main__":
+    entry_point(prog="python -m demos")

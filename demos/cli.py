@@ -2,14 +2,33 @@
 `autograd-demos` console script all land here, with the scenarios of demos/scenarios/."""
 from __future__ import annotations
 
+import os
 import sys
+from typing import NoReturn
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "runner.py") -> int:
+    """Run the command line `argv` (default: sys.argv[1:]); return the exit code."""
     from demos.lab import cli
     from demos.scenarios import registry
 
-    if prog is None:
-        prog = "autograd-demos" if sys.argv and sys.argv[0].endswith("autograd-demos") else \
-            "runner.py"
     return cli.main(argv, registry, prog)
+
+
+def entry_point(prog: str = "autograd-demos") -> NoReturn:
+    """main(), then exit without tearing the interpreter down.
+
+    By the end of a run, torch has lazily loaded its compiler stack (torch.optim and explicit
+    backward gradients pull in torch._dynamo and sympy); unloading all that takes about a
+    second and does nothing for a run whose files are written and closed. So: flush, let the
+    drawing helper finish, and leave.
+    """
+    code = main(prog=prog)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader went away (| head): nothing left to say
+        pass
+    from demos.lab import artifacts
+    artifacts.shutdown()
+    os._exit(code)

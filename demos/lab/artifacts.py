@@ -40,10 +40,18 @@ def pool() -> cf.ProcessPoolExecutor | None:
             _pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                            initializer=_init_worker)
             _pool.submit(warm_up)
-            atexit.register(_pool.shutdown)
+            atexit.register(shutdown)
         except (OSError, ImportError, NotImplementedError):  # e.g. no semaphores here
             _pool_failed = True
     return _pool
+
+
+def shutdown() -> None:
+    """Wait for the helper to finish and exit (also done at interpreter exit)."""
+    global _pool
+    if _pool is not None:
+        _pool.shutdown(wait=True)
+        _pool = None
 
 
 class Artifacts:
