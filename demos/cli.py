@@ -2,6 +2,7 @@
 `autograd-demos` console script all land here, with the scenarios of demos/scenarios/."""
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from typing import NoReturn
@@ -20,8 +21,8 @@ def entry_point(prog: str = "autograd-demos") -> NoReturn:
 
     By the end of a run, torch has lazily loaded its compiler stack (torch.optim and explicit
     backward gradients pull in torch._dynamo and sympy); unloading all that takes about a
-    second and does nothing for a run whose files are written and closed. So: flush, let the
-    drawing helper finish, and leave.
+    second and does nothing for a run whose files are written and closed. So: flush, run the
+    exit handlers (the drawing helper finishes; coverage.py saves its data), and leave.
     """
     code = main(prog=prog)
     try:
@@ -29,6 +30,5 @@ def entry_point(prog: str = "autograd-demos") -> NoReturn:
         sys.stderr.flush()
     except BrokenPipeError:  # the reader went away (| head): nothing left to say
         pass
-    from demos.lab import artifacts
-    artifacts.shutdown()
+    atexit._run_exitfuncs()
     os._exit(code)

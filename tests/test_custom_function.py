@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from demos.cli import main
+from demos.lab.schema import ConfigError
 from tests.conftest import CONFIGS, ROOT, check, entry, only_run_dir, summary
 
 FIXTURE = ROOT / "tests" / "fixtures" / "user_fns.py"
@@ -210,3 +211,22 @@ def test_a_runs_saved_config_runs_again_from_anywhere(tmp_path, monkeypatch):
     again = summary(only_run_dir(tmp_path / "again"))["scenarios"][0]
     assert again["status"] == "passed" and again["metrics"] == first["metrics"]
     assert again["artifacts"] == first["artifacts"]  # graph.pdf too: drawn where it belongs
+
+
+def test_user_code_problems_found_when_the_run_starts(tmp_path, capsys):
+    """A reference that is not callable; a module that raises Ctrl-C (which stays Ctrl-C)."""
+    from demos.lab.user_code import load_object
+    (tmp_path / "consts.py").write_text("import torch\n\nNOT_CALLABLE = 3\n")
+    shutil.copy(FIXTURE, tmp_path / "user_fns.py")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"scenarios": [{
+        "scenario": "custom_function", "function": "user_fns:Square",
+        "reference": "consts:NOT_CALLABLE", "inputs": ONE}]}))
+    assert main(["--config", str(path), "--output-dir", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (f"error: {path}: scenarios[0].reference: "
+                                       f"{tmp_path / 'consts.py'}:NOT_CALLABLE is not callable\n")
+    (tmp_path / "stops.py").write_text("raise KeyboardInterrupt\n")
+    with pytest.raises(KeyboardInterrupt):
+        load_object(f"{tmp_path / 'stops.py'}:F", "function")
+    with pytest.raises(ConfigError, match="expected module:attribute"):
+        load_object("no_colon", "function")

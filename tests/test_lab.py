@@ -134,3 +134,30 @@ def test_a_helper_that_dies_loses_no_file(tmp_path):
     assert (tmp_path / "a.txt").read_text() == "drawn here"
     assert (tmp_path / "b.png").read_bytes().startswith(b"\x89PNG")
     assert warnings == []
+
+
+def test_a_file_that_cannot_be_written_is_a_warning(tmp_path):
+    from demos.lab import artifacts
+    warnings = []
+    work = artifacts.Artifacts(warnings.append)
+    work.submit("x.png", plots.line_plot, tmp_path / "missing" / "x.png", [0, 1], {"y": [1, 2]},
+                title="t", xlabel="x", ylabel="y")
+    work.wait()
+    assert len(warnings) == 1 and warnings[0].startswith("could not write x.png: ")
+
+
+def test_last_names_what_was_never_recorded(tmp_path):
+    ctx = Context(LegendreFit(id="t"), torch.device("cpu"), tmp_path, logging.getLogger("t"), seed=0)
+    for t in ctx.steps(2):
+        ctx.record(t, loss=1.0)
+    assert ctx.last("loss") == 1.0
+    with pytest.raises(KeyError, match="nothing recorded under 'accuracy'"):
+        ctx.last("accuracy")
+
+
+def test_an_index_that_cannot_be_written_leaves_the_run_whole(tmp_path, capsys):
+    from tests.conftest import CONFIGS, run_main
+    (tmp_path / "index.html").mkdir()  # in the way
+    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 0
+    assert "warning: could not write the report" in capsys.readouterr().err
+    assert len(list(tmp_path.glob("*/summary.json"))) == 1
