@@ -75,7 +75,7 @@ def normalized(line: str, output_dir: str) -> str:
     """A console line without what differs between runs: run ids, timings, where it ran."""
     line = RUN_ID.sub("RUN", line.replace(output_dir, "outputs"))
     line = re.sub(r"in \d+\.\d+ s", "in T s", line)
-    return re.sub(r"^(run RUN: torch \S+), device .*$", r"\1, ...", line)
+    return re.sub(r"^run RUN: torch \S+, device .*$", "run RUN: torch ..., device ...", line)
 
 
 def transcripts():

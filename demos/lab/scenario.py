@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from demos.lab.schema import param
+from demos.lab.schema import ConfigError, param
 
 
 @dataclass
@@ -26,8 +26,6 @@ class Target:
     max: float | None = param(None, "highest accepted value")
 
     def validate(self, where: str) -> None:
-        from demos.lab.schema import ConfigError
-
         if self.value is None and self.min is None and self.max is None:
             raise ConfigError(f"{where}: needs at least one of value, min, max")
         if self.value is None and (self.rtol is not None or self.atol is not None):
