@@ -24,11 +24,16 @@ def entry_point(prog: str = "autograd-demos") -> NoReturn:
     second and does nothing for a run whose files are written and closed. So: flush, run the
     exit handlers (the drawing helper finishes; coverage.py saves its data), and leave.
     """
+    from demos.lab import artifacts
+    from demos.lab.results import EXIT_FAILED, EXIT_OK
+
     code = main(prog=prog)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:  # the reader went away (| head): nothing left to say
-        pass
+    if code not in (EXIT_OK, EXIT_FAILED):  # no run, or an interrupted one: nothing to draw
+        artifacts.kill()
     atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # the reader went away (| head), or closed
+            pass
     os._exit(code)

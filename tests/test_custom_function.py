@@ -107,11 +107,19 @@ def test_each_mistake_is_caught_and_named(tmp_path, function, inputs, double, fa
                         "SyntaxError: invalid syntax (broken_syntax.py, line 1)"),
     ("raises_on_import:F", "scenarios[0].function: importing module 'raises_on_import.py' "
                            "raised RuntimeError: no GPU here"),
+    ("exits:F", "scenarios[0].function: importing module 'exits.py' raised SystemExit: 3"),
+    ("folder.py:F", "scenarios[0].function: {dir}/folder.py: is a folder, not a .py file"),
+    ("notes.txt:F", "scenarios[0].function: {dir}/notes.txt: not a .py file"),
+    ("user_fns.py:", "scenarios[0].function: expected module:attribute (e.g. my_ops:MyCube), "
+                     "got 'user_fns.py:'"),
 ])
 def test_a_function_that_cannot_be_imported_is_a_config_error(tmp_path, capsys, function, message):
     shutil.copy(FIXTURE, tmp_path / "user_fns.py")
     (tmp_path / "broken_syntax.py").write_text("def oops(:\n")
     (tmp_path / "raises_on_import.py").write_text("raise RuntimeError('no GPU here')\n")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "folder.py").mkdir()
+    (tmp_path / "notes.txt").write_text("not code\n")
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({"scenarios": [{"scenario": "custom_function",
                                                    "function": function, "inputs": ONE}]}))
@@ -230,3 +238,37 @@ def test_user_code_problems_found_when_the_run_starts(tmp_path, capsys):
         load_object(f"{tmp_path / 'stops.py'}:F", "function")
     with pytest.raises(ConfigError, match="expected module:attribute"):
         load_object("no_colon", "function")
+
+
+def test_neighbours_and_relative_imports_stay_with_their_folder(tmp_path):
+    """Each folder's ops.py imports its own helper.py; a package's module imports relatively."""
+    for factor in (2, 3):
+        folder = tmp_path / f"f{factor}"
+        folder.mkdir()
+        (folder / "helper.py").write_text(f"FACTOR = {factor}\n")
+        (folder / "ops.py").write_text(
+            "import torch\nimport helper\n\n\n"
+            "class Scale(torch.autograd.Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x):\n"
+            "        return helper.FACTOR * x\n\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, g):\n"
+            "        return helper.FACTOR * g\n")
+        (folder / "ref.py").write_text(f"def scale(x):\n    return {factor} * x\n")
+    pkg = tmp_path / "f4" / "pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "base.py").write_text((tmp_path / "f2" / "ops.py").read_text()
+                                 .replace("import helper\n", "").replace("helper.FACTOR", "4"))
+    (pkg / "sub.py").write_text("from .base import Scale\n")
+    (tmp_path / "f4" / "ref.py").write_text("def scale(x):\n    return 4 * x\n")
+    for factor, function in ((2, "ops:Scale"), (3, "ops:Scale"), (4, "pkg.sub:Scale")):
+        path = tmp_path / f"f{factor}" / "c.yaml"
+        path.write_text(yaml.safe_dump({"scenarios": [{
+            "scenario": "custom_function", "id": f"scale{factor}", "function": function,
+            "reference": "ref:scale", "inputs": [{"name": "x", "value": [1.0, 2.0]}]}]}))
+        out = tmp_path / f"out{factor}"
+        assert main(["--config", str(path), "--no-progress", "--output-dir", str(out)]) == 0, factor
+        e = entry(summary(only_run_dir(out)), f"scale{factor}")
+        assert check(e, "parity with the reference")["passed"] is True

@@ -1,5 +1,6 @@
 """What the runner guarantees under stress: divergence, signals, errors, reproducibility, files."""
 import concurrent.futures
+import dataclasses
 import datetime
 import io
 import os
@@ -7,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,7 +17,8 @@ from demos.cli import main
 from demos.lab.context import Context, Diverged, StopRequest  # noqa: F401
 from demos.lab.files import save_atomic, write_atomic
 from demos.lab.run import make_run_dir
-from demos.lab.signals import EXIT_INTERRUPTED, SignalHandler
+from demos.lab.results import EXIT_INTERRUPTED
+from demos.lab.signals import SignalHandler
 from demos.scenarios import registry
 from demos.scenarios.legendre_fit import Config as LegendreFit
 from tests.conftest import CONFIGS, ROOT, check, entry, only_run_dir, patch_run, summary
@@ -287,3 +290,55 @@ def test_output_piped_into_head_neither_breaks_the_run_nor_its_exit_code(tmp_pat
     err = capsys.readouterr().err
     assert "Traceback" not in err and "Logging error" not in err, err
     assert (only_run_dir(tmp_path) / "report.html").is_file()  # the run finished its work
+
+
+def test_ctrl_c_during_start_up_is_one_line_and_130(tmp_path, monkeypatch, capsys):
+    def interrupted(cfg, where):
+        raise KeyboardInterrupt
+    patch_prepare = dataclasses.replace(registry()["custom_function"], prepare=interrupted)
+    monkeypatch.setitem(registry(), "custom_function", patch_prepare)
+    assert run_main(tmp_path, "--config", CONFIGS / "custom_function.yaml") == EXIT_INTERRUPTED
+    assert capsys.readouterr().err.strip() == "interrupted before the run started"
+    assert list(tmp_path.iterdir()) == []  # nothing ran
+
+
+def test_a_scenario_calling_sys_exit_is_an_error_of_that_scenario(tmp_path, monkeypatch):
+    def leaves(cfg, ctx):
+        raise SystemExit(3)
+    patch_run(monkeypatch, "my_exp", leaves)
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--dry-run",
+                    "--only", "my_exp,linear_function") == 1
+    data = summary(only_run_dir(tmp_path))
+    assert entry(data, "my_exp")["error"] == "SystemExit: 3"
+    assert entry(data, "linear_function")["status"] == "passed"
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_second_signal_leaves_no_helper_process_behind(tmp_path):
+    proc = start_long_run(tmp_path)
+    helpers = children_of(proc.pid)
+    assert helpers  # the drawing helper (and multiprocessing's resource tracker)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    deadline = time.time() + 10
+    while time.time() < deadline and any(Path(f"/proc/{p}").exists() for p in helpers):
+        time.sleep(0.1)
+    alive = [p for p in helpers if Path(f"/proc/{p}").exists()
+             and "Z" not in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[:1]]
+    assert alive == []

@@ -11,7 +11,9 @@ import atexit
 import concurrent.futures as cf
 import functools
 import multiprocessing
+import os
 import signal
+import threading
 from typing import Any, Callable
 
 _pool: cf.ProcessPoolExecutor | None = None
@@ -20,9 +22,18 @@ _deaths = 0
 
 
 def _init_worker() -> None:
-    # Ctrl-C reaches the whole process group: the main process decides when to stop, and
-    # the helper finishes what it was given (it exits when the main process is gone)
+    """In the helper: Ctrl-C reaches the whole process group, but the main process decides
+    when to stop, so the helper ignores it and finishes what it was given. It leaves as soon
+    as the main process is gone, however that went (a second Ctrl-C, a kill)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+
+
+def _exit_with(parent: multiprocessing.process.BaseProcess) -> None:
+    parent.join()  # returns when the parent process has ended
+    os._exit(0)
 
 
 def warm_up() -> None:
@@ -40,6 +51,9 @@ def pool() -> cf.ProcessPoolExecutor | None:
             _pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                            initializer=_init_worker)
             _pool.submit(warm_up)
+            # after the pool: exit handlers run last-registered first, and multiprocessing's
+            # own (which joins the helper) must find it shut down
+            atexit.unregister(shutdown)
             atexit.register(shutdown)
         except (OSError, ImportError, NotImplementedError):  # e.g. no semaphores here
             _pool_failed = True
@@ -47,10 +61,20 @@ def pool() -> cf.ProcessPoolExecutor | None:
 
 
 def shutdown() -> None:
-    """Wait for the helper to finish and exit (also done at interpreter exit)."""
+    """Wait for the helper to finish its work and exit (also done at interpreter exit)."""
     global _pool
     if _pool is not None:
         _pool.shutdown(wait=True)
+        _pool = None
+
+
+def kill() -> None:
+    """End the helper now, its work undone (a second Ctrl-C; a run that never started)."""
+    global _pool
+    if _pool is not None:
+        for process in list(getattr(_pool, "_processes", {}).values()):
+            process.terminate()
+        _pool.shutdown(wait=False, cancel_futures=True)
         _pool = None
 
 
@@ -69,7 +93,7 @@ class Artifacts:
             try:
                 self.pending.append((what, executor.submit(work), work))
                 return
-            except (RuntimeError, cf.process.BrokenProcessPool):
+            except RuntimeError:  # BrokenProcessPool, or shut down
                 helper_died()
         self.done(what, work)
 

@@ -1,8 +1,8 @@
 """The command line: `python runner.py --config configs/all.yaml [options]`.
 
 Generic: the scenarios come in from the caller (`demos.cli`), as a function returning the
-registry. Imports nothing heavy until a run really starts: --help, --list, --print-config and
-config errors answer without torch, matplotlib or the user's code. Exit codes: 0 all passed, 1 a check failed or a
+registry. Imports nothing heavy until a run really starts: --help, --list, --print-config
+and config errors answer without torch, matplotlib or the user's code. Exit codes: 0 all passed, 1 a check failed or a
 scenario raised, 2 usage or config error, 130 interrupted.
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Callable
 
 from demos.lab import config as config_mod
 from demos.lab.config import DEVICE_RE
+from demos.lab.results import EXIT_INTERRUPTED, EXIT_USAGE
 from demos.lab.scenario import Registry
 from demos.lab.schema import ConfigError
 
-EXIT_USAGE = 2
 
 
 class Parser(argparse.ArgumentParser):
@@ -66,6 +66,9 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         code = EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C before the run's own handler is in place (start-up)
+        print("\ninterrupted before the run started", file=sys.stderr)
+        code = EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader of our output went away (| head): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code

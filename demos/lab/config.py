@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from demos.lab.scenario import Expect, Registry, ScenarioConfig, Target  # noqa: F401 (re-exported)
 from demos.lab.schema import ConfigError, build, did_you_mean, join, param, show, to_dict
+from demos.lab.user_code import is_path, split_spec
 
 DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 MAX_CONFIG_BYTES = 1 << 20   # a config is a page of YAML; a megabyte is plenty
@@ -131,11 +132,16 @@ def entry_id(raw: Any) -> Any:
     return raw.get("id", raw.get("scenario")) if isinstance(raw, dict) else None
 
 
+def printable(text: str) -> str:
+    """A command-line value as an error message can show it on one line."""
+    return text if text.isprintable() else repr(text)
+
+
 def apply_set(raw: dict, assignment: str) -> str:
     """Apply one `--set KEY=VALUE` to the raw config; return the key path it sets."""
     import yaml
 
-    shown = assignment if assignment.isprintable() else repr(assignment)
+    shown = printable(assignment)
     key, sep, text = assignment.partition("=")
     parts = key.strip().split(".")
     if not sep or not all(parts):
@@ -194,8 +200,7 @@ def load_data(raw: Any, path: str, registry: Registry, sets: list[str] = ()) -> 
         msg = str(e)
         for key_path, assignment in set_paths.items():
             if msg.startswith(key_path + ":") or msg.startswith(key_path + "."):
-                shown = assignment if assignment.isprintable() else repr(assignment)
-                msg += f" (from --set {shown})"
+                msg += f" (from --set {printable(assignment)})"
         raise ConfigError(f"{path}: {msg}") from None
 
 
@@ -265,17 +270,22 @@ def resolve_path(value: str, kind: str, base: str) -> str:
     'pkg.module:Attr'), a module found as a file under `base` becomes 'path/to/file.py:Attr'.
     """
     if kind != "code":
-        return os.path.normpath(os.path.join(base, os.path.expanduser(value)))
-    module, sep, attribute = value.rpartition(":")
-    if not sep or not module:
-        return value  # not module:attribute; the scenario's validation says so
-    if module.endswith(".py"):
-        return f"{os.path.normpath(os.path.join(base, os.path.expanduser(module)))}:{attribute}"
+        return absolute(value, base)
+    try:
+        module, attribute = split_spec(value, "")
+    except ConfigError:
+        return value  # left as written: the scenario's validation names the problem
+    if is_path(module, base):
+        return f"{absolute(module, base)}:{attribute}"
     stem = os.path.join(base, *module.split("."))
     for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
         if os.path.isfile(candidate):
             return f"{os.path.normpath(candidate)}:{attribute}"
     return value  # an installed module, imported by name when the run starts
+
+
+def absolute(path: str, base: str) -> str:
+    return os.path.normpath(os.path.join(base, os.path.expanduser(path)))
 
 
 def select(run: RunConfig, only: str, source: str) -> RunConfig:

@@ -54,7 +54,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
         status = "interrupted"
         error = f"interrupted by {s.stop.requested or 'SIGINT'}" + (
             f" before step {e.step}" if isinstance(e, Interrupted) else "")
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # a user's Function may call sys.exit()
         status, error = "error", checks_mod.one_line(e)
         log.error("%s raised:\n%s", entry.id, traceback.format_exc())
         if s.device.type == "cuda":

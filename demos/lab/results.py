@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STATUSES = ("passed", "failed", "error", "interrupted")
+# exit codes: all passed; a check failed or a scenario raised; usage or config error; interrupted
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 @dataclass

@@ -20,12 +20,11 @@ from demos.lab.device import torch_settings
 from demos.lab.artifacts import Artifacts
 from demos.lab.entry import Services, list_files, run_entry
 from demos.lab.files import write_atomic, write_json
-from demos.lab.results import EntrySummary, RunSummary
+from demos.lab.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EntrySummary, RunSummary
 from demos.lab.scenario import Registry
 from demos.lab.schema import ConfigError
-from demos.lab.signals import EXIT_INTERRUPTED, StopRequest, handle_signals
+from demos.lab.signals import StopRequest, handle_signals
 
-EXIT_OK, EXIT_FAILED = 0, 1
 EXIT_CODES = {"passed": EXIT_OK, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
 
 

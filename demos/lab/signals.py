@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import Any, Callable, Iterator
 
-EXIT_INTERRUPTED = 130
+from demos.lab.results import EXIT_INTERRUPTED
 
 
 class StopRequest:
@@ -19,10 +19,17 @@ class StopRequest:
         self.requested: str | None = None  # the signal's name once one arrived
 
 
+def exit_now(code: int) -> None:
+    """End the process at once, and the drawing helper with it."""
+    from demos.lab import artifacts
+    artifacts.kill()
+    os._exit(code)
+
+
 class SignalHandler:
     """First SIGINT/SIGTERM: stop at the next step boundary. Second: end at once (exit 130)."""
 
-    def __init__(self, stop: StopRequest, hard_exit: Callable[[int], None] = os._exit):
+    def __init__(self, stop: StopRequest, hard_exit: Callable[[int], None] = exit_now):
         self.stop, self.hard_exit = stop, hard_exit
 
     def __call__(self, signum: int, frame: Any) -> None:

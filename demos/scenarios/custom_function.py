@@ -11,12 +11,13 @@ the value and every input's gradient.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from demos.lab.results import Result
 from demos.lab.scenario import Scenario, ScenarioConfig, graph_files
 from demos.lab.schema import ConfigError, param
+from demos.lab.user_code import split_spec
 
 if TYPE_CHECKING:
     import torch
@@ -80,17 +81,17 @@ class Config(ScenarioConfig):
     double_backward: bool = param(False, "also run gradgradcheck (second derivatives)")
     rtol: float = param(1e-7, "parity: relative tolerance against the reference", ge=0)
     atol: float = param(1e-9, "parity: absolute tolerance against the reference", ge=0)
+    # loaded by prepare() when the run starts, never while the config is read
+    function_object: Any = field(default=None, init=False, repr=False, compare=False)
+    reference_object: Any = field(default=None, init=False, repr=False, compare=False)
 
     def validate(self, where: str) -> None:
         if not self.function:
             raise ConfigError(f"{where}.function: missing (required): the Function as "
                               f"module:Class, e.g. my_ops:MyCube")
-        for key in ("function", "reference"):
-            value = getattr(self, key)
-            module, _, attribute = (value or "x:x").rpartition(":")
-            if not module or not attribute:
-                raise ConfigError(f"{where}.{key}: expected module:attribute (e.g. "
-                                  f"my_ops:MyCube), got {value!r}")
+        split_spec(self.function, f"{where}.function")
+        if self.reference is not None:
+            split_spec(self.reference, f"{where}.reference")
         if not self.inputs:
             raise ConfigError(f"{where}.inputs: missing (required): at least one input, "
                               f"e.g. [{{shape: [5, 3]}}]")
