@@ -218,10 +218,12 @@ def test_list_help_and_config_errors_do_not_import_torch(tmp_path):
     bad = write(tmp_path, "scenarios:\n- scenario: legendre_fit\n  lr: -1\n")
     for argv in (["--help"], ["--list"], ["--config", str(bad)],
                  ["--config", str(CONFIGS / "legendre_fit.yaml"), "--print-config"],
+                 ["--config", str(CONFIGS / "custom_function.yaml"), "--print-config"],
                  ["--config", str(CONFIGS / "all.yaml"), "--set", "seed=-1"]):
         code = ("import sys; from demos.cli import main\n"
                 "try: main(%r)\nexcept SystemExit: pass\n"
                 "heavy = [m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules]\n"
+                "heavy += [m for m in sys.modules if 'my_ops' in m or m.startswith('_user_')]\n"
                 "print('HEAVY', heavy)" % argv)
         out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                              text=True).stdout

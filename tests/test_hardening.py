@@ -342,3 +342,12 @@ def test_a_second_signal_leaves_no_helper_process_behind(tmp_path):
     alive = [p for p in helpers if Path(f"/proc/{p}").exists()
              and "Z" not in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[:1]]
     assert alive == []
+
+
+def test_global_torch_state_is_touched_only_when_asked(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("use_deterministic_algorithms called without deterministic: true")
+    monkeypatch.setattr(torch, "use_deterministic_algorithms", refuse)
+    before = torch.get_num_threads()
+    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 0
+    assert torch.get_num_threads() == before  # the run's thread count is restored
