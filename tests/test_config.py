@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from demos.lab import config
+from demos.lab.schema import show
 from demos.cli import main
 from demos.scenarios import registry
 
@@ -72,7 +73,20 @@ def error_of(capsys, *argv):
     ("scenarios:\n- scenario: legendre_fit\n  steps: [1\n",
      "invalid YAML: line 4, column 1: expected ',' or ']', but got '<stream end>'"),
     ("scenarios:\n- scenario: legendre_fit\n  id: ../up\n",
-     "scenarios[0].id: must be a folder-safe name (letters, digits, _ . -), got '../up'"),
+     "scenarios[0].id: must be a folder-safe name (letters, digits, _ . -; at most 100), "
+     "got '../up'"),
+    ("scenarios:\n- scenario: legendre_fit\n  id: \"fit\\n\"\n",
+     "scenarios[0].id: must be a folder-safe name (letters, digits, _ . -; at most 100), "
+     "got 'fit\\n'"),
+    ("scenarios:\n- scenario: legendre_fit\n  id: " + "x" * 101 + "\n",
+     "scenarios[0].id: must be a folder-safe name (letters, digits, _ . -; at most 100), "
+     "got " + show("x" * 101)),
+    ("scenarios:\n- scenario: legendre_fit\n  lr: 1.0e-6\n  lr: 1.0e-5\n",
+     "line 4: duplicate key 'lr'; YAML would keep only the last"),
+    ("seed: 1\nscenarios:\n- scenario: legendre_fit\nseed: 2\n",
+     "line 4: duplicate key 'seed'; YAML would keep only the last"),
+    ("scenarios:\n- scenario: legendre_fit\n  id: summary.json\n",
+     "scenarios[0].id: 'summary.json' is a file of the run folder itself; choose another id"),
     ("scenarios:\n- scenario: lenet\n  expect: {metrics: {test_accuracy: {min: 0.9, max: 0.5}}}\n",
      "scenarios[0].expect.metrics.test_accuracy: min 0.9 is above max 0.5"),
     ("scenarios:\n- scenario: lenet\n  expect: {metrics: {test_accuracy: {min: 0.9, atol: 1}}}\n",
@@ -178,7 +192,7 @@ def test_command_line_errors(capsys):
     assert error_of(capsys, "--config", all_yaml, "--device", "gpu") == \
         "error: --device: must be auto, cpu, cuda, cuda:N or mps, got 'gpu'"
     assert error_of(capsys, "--config", all_yaml, "--seed", "-1") == \
-        "error: --seed: must be >= 0, got -1"
+        "error: --seed: must be from 0 to 1e+12, got -1"
     assert error_of(capsys, "--config", all_yaml, "--bogus") == \
         "error: unrecognized arguments: --bogus (see --help)"
     assert error_of(capsys, "--config", all_yaml, "--only", "lenet,relu") == \
@@ -234,3 +248,24 @@ def test_list_names_every_scenario(capsys):
     assert main(["--list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [ln.split()[0] for ln in lines] == list(REGISTRY)
+
+
+def test_command_line_values_get_the_same_checks(capsys):
+    all_yaml = str(CONFIGS / "all.yaml")
+    assert error_of(capsys, "--config", all_yaml, "--seed", str(10**13)) == \
+        "error: --seed: must be from 0 to 1e+12, got 10000000000000"
+    assert error_of(capsys, "--config", all_yaml, "--only", ",") == \
+        "error: --only ,: names no scenario entry; e.g. --only legendre_fit"
+    assert error_of(capsys, "--config", all_yaml, "--set", "scenarios[42].lr=1") == \
+        "error: --set scenarios[42].lr=1: there are 9 scenario entries, numbered 0..8"
+    assert error_of(capsys, "--config", all_yaml, "--set", "scenarios[0].lr=-1") == \
+        (f"error: {all_yaml}: scenarios[0].lr: must be > 0, got -1.0 "
+         f"(from --set scenarios[0].lr=-1)")
+
+
+def test_the_path_form_of_set_and_repeated_only(capsys):
+    assert main(["--config", str(CONFIGS / "all.yaml"), "--set", "scenarios[1].steps=7",
+                 "--only", "my_relu", "--only", "lenet", "--print-config"]) == 0
+    data = yaml.safe_load(capsys.readouterr().out)
+    assert [e["id"] for e in data["scenarios"]] == ["my_relu", "lenet"]
+    assert data["scenarios"][0]["steps"] == 7

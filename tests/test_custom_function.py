@@ -130,7 +130,7 @@ def test_a_function_that_cannot_be_imported_is_a_config_error(tmp_path, capsys, 
 
 
 @pytest.mark.parametrize("inputs, message", [
-    ([], "scenarios[0].inputs: missing (required): at least one input, e.g. [{shape: [5, 3]}]"),
+    ([], "scenarios[0].inputs: must list at least one input, e.g. [{shape: [5, 3]}]"),
     ([{"shape": [2], "value": [1.0, 2.0]}],
      "scenarios[0].inputs[0]: give either shape (random) or value, not both"),
     ([{"shape": [2], "low": 1.0}], "scenarios[0].inputs[0]: give both low and high, or neither"),

@@ -351,3 +351,72 @@ def test_global_torch_state_is_touched_only_when_asked(tmp_path, monkeypatch):
     before = torch.get_num_threads()
     assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 0
     assert torch.get_num_threads() == before  # the run's thread count is restored
+
+
+# -- the runner's own writes and the shared output folder (issue 11) ---------------------
+def test_a_failed_write_leaves_no_temp_and_never_follows_a_planted_link(tmp_path, monkeypatch):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / f".index.html.tmp{os.getpid()}").symlink_to(outside)  # the old, predictable name
+    write_atomic(runs / "index.html", "new")
+    assert outside.read_text() == "precious" and (runs / "index.html").read_text() == "new"
+
+    def no_space(*args):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "replace", no_space)
+    with pytest.raises(OSError):
+        write_atomic(runs / "summary.json", "{}")
+    with pytest.raises(OSError):
+        save_atomic(runs / "loss.png", lambda p: p.write_bytes(b"png"))
+    left = sorted(p.name for p in runs.iterdir())
+    assert left == [f".index.html.tmp{os.getpid()}", "index.html"]  # no new temporaries
+
+
+def test_the_index_skips_and_names_what_is_not_a_run(tmp_path, capsys):
+    for name, text in (("list", "[1, 2]"), ("strings", '{"scenarios": "x"}'), ("garbage", "{")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(text)
+    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 0
+    err = capsys.readouterr().err
+    assert "index.html leaves out garbage, list, strings: not a run's summary.json" in err
+    assert (tmp_path / "index.html").read_text().count("/report.html") == 1
+
+
+def test_a_lock_held_elsewhere_delays_the_index_only_so_long(tmp_path, monkeypatch, capsys):
+    import fcntl
+
+    from demos.lab import report
+    monkeypatch.setattr(report, "LOCK_WAIT_S", 0.3)
+    with open(tmp_path / ".index.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another process's rebuild that never ends
+        started = time.monotonic()
+        assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 0
+        assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert "index.html not rebuilt (.index.lock held by another process for 0.3 s); the next " \
+           "run rebuilds it" in err
+    assert len(list(tmp_path.glob("*/summary.json"))) == 1
+
+
+def test_a_scenario_that_raises_shows_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    def boom(cfg, ctx):
+        raise RuntimeError("boom")
+    patch_run(monkeypatch, "my_exp", boom)
+    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 1
+    out, err = capsys.readouterr()
+    assert "ERROR RuntimeError: boom (traceback in run.log)" in out
+    assert "Traceback" not in out + err
+    assert "Traceback" in (only_run_dir(tmp_path) / "run.log").read_text()
+
+
+def test_plots_ignore_a_plotting_backend_that_does_not_exist(tmp_path):
+    code = ("import os, sys; os.environ['MPLBACKEND'] = 'nonexistent'\n"
+            "from pathlib import Path; from demos.lab import plots\n"
+            "plots.line_plot(Path(sys.argv[1]), [0, 1], {'y': [1, 2]}, title='t', xlabel='x', "
+            "ylabel='y')\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.png")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "x.png").read_bytes().startswith(b"\x89PNG")

@@ -70,8 +70,9 @@ def test_index_lists_runs_newest_first(tmp_path):
                      "--output-dir", str(tmp_path)]) == 0
     runs = sorted((p.name for p in tmp_path.iterdir() if p.is_dir()), reverse=True)
     text = (tmp_path / "index.html").read_text()
-    assert text.index(f'href="{runs[0]}/report.html"') < text.index(f'href="{runs[1]}/report.html"')
-    assert all(f'href="{r}/report.html"' in text for r in runs)
+    assert text.index(f'href="./{runs[0]}/report.html"') < \
+        text.index(f'href="./{runs[1]}/report.html"')
+    assert all(f'href="./{r}/report.html"' in text for r in runs)
     assert [p for p in tmp_path.iterdir() if p.name.startswith(".") and "tmp" in p.name] == []
 
 

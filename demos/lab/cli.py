@@ -17,7 +17,7 @@ from demos.lab import config as config_mod
 from demos.lab.config import DEVICE_RE
 from demos.lab.results import EXIT_INTERRUPTED, EXIT_USAGE
 from demos.lab.scenario import Registry
-from demos.lab.schema import ConfigError
+from demos.lab.schema import MAX_INT, ConfigError
 
 
 
@@ -35,7 +35,8 @@ def parser(prog: str = "runner.py") -> argparse.ArgumentParser:
     p.add_argument("--seed", metavar="N", type=int, help="seed; overrides the config")
     p.add_argument("--output-dir", metavar="DIR", default="outputs",
                    help="where run folders go (default: outputs)")
-    p.add_argument("--only", metavar="ID[,ID...]", help="run only these scenario entries")
+    p.add_argument("--only", metavar="ID[,ID...]", action="append",
+                   help="run only these scenario entries (repeatable)")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="sets",
                    help="override a config value, e.g. seed=3 or scenarios.legendre_fit.lr=1e-5 "
                         "(repeatable; values are YAML)")
@@ -89,11 +90,11 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str) -> int
                               f"got '{args.device}'")
         cfg.device = args.device
     if args.seed is not None:
-        if args.seed < 0:
-            raise ConfigError(f"--seed: must be >= 0, got {args.seed}")
+        if not 0 <= args.seed <= MAX_INT:
+            raise ConfigError(f"--seed: must be from 0 to {MAX_INT:.0e}, got {args.seed}")
         cfg.seed = args.seed
     if args.only:
-        cfg = config_mod.select(cfg, args.only, args.config)
+        cfg = config_mod.select(cfg, ",".join(args.only), args.config)
     if args.dry_run:
         cfg = config_mod.shrink(cfg, registry)
     if args.print_config:

@@ -19,6 +19,7 @@ from demos.lab.user_code import is_path, split_spec
 DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 MAX_CONFIG_BYTES = 1 << 20   # a config is a page of YAML; a megabyte is plenty
 MAX_CONFIG_NODES = 100_000   # values after expanding aliases: refuses "billion laughs" bombs
+RUN_FILES = {"config.yaml", "run.log", "summary.json", "report.html", "index.html"}
 
 
 @dataclass
@@ -93,6 +94,8 @@ def check_size(root: Any) -> None:
         node, done = stack.pop()
         if isinstance(node, yaml.MappingNode):
             children = [c for pair in node.value for c in pair]
+            if not done:
+                check_keys(node)
         elif isinstance(node, yaml.SequenceNode):
             children = node.value
         else:
@@ -113,6 +116,19 @@ def check_size(root: Any) -> None:
         open_nodes.add(id(node))
         stack.append((node, True))
         stack.extend((c, False) for c in children if id(c) not in size)
+
+
+def check_keys(node: Any) -> None:
+    """A key given twice in one mapping: YAML would silently keep the last one."""
+    import yaml
+
+    seen: set[str] = set()
+    for key, _ in node.value:
+        if isinstance(key, yaml.ScalarNode):
+            if key.value in seen:
+                raise ConfigError(f"line {key.start_mark.line + 1}: duplicate key "
+                                  f"{show(key.value)}; YAML would keep only the last")
+            seen.add(key.value)
 
 
 def yaml_error(e: Exception) -> str:
@@ -153,16 +169,25 @@ def apply_set(raw: dict, assignment: str) -> str:
         raise ConfigError(f"--set {shown}: {yaml_error(e)}") from None
     node: Any = raw
     path = ""
+    numbered = re.fullmatch(r"scenarios\[(\d+)\]", parts[0])  # the form errors name keys by
+    if numbered:
+        parts = ["scenarios", numbered[1], *parts[1:]]
     if parts[0] == "scenarios":
         entries = raw.get("scenarios")
         if len(parts) < 3 or not isinstance(entries, list):
             raise ConfigError(f"--set {shown}: address a scenario entry by id: "
-                              f"scenarios.<id>.<key>=VALUE")
+                              f"scenarios.<id>.<key>=VALUE (or scenarios[<i>].<key>=VALUE)")
         ids = [entry_id(e) for e in entries]
-        if parts[1] not in ids:
+        if numbered:
+            if int(parts[1]) >= len(entries):
+                raise ConfigError(f"--set {shown}: there are {len(entries)} scenario entries, "
+                                  f"numbered 0..{len(entries) - 1}")
+            index = int(parts[1])
+        elif parts[1] not in ids:
             raise ConfigError(f"--set {shown}: no scenario entry with id '{parts[1]}'"
                               f"{did_you_mean(parts[1], [str(i) for i in ids])}")
-        index = ids.index(parts[1])
+        else:
+            index = ids.index(parts[1])
         node, path, parts = entries[index], f"scenarios[{index}]", parts[2:]
     for i, part in enumerate(parts[:-1]):
         child = node.get(part) if isinstance(node, dict) else None
@@ -253,9 +278,12 @@ def build_entry(raw: Any, where: str, registry: Registry, bases: Bases) -> Scena
     entry = build(scenario.config, raw, where)
     if entry.id is None:
         entry.id = name
-    if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", entry.id) or entry.id in (".", ".."):
-        raise ConfigError(f"{where}.id: must be a folder-safe name (letters, digits, _ . -), "
-                          f"got {show(entry.id)}")
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}", entry.id):
+        raise ConfigError(f"{where}.id: must be a folder-safe name (letters, digits, _ . -; at "
+                          f"most 100), got {show(entry.id)}")
+    if entry.id in RUN_FILES:
+        raise ConfigError(f"{where}.id: '{entry.id}' is a file of the run folder itself; "
+                          f"choose another id")
     for kind, known in (("params", scenario.params), ("metrics", scenario.metrics)):
         for key in getattr(entry.expect, kind):
             if key not in known:
@@ -291,6 +319,9 @@ def absolute(path: str, base: str) -> str:
 def select(run: RunConfig, only: str, source: str) -> RunConfig:
     """Keep the entries named in `only` ('a,b'), in config order."""
     wanted = [w.strip() for w in only.split(",") if w.strip()]
+    if not wanted:
+        raise ConfigError(f"--only {printable(only)}: names no scenario entry; e.g. "
+                          f"--only {run.scenarios[0].id}")
     ids = [e.id for e in run.scenarios]
     for w in wanted:
         if w not in ids:

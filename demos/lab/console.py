@@ -19,6 +19,13 @@ class ConsoleFilter(logging.Filter):
         return record.name == RUN_LOGGER and record.levelno < logging.WARNING
 
 
+class NotForConsole(logging.Filter):
+    """Records logged with extra={"console": False} (tracebacks) go to run.log only."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return getattr(record, "console", True)
+
+
 class ConsoleHandler(logging.StreamHandler):
     """A console stream whose reader may go away (`| head`): the run goes on, quietly."""
 
@@ -38,6 +45,7 @@ def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
     out.setLevel(logging.INFO)
     err = ConsoleHandler(sys.stderr)
     err.setLevel(logging.WARNING)
+    err.addFilter(NotForConsole())
     err.setFormatter(logging.Formatter("warning: %(message)s"))
     log_file = logging.FileHandler(run_dir / "run.log", encoding="utf-8")
     log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))

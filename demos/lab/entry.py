@@ -56,7 +56,8 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
             f" before step {e.step}" if isinstance(e, Interrupted) else "")
     except (Exception, SystemExit) as e:  # a user's Function may call sys.exit()
         status, error = "error", checks_mod.one_line(e)
-        log.error("%s raised:\n%s", entry.id, traceback.format_exc())
+        log.error("%s raised:\n%s", entry.id, traceback.format_exc(),
+                  extra={"console": False})  # run.log only: the console says one line
         if s.device.type == "cuda":
             torch.cuda.empty_cache()  # after an out-of-memory error, for the next scenario
     write_files(entry, ctx)

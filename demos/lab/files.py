@@ -1,27 +1,41 @@
 """Writing files safely: every file appears whole (temp file + rename) or not at all."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write `data` to `path` through a temp file in the same folder, then rename over it."""
+    """Write `data` to `path` through a temp file in the same folder, then rename over it.
+
+    The temp file is created exclusively under an unpredictable name (never through a link
+    someone planted) and removed again if anything fails.
+    """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data.encode("utf-8") if isinstance(data, str) else data)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def save_atomic(path: Path, save: Callable[[Path], None]) -> None:
     """Let `save(tmp_path)` write the file (e.g. savefig), then rename it into place."""
     path = Path(path)
-    tmp = path.with_name(f".tmp{os.getpid()}.{path.name}")  # keeps the suffix for the writer
+    fd, name = tempfile.mkstemp(prefix=".", suffix=f".{path.name}", dir=path.parent)  # exclusive
+    os.close(fd)
+    tmp = Path(name)  # keeps the suffix, which tells savefig the format
     try:
         save(tmp)
         os.replace(tmp, path)

@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from demos.lab.files import save_atomic
+
+# files only, drawn off-screen: whatever backend the environment names (even none that exists)
+os.environ["MPLBACKEND"] = "agg"
 
 
 def wants_log_scale(values: Sequence[float]) -> bool:

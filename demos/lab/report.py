@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping
+from urllib.parse import quote
 
 from demos.lab.files import write_atomic
 from demos.lab.results import Check, EntrySummary, RunSummary
@@ -177,44 +179,77 @@ def write_report(run_dir: Path, summary: RunSummary, descriptions: Mapping[str, 
     return path
 
 
+LOCK_WAIT_S = 10.0  # how long a finished run waits for another run's index rebuild
+
+
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` (where the OS has flock), so index rebuilds never interleave."""
+def locked(path: Path, wait_s: float | None = None) -> Iterator[None]:
+    """An exclusive lock on `path` (where the OS has flock), so index rebuilds never interleave.
+
+    Waits at most `wait_s` (default LOCK_WAIT_S) for another process's lock, then raises
+    TimeoutError.
+    """
+    wait_s = LOCK_WAIT_S if wait_s is None else wait_s
     try:
         import fcntl
     except ImportError:  # Windows: the atomic rename still keeps the file whole
         yield
         return
     with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{path.name} held by another process for {wait_s:g} s")
+                time.sleep(0.05)
         try:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def write_index(output_dir: Path) -> Path:
-    """outputs/index.html: every run in `output_dir`, newest first, linking to its report."""
+def read_run(summary_path: Path) -> dict[str, Any] | None:
+    """A sibling run's summary.json as the index needs it, or None if it is not one."""
+    try:
+        s = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(s, dict) or not isinstance(s.get("scenarios", []), list) or \
+            not all(isinstance(e, dict) for e in s.get("scenarios", [])):
+        return None
+    return s
+
+
+def write_index(output_dir: Path) -> list[str]:
+    """outputs/index.html: every run in `output_dir`, newest first, linking to its report.
+
+    Returns the folders skipped because their summary.json is not a run's (foreign, broken).
+    """
     with locked(output_dir / ".index.lock"):
-        runs = []
+        runs, skipped = [], []
         for summary_path in output_dir.glob("*/summary.json"):
-            try:
-                s = json.loads(summary_path.read_text(encoding="utf-8"))
-                name = summary_path.parent.name
-                suffix = name.rsplit("-", 1)[1] if name.count("-") == 5 else "0"  # -1, -2: same second
-                runs.append((s.get("started", ""), int(suffix) if suffix.isdigit() else 0, name, s))
-            except (OSError, ValueError):
-                continue  # a folder that is not (or not yet) a finished run
+            name = summary_path.parent.name
+            s = read_run(summary_path)
+            if s is None:
+                skipped.append(name)
+                continue
+            suffix = name.rsplit("-", 1)[1] if name.count("-") == 5 else "0"  # -1, -2: same second
+            runs.append((str(s.get("started", "")), int(suffix) if suffix.isdigit() else 0,
+                         name, s))
         runs.sort(reverse=True)
         rows = []
         for started, _, name, s in runs:
-            n = len(s.get("scenarios", []))
-            ok = sum(e.get("status") == "passed" for e in s.get("scenarios", []))
-            link = (f'<a href="{esc(name)}/report.html">{esc(name)}</a>'
+            entries = s.get("scenarios", [])
+            ok = sum(e.get("status") == "passed" for e in entries)
+            href = quote(f"./{name}/report.html")  # ./: a folder named like http: stays a folder
+            link = (f'<a href="{esc(href)}">{esc(name)}</a>'
                     if (output_dir / name / "report.html").exists() else esc(name))
             rows.append(f"<tr><td>{link}</td><td>{esc(started)}</td><td>{esc(s.get('config'))}"
-                        f"</td><td>{badge(s.get('status', '?'))}</td><td>{ok}</td>"
-                        f"<td>{n - ok}</td><td>{esc(s.get('device'))}</td>"
+                        f"</td><td>{badge(str(s.get('status', '?')))}</td><td>{ok}</td>"
+                        f"<td>{len(entries) - ok}</td><td>{esc(s.get('device'))}</td>"
                         f"<td>{'yes' if s.get('dry_run') else ''}</td></tr>")
         page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>autograd-demos runs</title>
@@ -224,6 +259,5 @@ def write_index(output_dir: Path) -> Path:
 {chr(10).join(rows)}
 </table></body></html>
 """
-        path = output_dir / "index.html"
-        write_atomic(path, page)
-    return path
+        write_atomic(output_dir / "index.html", page)
+    return sorted(skipped)

@@ -86,7 +86,10 @@ class Run:
                 for e in self.entries:
                     e.artifacts = list_files(self.dir / e.id)
             summary = self.summary(started, determinism)
-            write_json(self.dir / "summary.json", summary.to_json())
+            try:
+                write_json(self.dir / "summary.json", summary.to_json())
+            except OSError as e:  # a full disk, say: the console lines above still tell it
+                self.log.error("could not write summary.json: %s", e)
             report_path = self.write_report(summary)
             self.log.info("%s", run_line(summary, len(self.cfg.scenarios), self.dir))
             if report_path is not None:
@@ -131,10 +134,17 @@ class Run:
         about = {name: s.about for name, s in self.registry.items()}
         try:
             path = report.write_report(self.dir, summary, about, configs)
-            report.write_index(self.dir.parent)
         except OSError as e:
             self.warn_once(f"could not write the report: {e}")
             return None
+        try:
+            skipped = report.write_index(self.dir.parent)
+        except (OSError, TimeoutError) as e:
+            self.warn_once(f"index.html not rebuilt ({e}); the next run rebuilds it")
+        else:
+            if skipped:
+                self.warn_once(f"index.html leaves out {', '.join(skipped)}: not a run's "
+                               f"summary.json")
         return path
 
 

@@ -93,7 +93,7 @@ class Config(ScenarioConfig):
         if self.reference is not None:
             split_spec(self.reference, f"{where}.reference")
         if not self.inputs:
-            raise ConfigError(f"{where}.inputs: missing (required): at least one input, "
+            raise ConfigError(f"{where}.inputs: must list at least one input, "
                               f"e.g. [{{shape: [5, 3]}}]")
         names = [spec.name or f"x{i}" for i, spec in enumerate(self.inputs)]
         for i, name in enumerate(names):
