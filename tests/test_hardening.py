@@ -420,3 +420,31 @@ def test_plots_ignore_a_plotting_backend_that_does_not_exist(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "x.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_signal_while_the_run_finishes_ends_it_as_interrupted(tmp_path, monkeypatch, capsys):
+    from demos.lab import report
+    real, sent = report.write_report, []
+
+    def write_then_signal(*args, **kwargs):
+        path = real(*args, **kwargs)
+        if not sent:  # as if `kill` came while the report was written (once)
+            sent.append(os.kill(os.getpid(), signal.SIGTERM))
+        return path
+    monkeypatch.setattr(report, "write_report", write_then_signal)
+    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "SIGTERM: stopping" in err
+    assert summary(only_run_dir(tmp_path))["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_during_start_up_is_one_line_and_130(tmp_path, monkeypatch, capsys,
+                                                               sig):
+    def signalled(cfg, where):
+        os.kill(os.getpid(), sig)
+    monkeypatch.setitem(registry(), "custom_function",
+                        dataclasses.replace(registry()["custom_function"], prepare=signalled))
+    assert run_main(tmp_path, "--config", CONFIGS / "custom_function.yaml") == EXIT_INTERRUPTED
+    assert capsys.readouterr().err.strip() == "interrupted before the run started"
+    assert signal.getsignal(sig) is not signal.default_int_handler  # restored afterwards

@@ -2,8 +2,8 @@
 
 Generic: the scenarios come in from the caller (`demos.cli`), as a function returning the
 registry. Imports nothing heavy until a run really starts: --help, --list, --print-config
-and config errors answer without torch, matplotlib or the user's code. Exit codes: 0 all passed, 1 a check failed or a
-scenario raised, 2 usage or config error, 130 interrupted.
+and config errors answer without torch, matplotlib or the user's code. Exit codes: 0 all
+passed, 1 a check failed or a scenario raised, 2 usage or config error, 130 interrupted.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from demos.lab.config import DEVICE_RE
 from demos.lab.results import EXIT_INTERRUPTED, EXIT_USAGE
 from demos.lab.scenario import Registry
 from demos.lab.schema import MAX_INT, ConfigError
+from demos.lab.signals import interrupt, signal_handler
 
 
 
@@ -62,7 +63,8 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
     argv = sys.argv[1:] if argv is None else argv
     code = 0
     try:
-        code = run(argv, registry, prog)
+        with signal_handler(interrupt):  # the run installs its own handler when it starts
+            code = run(argv, registry, prog)
         sys.stdout.flush()
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

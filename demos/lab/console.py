@@ -30,7 +30,7 @@ class ConsoleHandler(logging.StreamHandler):
     """A console stream whose reader may go away (`| head`): the run goes on, quietly."""
 
     def handleError(self, record: logging.LogRecord) -> None:
-        if isinstance(sys.exc_info()[1], BrokenPipeError):
+        if isinstance(sys.exc_info()[1], OSError):  # a closed pipe or terminal (SIGHUP)
             return
         super().handleError(record)
 

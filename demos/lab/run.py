@@ -70,35 +70,42 @@ class Run:
         self.log, close_log = open_log(self.dir)
         started = time.time()
         try:
-            with torch_settings(self.cfg.threads, self.cfg.deterministic) as determinism:
-                write_atomic(self.dir / "config.yaml",
-                             f"# resolved config of run {self.dir.name} (from {self.source})\n"
-                             + dump(self.cfg))
-                self.log.info("run %s: torch %s, device %s, %d CPU thread(s), seed %d%s",
-                              self.dir.name, torch.__version__, self.device_note,
-                              determinism["cpu_threads"], self.cfg.seed,
-                              ", dry run" if self.dry_run else "")
-                with handle_signals(self.stop):
+            with handle_signals(self.stop):  # from the first line to the last
+                with torch_settings(self.cfg.threads, self.cfg.deterministic) as determinism:
+                    write_atomic(self.dir / "config.yaml",
+                                 f"# resolved config of run {self.dir.name} (from "
+                                 f"{self.source})\n" + dump(self.cfg))
+                    self.log.info("run %s: torch %s, device %s, %d CPU thread(s), seed %d%s",
+                                  self.dir.name, torch.__version__, self.device_note,
+                                  determinism["cpu_threads"], self.cfg.seed,
+                                  ", dry run" if self.dry_run else "")
                     try:
                         self.run_entries()
                     finally:
                         self.artifacts.wait()
                 for e in self.entries:
                     e.artifacts = list_files(self.dir / e.id)
-            summary = self.summary(started, determinism)
-            try:
-                write_json(self.dir / "summary.json", summary.to_json())
-            except OSError as e:  # a full disk, say: the console lines above still tell it
-                self.log.error("could not write summary.json: %s", e)
-            report_path = self.write_report(summary)
-            self.log.info("%s", run_line(summary, len(self.cfg.scenarios), self.dir))
-            if report_path is not None:
-                self.log.info("report: %s", report_path)
-                if self.open_report:
-                    self.log.info("%s", open_in_browser(report_path))
+                self.finish(started, determinism)
+                if self.stop.requested and self.status != "interrupted":  # while finishing
+                    self.status = "interrupted"
+                    self.finish(started, determinism)
         finally:
             close_log()
         return EXIT_CODES[self.status]
+
+    def finish(self, started: float, determinism: dict) -> None:
+        """summary.json, report.html and the index; the closing lines."""
+        summary = self.summary(started, determinism)
+        try:
+            write_json(self.dir / "summary.json", summary.to_json())
+        except OSError as e:  # a full disk, say: the console lines above still tell it
+            self.log.error("could not write summary.json: %s", e)
+        report_path = self.write_report(summary)
+        self.log.info("%s", run_line(summary, len(self.cfg.scenarios), self.dir))
+        if report_path is not None:
+            self.log.info("report: %s", report_path)
+            if self.open_report:
+                self.log.info("%s", open_in_browser(report_path))
 
     def run_entries(self) -> None:
         services = Services(self.device, self.dir, self.cfg.seed, self.dry_run, self.progress,

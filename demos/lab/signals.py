@@ -35,24 +35,48 @@ class SignalHandler:
     def __call__(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
         if self.stop.requested:
-            sys.stderr.write(f"\n{name} again: stopping now\n")
-            sys.stderr.flush()
+            say(f"\n{name} again: stopping now\n")
             self.hard_exit(EXIT_INTERRUPTED)
             return
         self.stop.requested = name
-        sys.stderr.write(f"\n{name}: stopping at the next step boundary and saving what was "
-                         f"done (send it again to stop at once)\n")
+        say(f"\n{name}: stopping at the next step boundary and saving what was done (send it "
+            f"again to stop at once)\n")
+
+
+def say(text: str) -> None:
+    """To stderr, if there still is one (after SIGHUP the terminal may be gone)."""
+    try:
+        sys.stderr.write(text)
         sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+# Ctrl-C, `kill`, and a closed terminal
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
 
 
 @contextlib.contextmanager
 def handle_signals(stop: StopRequest) -> Iterator[None]:
-    """Route SIGINT and SIGTERM to a SignalHandler while the run lasts (main thread only)."""
+    """Route the stop signals to a SignalHandler while the run lasts (main thread only)."""
+    with signal_handler(SignalHandler(stop)):
+        yield
+
+
+def interrupt(signum: int, frame: Any) -> None:
+    """Before the run has its own handler (start-up): SIGTERM and SIGHUP act like Ctrl-C."""
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def signal_handler(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """`handler` for every stop signal (SIGINT kept as is when handler is `interrupt`)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    handler = SignalHandler(stop)
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signals = [s for s in STOP_SIGNALS if not (handler is interrupt and s == signal.SIGINT)]
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
         yield
     finally:
