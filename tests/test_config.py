@@ -254,6 +254,10 @@ def test_command_line_values_get_the_same_checks(capsys):
     all_yaml = str(CONFIGS / "all.yaml")
     assert error_of(capsys, "--config", all_yaml, "--seed", str(10**13)) == \
         "error: --seed: must be from 0 to 1e+12, got 10000000000000"
+    assert error_of(capsys, "--config", all_yaml, "--device", "cuda:99999999999999") == \
+        "error: --device: must be auto, cpu, cuda, cuda:N or mps, got 'cuda:99999999999999'"
+    assert error_of(capsys, "--config", all_yaml, "--device", "cpu\n").startswith(
+        "error: --device: must be auto, cpu, cuda, cuda:N or mps, got ")
     assert error_of(capsys, "--config", all_yaml, "--only", ",") == \
         "error: --only ,: names no scenario entry; e.g. --only legendre_fit"
     assert error_of(capsys, "--config", all_yaml, "--set", "scenarios[42].lr=1") == \

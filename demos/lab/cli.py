@@ -17,7 +17,7 @@ from demos.lab import config as config_mod
 from demos.lab.config import DEVICE_RE
 from demos.lab.results import EXIT_INTERRUPTED, EXIT_USAGE
 from demos.lab.scenario import Registry
-from demos.lab.schema import MAX_INT, ConfigError
+from demos.lab.schema import MAX_INT, ConfigError, show
 from demos.lab.signals import interrupt, signal_handler
 
 
@@ -87,9 +87,9 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str) -> int
     registry = get_registry()
     cfg = config_mod.load(args.config, registry, args.sets)
     if args.device is not None:
-        if not DEVICE_RE.match(args.device):
+        if not DEVICE_RE.fullmatch(args.device):
             raise ConfigError(f"--device: must be auto, cpu, cuda, cuda:N or mps, "
-                              f"got '{args.device}'")
+                              f"got {show(args.device)}")
         cfg.device = args.device
     if args.seed is not None:
         if not 0 <= args.seed <= MAX_INT:

@@ -16,7 +16,7 @@ from demos.lab.scenario import Expect, Registry, ScenarioConfig, Target  # noqa:
 from demos.lab.schema import ConfigError, build, did_you_mean, join, param, show, to_dict
 from demos.lab.user_code import is_path, split_spec
 
-DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+DEVICE_RE = re.compile(r"auto|cpu|mps|cuda(:\d{1,3})?")  # whole strings only: fullmatch
 MAX_CONFIG_BYTES = 1 << 20   # a config is a page of YAML; a megabyte is plenty
 MAX_CONFIG_NODES = 100_000   # values after expanding aliases: refuses "billion laughs" bombs
 RUN_FILES = {"config.yaml", "run.log", "summary.json", "report.html", "index.html"}
@@ -38,7 +38,7 @@ class RunConfig:
     scenarios: list[Any] = param([], "the scenario entries, run in this order")
 
     def validate(self, where: str) -> None:
-        if not DEVICE_RE.match(self.device):
+        if not DEVICE_RE.fullmatch(self.device):
             raise ConfigError(f"{join(where, 'device')}: must be auto, cpu, cuda, cuda:N or mps, "
                               f"got {show(self.device)}")
 
