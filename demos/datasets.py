@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import math
 import os
 import struct
+import zlib
 from importlib import resources
 
 DIGITS_SHA256 = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22"
@@ -51,29 +53,38 @@ def find_mnist_files(root: str) -> dict[str, str]:
     return paths
 
 
+MAX_IDX_BYTES = 2**28  # 268 MB of pixels (MNIST's largest file has 47 MB): 1 GB as float32
+
+
 def read_idx(path: str, dims: int):
-    """One IDX file as a uint8 array with `dims` dimensions; DataError naming it if malformed."""
+    """One IDX file as a uint8 array with `dims` dimensions; DataError naming it if malformed.
+
+    The header is read first and the size it declares checked against MAX_IDX_BYTES before
+    anything else is read, so a small .gz that unpacks to gigabytes is refused cheaply.
+    """
     import numpy as np
 
+    opener = gzip.open if path.endswith(".gz") else open
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-        if path.endswith(".gz"):
-            data = gzip.decompress(data)
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        with opener(path, "rb") as f:
+            head = f.read(4 + 4 * dims)
+            if len(head) < 4 + 4 * dims:
+                raise DataError(f"{path}: too short for an IDX header ({len(head)} bytes)")
+            zero, kind, ndim = struct.unpack(">HBB", head[:4])
+            if zero != 0 or kind not in IDX_TYPES or ndim != dims:
+                raise DataError(f"{path}: not an IDX file of unsigned bytes with {dims} "
+                                f"dimension(s) (magic {head[:4].hex()})")
+            shape = struct.unpack(f">{dims}I", head[4:])
+            expected = math.prod(shape)
+            if expected > MAX_IDX_BYTES:
+                raise DataError(f"{path}: header says {shape} = {expected:,} bytes of data, "
+                                f"more than the {MAX_IDX_BYTES:,} this reader takes")
+            body = f.read(expected + 1)
+    except (OSError, EOFError, zlib.error) as e:
         raise DataError(f"{path}: cannot read: {e}") from None
-    if len(data) < 4 + 4 * dims:
-        raise DataError(f"{path}: too short for an IDX header ({len(data)} bytes)")
-    zero, kind, ndim = struct.unpack(">HBB", data[:4])
-    if zero != 0 or kind not in IDX_TYPES or ndim != dims:
-        raise DataError(f"{path}: not an IDX file of unsigned bytes with {dims} dimension(s) "
-                        f"(magic {data[:4].hex()})")
-    shape = struct.unpack(f">{dims}I", data[4:4 + 4 * dims])
-    body = data[4 + 4 * dims:]
-    expected = int(np.prod(shape))
     if len(body) != expected:
         raise DataError(f"{path}: header says {shape} = {expected} bytes of data, "
-                        f"found {len(body)}")
+                        f"found {'more' if len(body) > expected else len(body)}")
     return np.frombuffer(body, dtype=np.uint8).reshape(shape)
 
 

@@ -107,3 +107,14 @@ def test_expect_in_dry_run_is_not_evaluated_but_missing_names_still_fail():
     assert missing.passed is False
     diverged = checks.expect(e, {}, {}, skip="training diverged")
     assert [c.passed for c in diverged] == [None, None]
+
+
+def test_a_jacobian_too_big_to_hold_is_refused_before_it_is_built():
+    import time
+    x = torch.randn(100_000, dtype=torch.float64, requires_grad=True)  # 1e10 entries
+    started = time.monotonic()
+    found = checks.gradcheck("gradcheck", lambda v: v * 2, {"x": x}, torch.device("cpu"))
+    assert found.passed is False and time.monotonic() - started < 5
+    assert found.detail == ("not run: its Jacobian would have 100,000 x 100,000 = "
+                            "10,000,000,000 entries, more than 10,000,000 (gradcheck builds it "
+                            "densely in float64); use smaller inputs")

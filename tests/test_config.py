@@ -85,6 +85,11 @@ def error_of(capsys, *argv):
      "line 4: duplicate key 'lr'; YAML would keep only the last"),
     ("seed: 1\nscenarios:\n- scenario: legendre_fit\nseed: 2\n",
      "line 4: duplicate key 'seed'; YAML would keep only the last"),
+    ("scenarios:\n- scenario: legendre_fit\n  points: 10000000\n",
+     "scenarios[0].points: must be <= 1000000, got 10000000"),
+    ("scenarios:\n- scenario: my_relu\n  N: 100000\n  D_in: 10000\n",
+     "scenarios[0]: x, w1 and w2 would hold 1,001,001,000 numbers, more than 100,000,000 "
+     "(400 MB each copy in float32); make N, D_in, H or D_out smaller"),
     ("scenarios:\n- scenario: legendre_fit\n  id: summary.json\n",
      "scenarios[0].id: 'summary.json' is a file of the run folder itself; choose another id"),
     ("scenarios:\n- scenario: lenet\n  expect: {metrics: {test_accuracy: {min: 0.9, max: 0.5}}}\n",

@@ -119,3 +119,23 @@ def test_mnist_config_errors(tmp_path, capsys):
         f"missing")
     assert main(["--config", "configs/lenet.yaml", "--set", "scenarios.lenet.root=x"]) == 2
     assert "root: only used with dataset: mnist" in capsys.readouterr().err
+
+
+def test_a_small_gzip_that_declares_huge_images_is_refused_before_it_is_unpacked(tmp_path):
+    import gzip
+    import resource
+    import time
+    header = struct.pack(">HBB", 0, 0x08, 3) + struct.pack(">3I", 60000, 1000, 1000)
+    path = tmp_path / "train-images-idx3-ubyte.gz"
+    with gzip.open(path, "wb") as f:  # 60 GB declared; 300 MB of zeros actually there
+        f.write(header)
+        for _ in range(300):
+            f.write(bytes(1 << 20))
+    assert path.stat().st_size < 1_000_000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.monotonic()
+    with pytest.raises(DataError, match=r"header says \(60000, 1000, 1000\) = 60,000,000,000 "
+                                        r"bytes of data, more than the 268,435,456"):
+        read_idx(str(path), 3)
+    assert time.monotonic() - started < 5
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KiB

@@ -448,3 +448,13 @@ def test_sigterm_or_sighup_during_start_up_is_one_line_and_130(tmp_path, monkeyp
     assert run_main(tmp_path, "--config", CONFIGS / "custom_function.yaml") == EXIT_INTERRUPTED
     assert capsys.readouterr().err.strip() == "interrupted before the run started"
     assert signal.getsignal(sig) is not signal.default_int_handler  # restored afterwards
+
+
+def test_an_output_folder_whose_name_is_not_utf8_works(tmp_path, capsys):
+    folder = tmp_path / os.fsdecode(b"runs\xff")
+    assert run_main(folder, "--config", CONFIGS / "my_exp.yaml") == 0
+    run_dir = only_run_dir(folder)
+    assert (run_dir / "report.html").is_file() and (folder / "index.html").is_file()
+    assert summary(run_dir)["status"] == "passed"
+    out, err = capsys.readouterr()
+    assert "runs\\udcff" in out and "Traceback" not in err and "Logging error" not in err

@@ -42,11 +42,33 @@ def as_float64(inputs: Mapping[str, torch.Tensor], device: torch.device) -> dict
             for k, v in inputs.items()}
 
 
+MAX_JACOBIAN = 10**7  # entries: gradcheck holds dense float64 Jacobians (80 MB each) and runs
+                      # two forward passes per input element
+
+
+def too_big(fn: Callable, xs: Mapping[str, torch.Tensor], what: str) -> str | None:
+    """Why a Jacobian check of fn at xs would exhaust memory or time, or None if it would not."""
+    n_in = sum(x.numel() for x in xs.values() if x.requires_grad)
+    try:
+        with torch.no_grad():
+            n_out = sum(o.numel() for o in tensors(fn(*xs.values())))
+    except Exception:
+        return None  # the check itself reports the failing forward
+    if n_in * n_out > MAX_JACOBIAN:
+        return (f"not run: its Jacobian would have {n_in:,} x {n_out:,} = {n_in * n_out:,} "
+                f"entries, more than {MAX_JACOBIAN:,} ({what} builds it densely in float64); "
+                f"use smaller inputs")
+    return None
+
+
 def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
               device: torch.device, **kwargs) -> Check:
     """torch.autograd.gradcheck of `fn(*inputs.values())` in float64 (analytic vs numerical)."""
     xs = as_float64(inputs, device)
     wrt = [k for k, v in xs.items() if v.requires_grad]
+    problem = too_big(fn, xs, "gradcheck")
+    if problem:
+        return Check(name, False, problem)
     try:
         torch.autograd.gradcheck(fn, tuple(xs.values()), raise_exception=True, **kwargs)
     except Exception as e:  # GradcheckError, or the Function itself failing

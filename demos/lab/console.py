@@ -27,7 +27,13 @@ class NotForConsole(logging.Filter):
 
 
 class ConsoleHandler(logging.StreamHandler):
-    """A console stream whose reader may go away (`| head`): the run goes on, quietly."""
+    """A console stream whose reader may go away (`| head`): the run goes on, quietly.
+    Text the console cannot encode (a path whose bytes are not UTF-8) is shown escaped."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        encoding = getattr(self.stream, "encoding", None) or "utf-8"
+        return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
 
     def handleError(self, record: logging.LogRecord) -> None:
         if isinstance(sys.exc_info()[1], OSError):  # a closed pipe or terminal (SIGHUP)
@@ -47,7 +53,8 @@ def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
     err.setLevel(logging.WARNING)
     err.addFilter(NotForConsole())
     err.setFormatter(logging.Formatter("warning: %(message)s"))
-    log_file = logging.FileHandler(run_dir / "run.log", encoding="utf-8")
+    log_file = logging.FileHandler(run_dir / "run.log", encoding="utf-8",
+                                   errors="backslashreplace")  # paths that are not UTF-8
     log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     handlers = [out, err, log_file]
     for h in handlers:

@@ -21,7 +21,8 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            # "replace": a path whose bytes are not UTF-8 shows as "?" rather than failing
+            f.write(data.encode("utf-8", "replace") if isinstance(data, str) else data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:

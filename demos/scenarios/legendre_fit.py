@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 @dataclass
 class Config(ScenarioConfig):
     """A custom Function for the Legendre polynomial P3 fits sin(x) on [-pi, pi] (doc 003)."""
-    points: int = param(2000, "number of x points in linspace(-pi, pi)", ge=2, le=10**8)
+    points: int = param(2000, "number of x points in linspace(-pi, pi); at most 10**6 (each "
+                              "step makes about ten tensors of this size)", ge=2, le=10**6)
     steps: int = param(2000, "SGD steps", ge=1, le=10**9)
     lr: float = param(5e-6, "learning rate of the hand-written SGD", gt=0)
     init: list[float] = param([0.0, -1.0, 0.0, 0.3], "initial a, b, c, d")

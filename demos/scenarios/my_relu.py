@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from demos.lab.results import Result
 from demos.lab.scenario import TRAINING_FILES, Scenario, ScenarioConfig, graph_files
-from demos.lab.schema import param
+from demos.lab.schema import ConfigError, param
 
 if TYPE_CHECKING:
     from demos.lab.context import Context
@@ -28,6 +28,13 @@ class Config(ScenarioConfig):
     steps: int = param(500, "SGD steps", ge=1, le=10**9)
     lr: float = param(1e-6, "learning rate of the hand-written SGD", gt=0)
     compile: bool = param(False, "run the loss (forward and backward) through torch.compile")
+
+    def validate(self, where: str) -> None:
+        size = self.N * self.D_in + self.D_in * self.H + self.H * self.D_out
+        if size > 10**8:
+            raise ConfigError(f"{where}: x, w1 and w2 would hold {size:,} numbers, more than "
+                              f"100,000,000 (400 MB each copy in float32); make N, D_in, H or "
+                              f"D_out smaller")
 
 
 def sse(x, y, w1, w2, relu):
