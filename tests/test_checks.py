@@ -118,3 +118,11 @@ def test_a_jacobian_too_big_to_hold_is_refused_before_it_is_built():
     assert found.detail == ("not run: its Jacobian would have 100,000 x 100,000 = "
                             "10,000,000,000 entries, more than 10,000,000 (gradcheck builds it "
                             "densely in float64); use smaller inputs")
+
+
+def test_parity_names_the_relative_error_where_the_absolute_one_is_worst():
+    x = torch.tensor([1000.0, 1.0], dtype=torch.float64, requires_grad=True)
+    found = checks.parity("parity", lambda v: v * torch.tensor([1.01, 1.5], dtype=v.dtype),
+                          lambda v: v, {"x": x}, torch.device("cpu"))
+    assert found.passed is False
+    assert found.detail.startswith("value differs: max abs err 10, rel 0.01 at (0,)"), found.detail

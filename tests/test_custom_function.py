@@ -196,6 +196,17 @@ def test_two_folders_with_the_same_module_name_never_collide(tmp_path):
         assert check(e, "parity with the reference")["passed"] is True
 
 
+def test_loading_user_code_writes_nothing_beside_it(tmp_path):
+    folder = write_ops(tmp_path / "ops", 2)
+    path = folder / "c.yaml"
+    path.write_text(yaml.safe_dump({"scenarios": [{
+        "scenario": "custom_function", "function": "my_ops:Scale",
+        "inputs": [{"name": "x", "value": [1.0, 2.0]}]}]}))
+    assert main(["--config", str(path), "--no-progress", "--output-dir",
+                 str(tmp_path / "out")]) == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["c.yaml", "my_ops.py"]  # no __pycache__
+
+
 def test_loading_a_config_imports_no_user_code(tmp_path, capsys):
     folder = tmp_path / "f"
     folder.mkdir()

@@ -180,7 +180,8 @@ def test_a_scenario_that_raises_does_not_stop_the_others(tmp_path, monkeypatch):
 
 def test_without_dot_the_graph_source_is_kept_and_the_scenario_passes(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    run = run_captured(tmp_path / "runs", "--config", CONFIGS / "multiply_add.yaml", "--dry-run")
+    run = run_captured(tmp_path / "runs", "--config", CONFIGS / "all.yaml", "--dry-run",
+                       "--only", "multiply_add,computation_graph")  # four graphs, one warning
     assert run.code == 0, run.out + run.err
     warnings = [ln for ln in run.err.splitlines() if ln.startswith("warning:")]
     assert len(warnings) == 1 and "'dot' not found" in warnings[0]

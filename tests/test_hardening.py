@@ -243,6 +243,8 @@ def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tmp_path):
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     first_resumed_step = (resumed / "metrics.csv").read_text().splitlines()[1].split(",")[0]
     assert int(first_resumed_step) == 5  # 240 training images / 64 = 5 steps per epoch
+    e = entry(summary(resumed.parent), "lenet")
+    assert (e["steps"], e["timing"]["steps"]) == (15, 10)
 
 
 def test_resume_problems_are_clear(tmp_path, capsys):

@@ -127,7 +127,10 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
         rel_err = (diff / y.detach().abs().clamp_min(1e-300)).max().item() if diff.numel() else 0.0
         if not torch.allclose(x, y.to(x.dtype), rtol=rtol, atol=atol):
             flat = int(diff.argmax())
-            return Check(name, False, f"{what} differs: max abs err {abs_err:.3g}, rel {rel_err:.3g}"
+            rel_there = (diff.flatten()[flat] / y.detach().flatten()[flat].abs().clamp_min(1e-300)
+                         ).item()  # at the worst absolute error: the place the detail names
+            return Check(name, False, f"{what} differs: max abs err {abs_err:.3g}, rel "
+                                      f"{rel_there:.3g}"
                                       f" at {divmod_index(flat, tuple(y.shape))} (custom "
                                       f"{fmt(x.flatten()[flat].item())}, reference "
                                       f"{fmt(y.flatten()[flat].item())})"), \

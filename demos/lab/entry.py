@@ -71,7 +71,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
     if ctx.train_s is not None:
         done = ctx.steps_run - ctx.steps_started
         timing = Timing(round(ctx.train_s, 6),
-                        round(done / ctx.train_s, 3) if ctx.train_s else None)
+                        round(done / ctx.train_s, 3) if ctx.train_s else None, done)
     return EntrySummary(
         id=entry.id, scenario=entry.scenario, status=status, device=str(s.device),
         steps=ctx.steps_run, metrics=result.metrics if result else {},

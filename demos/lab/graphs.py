@@ -6,6 +6,7 @@ saved tensors, which torchviz draws, are freed by a backward that does not retai
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 import warnings
@@ -51,7 +52,7 @@ def render(source: str, stem: Path, dot: str | None = "") -> tuple[list[Path], s
     written = [gv]
     dot = shutil.which("dot") if dot == "" else dot
     if dot is None:
-        return written, f"graphviz 'dot' not found: kept {gv.name} only; {INSTALL_HINT}"
+        return written, f"graphviz 'dot' not found: kept the .gv sources only; {INSTALL_HINT}"
     for fmt in ("pdf", "svg"):
         out = stem.with_suffix(f".{fmt}")
         try:
@@ -60,7 +61,9 @@ def render(source: str, stem: Path, dot: str | None = "") -> tuple[list[Path], s
             return written, f"graphviz 'dot' failed on {gv.name}: {e}"
         if proc.returncode != 0:
             err = proc.stderr.decode(errors="replace").strip().splitlines()
-            return written, f"graphviz 'dot' failed on {gv.name}: {err[0] if err else proc.returncode}"
+            why = err[0] if err else (f"killed by {signal.Signals(-proc.returncode).name}"
+                                      if proc.returncode < 0 else f"exit {proc.returncode}")
+            return written, f"graphviz 'dot' failed on {gv.name}: {why}"
         write_atomic(out, proc.stdout)
         written.append(out)
     return written, None

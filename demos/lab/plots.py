@@ -32,6 +32,9 @@ def line_plot(path: Path, x: Sequence[float], series: Mapping[str, Sequence[floa
         ax.plot(x, y, label=label, marker="o" if markers else None, markersize=3)
     if logy if logy is not None else wants_log_scale([v for y in series.values() for v in y]):
         ax.set_yscale("log")
+    if all(float(v).is_integer() for v in x):  # steps, epochs: no ticks at 1.2, 1.4, ...
+        from matplotlib.ticker import MaxNLocator
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.grid(True, alpha=0.3)
     if len(series) > 1:

@@ -37,6 +37,7 @@ class Timing:
     """The training loop alone: no set-up, checks, plots or graphs."""
     train_s: float
     steps_per_s: float | None
+    steps: int = 0  # done by this run: fewer than the entry's `steps` when it resumed
 
 
 @dataclass

@@ -72,14 +72,16 @@ def load_file(path: str, where: str) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look their module up by name
-    before = set(sys.modules)
+    before, bytecode = set(sys.modules), sys.dont_write_bytecode
     sys.path.insert(0, folder)
+    sys.dont_write_bytecode = True  # no __pycache__ in the user's folder: nothing written there
     try:
         spec.loader.exec_module(module)
     except BaseException as e:
         del sys.modules[name]
         raise failure(e, os.path.basename(path), where) from None
     finally:
+        sys.dont_write_bytecode = bytecode
         if folder in sys.path:
             sys.path.remove(folder)
         forget_neighbours(folder, set(sys.modules) - before)
