@@ -172,3 +172,13 @@ def test_open_needs_a_display_and_uses_the_browser_when_there_is_one(tmp_path, m
     monkeypatch.setenv("DISPLAY", ":0")
     monkeypatch.setattr(webbrowser, "open", lambda uri: opened.append(uri) or True)
     assert open_in_browser(page) == f"opened {page.as_uri()}" and opened == [page.as_uri()]
+
+
+def test_the_index_tidies_a_killed_runs_temp_and_lists_its_folder(tmp_path):
+    fake_run(tmp_path, "2026-01-01_00-00-01")
+    (tmp_path / "2026-01-01_00-00-02").mkdir()  # killed before its summary
+    (tmp_path / ".index.html.abc123.tmp").write_text("half")  # killed while writing the index
+    write_index(tmp_path)
+    text = (tmp_path / "index.html").read_text()
+    assert "2026-01-01_00-00-02</td><td colspan=\"7\">no summary.json" in text
+    assert not (tmp_path / ".index.html.abc123.tmp").exists()

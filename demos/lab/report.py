@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -179,6 +180,7 @@ def write_report(run_dir: Path, summary: RunSummary, descriptions: Mapping[str, 
     return path
 
 
+RUN_ID = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(-\d+)?")  # a run folder's name
 LOCK_WAIT_S = 10.0  # how long a finished run waits for another run's index rebuild
 
 
@@ -229,7 +231,12 @@ def write_index(output_dir: Path) -> list[str]:
     Returns the folders skipped because their summary.json is not a run's (foreign, broken).
     """
     with locked(output_dir / ".index.lock"):
+        for stale in output_dir.glob(".index.html.*.tmp"):  # index temps exist only under this
+            stale.unlink(missing_ok=True)                   # lock: these are a killed run's
         runs, skipped = [], []
+        unfinished = sorted(p.name for p in output_dir.iterdir()
+                            if RUN_ID.fullmatch(p.name) and p.is_dir()
+                            and not (p / "summary.json").exists())
         for summary_path in output_dir.glob("*/summary.json"):
             name = summary_path.parent.name
             s = read_run(summary_path)
@@ -251,6 +258,8 @@ def write_index(output_dir: Path) -> list[str]:
                         f"</td><td>{badge(str(s.get('status', '?')))}</td><td>{ok}</td>"
                         f"<td>{len(entries) - ok}</td><td>{esc(s.get('device'))}</td>"
                         f"<td>{'yes' if s.get('dry_run') else ''}</td></tr>")
+        rows += [f'<tr><td>{esc(name)}</td><td colspan="7">no summary.json: still running, or '
+                 f'stopped without one</td></tr>' for name in reversed(unfinished)]
         page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>autograd-demos runs</title>
 <style>{CSS}</style></head><body><h1>Runs</h1>
