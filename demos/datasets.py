@@ -98,6 +98,9 @@ def load_mnist(root: str):
     for split in ("train", "test"):
         images = read_idx(paths[f"{split}_images"], 3)
         labels = read_idx(paths[f"{split}_labels"], 1)
+        if images.shape[1:] != (28, 28):
+            raise DataError(f"{paths[f'{split}_images']}: images of {images.shape[1]}x"
+                            f"{images.shape[2]} pixels; MNIST's are 28x28")
         if len(images) != len(labels):
             raise DataError(f"{paths[f'{split}_labels']}: {len(labels)} labels for "
                             f"{len(images)} images in {paths[f'{split}_images']}")

@@ -283,3 +283,12 @@ def test_neighbours_and_relative_imports_stay_with_their_folder(tmp_path):
         assert main(["--config", str(path), "--no-progress", "--output-dir", str(out)]) == 0, factor
         e = entry(summary(only_run_dir(out)), f"scale{factor}")
         assert check(e, "parity with the reference")["passed"] is True
+
+
+def test_value_lists_take_numbers_as_yaml_1_1_writes_them(tmp_path):
+    shutil.copy(FIXTURE, tmp_path / "user_fns.py")
+    path = tmp_path / "c.yaml"
+    path.write_text("scenarios:\n- scenario: custom_function\n  function: user_fns:Square\n"
+                    "  reference: user_fns:square\n  inputs:\n  - {name: x, value: [5e-1, 2]}\n")
+    assert main(["--config", str(path), "--no-progress", "--output-dir",
+                 str(tmp_path / "out")]) == 0

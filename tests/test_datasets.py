@@ -7,7 +7,7 @@ import pytest
 
 from demos.datasets import DataError, load_digits, load_mnist, read_idx
 from demos.cli import main
-from tests.conftest import entry, only_run_dir, summary
+from tests.conftest import CONFIGS, entry, only_run_dir, summary
 
 
 def idx_bytes(array: np.ndarray) -> bytes:
@@ -139,3 +139,23 @@ def test_a_small_gzip_that_declares_huge_images_is_refused_before_it_is_unpacked
         read_idx(str(path), 3)
     assert time.monotonic() - started < 5
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KiB
+
+
+def test_mnist_images_of_another_size_are_named(tmp_path):
+    folder = make_mnist(tmp_path / "m")
+    (folder / "train-images-idx3-ubyte").write_bytes(idx_bytes(np.zeros((40, 20, 20))))
+    with pytest.raises(DataError, match=r"train-images-idx3-ubyte: images of 20x20 pixels; "
+                                        r"MNIST's are 28x28"):
+        load_mnist(str(folder))
+
+
+def test_images_that_are_all_alike_are_named_not_diverged(tmp_path, capsys):
+    folder = make_mnist(tmp_path / "m")
+    for name in ("train-images-idx3-ubyte", "t10k-images-idx3-ubyte"):
+        n = 40 if name.startswith("train") else 20
+        (folder / name).write_bytes(idx_bytes(np.zeros((n, 28, 28))))  # blank scans
+    assert main(["--config", str(CONFIGS / "lenet.yaml"), "--no-progress", "--output-dir",
+                 str(tmp_path / "out"), "--set", "scenarios.lenet.dataset=mnist",
+                 "--set", f"scenarios.lenet.root={folder}", "--set", "scenarios.lenet.epochs=1",
+                 "--set", "scenarios.lenet.expect={}"]) == 1
+    assert "ERROR DataError: every training image has the same pixels" in capsys.readouterr().out

@@ -460,3 +460,26 @@ def test_an_output_folder_whose_name_is_not_utf8_works(tmp_path, capsys):
     assert summary(run_dir)["status"] == "passed"
     out, err = capsys.readouterr()
     assert "runs\\udcff" in out and "Traceback" not in err and "Logging error" not in err
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"not a checkpoint at all", "not a checkpoint torch can load (UnpicklingError: "),
+    ({"epoch": 1}, "not a checkpoint saved by lenet (missing or malformed: model, optimizer, "
+                   "config)"),
+    ("bad weights", "its weights or optimizer state do not fit this network (RuntimeError: "),
+])
+def test_a_bad_resume_file_is_named_with_what_is_wrong(tmp_path, content, message):
+    bad = tmp_path / "bad.pt"
+    if isinstance(content, bytes):
+        bad.write_bytes(content)
+    elif isinstance(content, dict):
+        torch.save(content, bad)
+    else:  # a lenet checkpoint whose weights have the wrong shapes
+        assert run_main(tmp_path / "a", *QUICK_LENET, "--set", "scenarios.lenet.epochs=1") == 0
+        saved = torch.load(only_run_dir(tmp_path / "a") / "lenet" / "checkpoint.pt",
+                           weights_only=True)
+        saved["model"]["fc3.bias"] = torch.zeros(3)
+        torch.save(saved, bad)
+    assert run_main(tmp_path / "out", *QUICK_LENET, "--set", f"scenarios.lenet.resume={bad}") == 1
+    e = entry(summary(only_run_dir(tmp_path / "out")), "lenet")
+    assert e["error"].startswith(f"ValueError: {bad}: {message}"), e["error"]

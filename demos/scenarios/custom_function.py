@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from demos.lab.results import Result
 from demos.lab.scenario import Scenario, ScenarioConfig, graph_files
-from demos.lab.schema import ConfigError, param
+from demos.lab.schema import ConfigError, convert, param
 from demos.lab.user_code import split_spec
 
 if TYPE_CHECKING:
@@ -52,21 +52,27 @@ class InputSpec:
         else:
             if self.low is not None or self.high is not None:
                 raise ConfigError(f"{where}: low/high go with shape, not with value")
-            check_numbers(self.value, f"{where}.value")
+            self.value = numbers(self.value, f"{where}.value")
 
 
-def check_numbers(value: Any, where: str) -> list[int]:
-    """Check a number or rectangular nested lists of finite numbers; return its shape."""
+def numbers(value: Any, where: str) -> Any:
+    """A number or rectangular nested lists of finite numbers, as floats (`5e-6` included,
+    which YAML reads as a string); a ConfigError naming the element otherwise."""
     if isinstance(value, list):
         if not value:
             raise ConfigError(f"{where}: empty list")
-        shapes = [check_numbers(v, f"{where}[{i}]") for i, v in enumerate(value)]
-        if any(sh != shapes[0] for sh in shapes):
+        rows = [numbers(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if any(shape_of(r) != shape_of(rows[0]) for r in rows):
             raise ConfigError(f"{where}: rows of different lengths")
-        return [len(value)] + shapes[0]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{where}: must be a finite number, got {value!r}")
-    return []
+        return rows
+    try:
+        return convert(float, value, where)
+    except ConfigError:
+        raise ConfigError(f"{where}: must be a finite number, got {value!r}") from None
+
+
+def shape_of(value: Any) -> list[int]:
+    return [len(value), *shape_of(value[0])] if isinstance(value, list) else []
 
 
 @dataclass

@@ -103,7 +103,13 @@ def load_data(cfg: Config, g: torch.Generator):
 
 def standardize(x: torch.Tensor, train: torch.Tensor) -> torch.Tensor:
     """Zero mean, unit variance, with the statistics of the training images only."""
+    from demos.datasets import DataError
+
+    if len(train) < 2:
+        raise DataError(f"{len(train)} training image(s): too few to train on")
     mean, std = x[train].mean(), x[train].std()
+    if not std > 0:
+        raise DataError("every training image has the same pixels: nothing to learn")
     return (x - mean) / std
 
 
@@ -159,13 +165,27 @@ def state(cfg: Config, ctx: Context, net: Net, opt, epoch: int) -> dict:
 
 def resume(cfg: Config, ctx: Context, net: Net, opt) -> int:
     """Load a checkpoint into net and opt; return the epoch it was saved after."""
-    saved = ctx.load_state(cfg.resume)
+    from demos.lab.checks import one_line
+
+    try:
+        saved = ctx.load_state(cfg.resume)
+    except Exception as e:
+        raise ValueError(f"{cfg.resume}: not a checkpoint torch can load ({one_line(e)})") from None
+    missing = [k for k in ("epoch", "model", "optimizer", "config")
+               if not isinstance(saved, dict) or k not in saved]
+    if missing or not isinstance(saved["config"], dict) or not isinstance(saved["epoch"], int):
+        raise ValueError(f"{cfg.resume}: not a checkpoint saved by lenet (missing or malformed: "
+                         f"{', '.join(missing) or 'config, epoch'})")
     for key, value in settings(cfg, ctx).items():
-        if saved["config"][key] != value:
-            raise ValueError(f"{cfg.resume}: saved with {key}={saved['config'][key]!r}, but this "
-                             f"run has {key}={value!r}")
-    net.load_state_dict(saved["model"])
-    opt.load_state_dict(saved["optimizer"])
+        if saved["config"].get(key) != value:
+            raise ValueError(f"{cfg.resume}: saved with {key}={saved['config'].get(key)!r}, but "
+                             f"this run has {key}={value!r}")
+    try:
+        net.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["optimizer"])
+    except Exception as e:
+        raise ValueError(f"{cfg.resume}: its weights or optimizer state do not fit this network "
+                         f"({one_line(e)})") from None
     if saved["epoch"] >= cfg.epochs:
         raise ValueError(f"{cfg.resume}: saved after epoch {saved['epoch']}; nothing left to "
                          f"train with epochs={cfg.epochs}")
