@@ -483,3 +483,44 @@ def test_a_bad_resume_file_is_named_with_what_is_wrong(tmp_path, content, messag
     assert run_main(tmp_path / "out", *QUICK_LENET, "--set", f"scenarios.lenet.resume={bad}") == 1
     e = entry(summary(only_run_dir(tmp_path / "out")), "lenet")
     assert e["error"].startswith(f"ValueError: {bad}: {message}"), e["error"]
+
+
+class StopAfter:
+    """A stop request that arrives after the training loop has looked `n` times (a Ctrl-C)."""
+
+    def __init__(self, n: int):
+        self.n, self.looked = n, 0
+
+    @property
+    def requested(self):
+        self.looked += 1
+        return "SIGINT" if self.looked > self.n else None
+
+
+def test_an_interrupted_lenet_keeps_its_checks_and_resumes_where_it_stopped(tmp_path,
+                                                                            monkeypatch):
+    real = registry()["lenet"].run
+
+    def interrupted_after_7_steps(cfg, ctx):
+        ctx.stop = StopAfter(7)
+        return real(cfg, ctx)
+    patch_run(monkeypatch, "lenet", interrupted_after_7_steps)
+    assert run_main(tmp_path / "stopped", *QUICK_LENET) == EXIT_INTERRUPTED
+    stopped = only_run_dir(tmp_path / "stopped") / "lenet"
+    e = entry(summary(stopped.parent), "lenet")
+    assert e["status"] == "interrupted" and e["steps"] == 7
+    passed = [c["name"] for c in e["checks"] if c["passed"] is True]
+    assert {"10 parameter tensors", "81,194 parameters", "one SGD step changes the weights",
+            "loss stays finite"} <= set(passed)
+    saved = torch.load(stopped / "checkpoint.pt", weights_only=True)
+    assert (saved["step"], saved["epoch"]) == (7, 1)  # mid-epoch 2 (5 steps per epoch)
+    monkeypatch.undo()
+
+    assert run_main(tmp_path / "resumed", *QUICK_LENET, "--set",
+                    f"scenarios.lenet.resume={stopped / 'checkpoint.pt'}") == 0
+    assert run_main(tmp_path / "whole", *QUICK_LENET) == 0
+    a = torch.load(only_run_dir(tmp_path / "resumed") / "lenet" / "checkpoint.pt",
+                   weights_only=True)
+    b = torch.load(only_run_dir(tmp_path / "whole") / "lenet" / "checkpoint.pt",
+                   weights_only=True)
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])

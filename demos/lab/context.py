@@ -33,11 +33,16 @@ class Diverged(Exception):
 
 
 class Interrupted(Exception):
-    """A stop was requested (Ctrl-C, SIGTERM); raised at the next step boundary."""
+    """A stop was requested (Ctrl-C, SIGTERM); raised at the next step boundary.
+
+    A scenario may catch it, save what it can, set `result` to what it has found so far (the
+    checks that do not need the end of training) and raise it again.
+    """
 
     def __init__(self, step: int):
         super().__init__(f"interrupted before step {step}")
         self.step = step
+        self.result: Result | None = None
 
 
 class Context:

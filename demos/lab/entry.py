@@ -54,6 +54,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
         status = "interrupted"
         error = f"interrupted by {s.stop.requested or 'SIGINT'}" + (
             f" before step {e.step}" if isinstance(e, Interrupted) else "")
+        result = getattr(e, "result", None)  # what the scenario kept from before the stop
     except (Exception, SystemExit) as e:  # a user's Function may call sys.exit()
         status, error = "error", checks_mod.one_line(e)
         log.error("%s raised:\n%s", entry.id, traceback.format_exc(),
@@ -61,7 +62,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
         if s.device.type == "cuda":
             torch.cuda.empty_cache()  # after an out-of-memory error, for the next scenario
     write_files(entry, ctx)
-    found = finish_checks(entry, ctx, result, diverged, s.dry_run)
+    found = finish_checks(entry, ctx, result, diverged, s.dry_run, status == "interrupted")
     for c in found:
         log.info("check %s: %s: %s", {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed],
                  c.name, c.detail)
@@ -95,7 +96,8 @@ def write_files(entry: ScenarioConfig, ctx: Context) -> None:
 
 
 def finish_checks(entry: ScenarioConfig, ctx: Context, result: Result | None,
-                  diverged: Diverged | None, dry_run: bool) -> list[Check]:
+                  diverged: Diverged | None, dry_run: bool,
+                  interrupted: bool = False) -> list[Check]:
     """'loss stays finite', the scenario's own checks, and the config's expectations."""
     found = []
     if diverged is not None:
@@ -107,7 +109,8 @@ def finish_checks(entry: ScenarioConfig, ctx: Context, result: Result | None,
                                                       f"finite at all {ctx.steps_run} steps"))
     if result is None:
         return found
-    skip = "training diverged" if diverged else "--dry-run" if dry_run else None
+    skip = ("training diverged" if diverged else "an interrupted run" if interrupted
+            else "--dry-run" if dry_run else None)
     return found + list(result.checks) + checks_mod.expect(entry.expect, result.params,
                                                            result.metrics, skip=skip)
 

@@ -157,14 +157,15 @@ def settings(cfg: Config, ctx: Context) -> dict:
     return {k: ctx.seed if k == "seed" else getattr(cfg, k) for k in SAME}
 
 
-def state(cfg: Config, ctx: Context, net: Net, opt, epoch: int) -> dict:
-    """What continuing needs: weights and optimizer (the shuffles follow from the seed)."""
-    return {"epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict(),
-            "config": settings(cfg, ctx)}
+def state(cfg: Config, ctx: Context, net: Net, opt, epoch: int, step: int) -> dict:
+    """What continuing needs: weights and optimizer (the shuffles follow from the seed), and
+    where: after `step` steps, in epoch `epoch` (mid-epoch when the run was interrupted)."""
+    return {"epoch": epoch, "step": step, "model": net.state_dict(),
+            "optimizer": opt.state_dict(), "config": settings(cfg, ctx)}
 
 
-def resume(cfg: Config, ctx: Context, net: Net, opt) -> int:
-    """Load a checkpoint into net and opt; return the epoch it was saved after."""
+def resume(cfg: Config, ctx: Context, net: Net, opt, n_batches: int) -> int:
+    """Load a checkpoint into net and opt; return the step it was saved after."""
     from demos.lab.checks import one_line
 
     try:
@@ -186,18 +187,42 @@ def resume(cfg: Config, ctx: Context, net: Net, opt) -> int:
     except Exception as e:
         raise ValueError(f"{cfg.resume}: its weights or optimizer state do not fit this network "
                          f"({one_line(e)})") from None
-    if saved["epoch"] >= cfg.epochs:
+    step = saved.get("step", saved["epoch"] * n_batches)
+    if step >= cfg.epochs * n_batches:
         raise ValueError(f"{cfg.resume}: saved after epoch {saved['epoch']}; nothing left to "
                          f"train with epochs={cfg.epochs}")
-    ctx.log.info("  resumed from %s after epoch %d", cfg.resume, saved["epoch"])
-    return saved["epoch"]
+    ctx.log.info("  resumed from %s after step %d (epoch %d)", cfg.resume, step, saved["epoch"])
+    return step
+
+
+def train_steps(cfg: Config, ctx: Context, model, opt, x, labels, orders, test, n_batches: int,
+                start: int, net: Net) -> None:
+    """The training loop: a mini-batch per step, the test accuracy after each epoch."""
+    import torch
+    import torch.nn.functional as F
+
+    for t in ctx.steps(cfg.epochs * n_batches, start=start):
+        epoch, i = divmod(t, n_batches)
+        batch = orders[epoch, i * cfg.batch_size:(i + 1) * cfg.batch_size]
+        loss = F.cross_entropy(model(x[batch]), labels[batch])
+        ctx.record(t, loss=loss)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if i == n_batches - 1:
+            with torch.no_grad():
+                accuracy = (model(x[test]).argmax(1) == labels[test]).float().mean()
+            ctx.record(t, always=True, epoch=epoch + 1, test_accuracy=accuracy)
+            if cfg.checkpoint_every and (epoch + 1) % cfg.checkpoint_every == 0:
+                ctx.save_state(f"checkpoint_epoch{epoch + 1}.pt",
+                               state(cfg, ctx, net, opt, epoch + 1, t + 1))
 
 
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
-    import torch.nn.functional as F
 
     from demos.lab import checks
+    from demos.lab.context import Interrupted
     from demos.models import Net
 
     net = Net().to(ctx.device)
@@ -218,27 +243,21 @@ def run(cfg: Config, ctx: Context) -> Result:
         opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     else:
         opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum)
-    start = resume(cfg, ctx, net, opt) if cfg.resume else 0
+    start = resume(cfg, ctx, net, opt, n_batches) if cfg.resume else 0
     model = torch.compile(net) if cfg.compile else net  # shares net's parameters
     # every epoch's shuffle, drawn up front: one copy to the device, none during training
     orders = torch.stack([torch.randperm(len(train), generator=g) for _ in range(cfg.epochs)])
     orders = train[orders.to(ctx.device)]                                # (epochs, n_train)
 
-    for t in ctx.steps(cfg.epochs * n_batches, start=start * n_batches):
-        epoch, i = divmod(t, n_batches)
-        batch = orders[epoch, i * cfg.batch_size:(i + 1) * cfg.batch_size]
-        loss = F.cross_entropy(model(x[batch]), labels[batch])
-        ctx.record(t, loss=loss)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if i == n_batches - 1:
-            with torch.no_grad():
-                accuracy = (model(x[test]).argmax(1) == labels[test]).float().mean()
-            ctx.record(t, always=True, epoch=epoch + 1, test_accuracy=accuracy)
-            if cfg.checkpoint_every and (epoch + 1) % cfg.checkpoint_every == 0:
-                ctx.save_state(f"checkpoint_epoch{epoch + 1}.pt", state(cfg, ctx, net, opt, epoch + 1))
-    ctx.save_state("checkpoint.pt", state(cfg, ctx, net, opt, max(cfg.epochs, start)))
+    try:
+        train_steps(cfg, ctx, model, opt, x, labels, orders, test, n_batches, start, net)
+    except Interrupted as stop:  # keep what was earned: a checkpoint to resume from, the checks
+        ctx.save_state("checkpoint.pt", state(cfg, ctx, net, opt, ctx.steps_run // n_batches,
+                                              ctx.steps_run))
+        stop.result = Result(metrics={}, checks=found)
+        raise
+    ctx.save_state("checkpoint.pt", state(cfg, ctx, net, opt, cfg.epochs,
+                                          cfg.epochs * n_batches))
 
     epochs = [row for row in ctx.history() if "test_accuracy" in row]
     ctx.plot("accuracy.png", [r["epoch"] for r in epochs],
