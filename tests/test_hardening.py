@@ -408,7 +408,7 @@ def test_a_scenario_that_raises_shows_one_line_not_a_traceback(tmp_path, monkeyp
     patch_run(monkeypatch, "my_exp", boom)
     assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 1
     out, err = capsys.readouterr()
-    assert "ERROR RuntimeError: boom (traceback in run.log)" in out
+    assert "ERROR RuntimeError: boom (details in run.log)" in out
     assert "Traceback" not in out + err
     assert "Traceback" in (only_run_dir(tmp_path) / "run.log").read_text()
 
@@ -524,3 +524,30 @@ def test_an_interrupted_lenet_keeps_its_checks_and_resumes_where_it_stopped(tmp_
     b = torch.load(only_run_dir(tmp_path / "whole") / "lenet" / "checkpoint.pt",
                    weights_only=True)
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 300 KiB file system (tmpfs), where the run fills the disk halfway through."""
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(folder)],
+                             capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root): "
+                    + mounted.stderr.decode(errors="replace").strip())
+    yield folder
+    subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def test_a_full_disk_loses_no_result_and_leaves_no_temp_file(tiny_disk, capsys):
+    assert run_main(tiny_disk / "out", "--config", CONFIGS / "all.yaml", "--dry-run") == 1
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and "Logging error" not in err
+    run_dir = only_run_dir(tiny_disk / "out")
+    data = summary(run_dir)  # whole, and with every entry
+    assert data["status"] == "failed" and len(data["scenarios"]) == len(registry())
+    full = [e for e in data["scenarios"] if e["status"] == "error"]
+    assert full and all("No space left on device" in e["error"] for e in full)
+    assert all(e["checks"] for e in data["scenarios"])  # their results are still reported
+    assert [p for p in tiny_disk.rglob("*") if p.name.startswith(".") and "tmp" in p.name] == []

@@ -41,6 +41,22 @@ class ConsoleHandler(logging.StreamHandler):
         super().handleError(record)
 
 
+class LogFile(logging.FileHandler):
+    """run.log; when the disk is full, the log goes on without it rather than printing
+    logging's own error reports on the console."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handleError(record)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError:  # the last lines could not be flushed to a full disk
+            pass
+
+
 def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
     """The run's logger (console and run.log) and a function that closes it again."""
     root = logging.getLogger("demos")
@@ -53,8 +69,8 @@ def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
     err.setLevel(logging.WARNING)
     err.addFilter(NotForConsole())
     err.setFormatter(logging.Formatter("warning: %(message)s"))
-    log_file = logging.FileHandler(run_dir / "run.log", encoding="utf-8",
-                                   errors="backslashreplace")  # paths that are not UTF-8
+    log_file = LogFile(run_dir / "run.log", encoding="utf-8",
+                       errors="backslashreplace")  # paths that are not UTF-8
     log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     handlers = [out, err, log_file]
     for h in handlers:
@@ -80,7 +96,7 @@ def entry_lines(e: EntrySummary, width: int) -> list[str]:
              f"{steps}{f'  final_loss {loss:.6g}' if loss is not None else ''}".rstrip()]
     lines += [f"            FAIL {c.name}: {c.detail}" for c in e.failures]
     if e.status == "error":
-        lines.append(f"            ERROR {e.error} (traceback in run.log)")
+        lines.append(f"            ERROR {e.error} (details in run.log)")
     return lines
 
 

@@ -71,6 +71,7 @@ class Context:
         self.checked_names: set[str] = set()
         self.columns: dict[str, tuple[list[int], list[Any]]] = {}  # name -> (steps, values)
         self.explanations: list[str] = []  # graph walks, for explain.txt
+        self.write_errors: list[str] = []  # files save_state could not write
         self.steps_run = 0      # the step the loop reached (steps done, counting a resume's)
         self.steps_started = 0  # where the loop started: > 0 when resumed
         self.train_s: float | None = None
@@ -195,8 +196,15 @@ class Context:
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_state(self, filename: str, state: dict[str, Any]) -> None:
-        """torch.save `state` into the scenario's folder, atomically."""
-        save_atomic(self.dir / filename, lambda path: torch.save(state, path))
+        """torch.save `state` into the scenario's folder, atomically. A file that cannot be
+        written (a full disk) does not stop the scenario: its entry ends as an error that says
+        so, with everything else it found."""
+        try:
+            save_atomic(self.dir / filename, lambda path: torch.save(state, path))
+        except (OSError, RuntimeError) as e:  # torch reports a full disk as a RuntimeError
+            full = shutil.disk_usage(self.dir).free < 1 << 20
+            self.write_errors.append(f"could not write {filename}: " + (
+                "No space left on device" if full else f"{type(e).__name__}: {e}"))
 
     def load_state(self, path: str) -> dict[str, Any]:
         """A state saved by save_state, loaded with weights_only=True (no code is unpickled)."""

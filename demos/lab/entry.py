@@ -39,7 +39,11 @@ class Services:
 
 def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySummary:
     folder = (s.run_dir / entry.id).absolute()  # the drawing helper may have another cwd
-    folder.mkdir()
+    try:
+        folder.mkdir()
+    except OSError as e:  # a full disk, say: the entry is reported, not the run lost
+        return EntrySummary(entry.id, entry.scenario, "error", str(s.device), 0, {}, {}, [], [],
+                            None, f"could not create its folder: {e.strerror or e}")
     log = logging.getLogger(f"demos.scenario.{entry.id}")
     log.info("start %s (%s): %s", entry.id, entry.scenario, entry_dict(entry))
     ctx = Context(entry, s.device, folder, log, seed=s.seed, progress=s.progress,
@@ -61,7 +65,13 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
                   extra={"console": False})  # run.log only: the console says one line
         if s.device.type == "cuda":
             torch.cuda.empty_cache()  # after an out-of-memory error, for the next scenario
-    write_files(entry, ctx)
+    try:
+        write_files(entry, ctx)
+    except OSError as e:  # what was computed is still reported below, with the failure
+        log.error("could not write the files of %s: %s", entry.id, e, extra={"console": False})
+        status, error = "error", error or f"could not write its files: {e.strerror or e}"
+    if ctx.write_errors and status == "passed":
+        status, error = "error", ctx.write_errors[0]
     found = finish_checks(entry, ctx, result, diverged, s.dry_run, status == "interrupted")
     for c in found:
         log.info("check %s: %s: %s", {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed],

@@ -49,6 +49,14 @@ def write_json(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, allow_nan=True) + "\n")
 
 
+def overwrite(path: Path, text: str) -> None:
+    """Rewrite an existing file in place: the last resort on a full disk, where a temp file
+    has no room but the file's own space, freed by truncating it, can take the new text."""
+    with open(path, "r+b") as f:
+        f.truncate(0)
+        f.write(text.encode("utf-8", "replace"))
+
+
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     """Rows of {column: value} as CSV; columns in order of first appearance, blanks where absent."""
     columns: list[str] = []

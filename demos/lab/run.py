@@ -6,6 +6,7 @@ Exit codes: 0 all passed, 1 a check failed or a scenario raised, 130 interrupted
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import sys
 import time
@@ -19,7 +20,7 @@ from demos.lab.console import entry_lines, open_log, run_line
 from demos.lab.device import torch_settings
 from demos.lab.artifacts import Artifacts
 from demos.lab.entry import Services, list_files, run_entry
-from demos.lab.files import write_atomic, write_json
+from demos.lab.files import overwrite, write_atomic
 from demos.lab.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EntrySummary, RunSummary
 from demos.lab.scenario import Registry
 from demos.lab.schema import ConfigError
@@ -72,9 +73,14 @@ class Run:
         try:
             with handle_signals(self.stop):  # from the first line to the last
                 with torch_settings(self.cfg.threads, self.cfg.deterministic) as determinism:
-                    write_atomic(self.dir / "config.yaml",
-                                 f"# resolved config of run {self.dir.name} (from "
-                                 f"{self.source})\n" + dump(self.cfg))
+                    self.started, self.determinism = started, determinism
+                    self.write_summary(self.summary(started, determinism, "running"), final=False)
+                    try:
+                        write_atomic(self.dir / "config.yaml",
+                                     f"# resolved config of run {self.dir.name} (from "
+                                     f"{self.source})\n" + dump(self.cfg))
+                    except OSError as e:
+                        self.log.error("could not write config.yaml: %s", e)
                     self.log.info("run %s: torch %s, device %s, %d CPU thread(s), seed %d%s",
                                   self.dir.name, torch.__version__, self.device_note,
                                   determinism["cpu_threads"], self.cfg.seed,
@@ -96,10 +102,7 @@ class Run:
     def finish(self, started: float, determinism: dict) -> None:
         """summary.json, report.html and the index; the closing lines."""
         summary = self.summary(started, determinism)
-        try:
-            write_json(self.dir / "summary.json", summary.to_json())
-        except OSError as e:  # a full disk, say: the console lines above still tell it
-            self.log.error("could not write summary.json: %s", e)
+        self.write_summary(summary)
         report_path = self.write_report(summary)
         self.log.info("%s", run_line(summary, len(self.cfg.scenarios), self.dir))
         if report_path is not None:
@@ -114,6 +117,8 @@ class Run:
         for entry in self.cfg.scenarios:
             summary = run_entry(entry, self.registry[entry.scenario], services)
             self.entries.append(summary)
+            self.write_summary(self.summary(self.started, self.determinism, "running"),
+                               final=False)
             for line in entry_lines(summary, width):
                 self.log.info("%s", line)
             if summary.status not in ("passed", "interrupted"):
@@ -125,9 +130,30 @@ class Run:
                     self.log.info("not run (interrupted): %s", ", ".join(skipped))
                 return
 
-    def summary(self, started: float, determinism: dict) -> RunSummary:
+    def write_summary(self, summary: RunSummary, final: bool = True) -> None:
+        """summary.json: at the start and after every entry (status "running"), padded with
+        trailing blanks (still valid JSON) to hold the room the final one will need; the final
+        one replaces it, or, on a disk that filled up meanwhile, is written into that room."""
+        path, data = self.dir / "summary.json", summary.to_json()
+        text = json.dumps(data, indent=2) + "\n"
+        room = 16384 + 8192 * len(self.cfg.scenarios)
+        try:
+            write_atomic(path, text if final else text.ljust(room))
+            return
+        except OSError as e:
+            error = e
+        if final and path.exists() and path.stat().st_size >= room:
+            compact = json.dumps(data, separators=(",", ":")) + "\n"
+            if len(compact.encode()) <= room:
+                overwrite(path, compact)
+                return
+        if final:  # the console lines above still tell every result
+            self.log.error("could not write summary.json: %s", error)
+
+    def summary(self, started: float, determinism: dict,
+                status: str | None = None) -> RunSummary:
         return RunSummary(
-            run_id=self.dir.name, status=self.status, torch=torch.__version__,
+            run_id=self.dir.name, status=status or self.status, torch=torch.__version__,
             device=str(self.device), seed=self.cfg.seed, dry_run=self.dry_run,
             determinism=determinism, config=self.source, command=self.command,
             started=dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
