@@ -126,3 +126,14 @@ def test_parity_names_the_relative_error_where_the_absolute_one_is_worst():
                           lambda v: v, {"x": x}, torch.device("cpu"))
     assert found.passed is False
     assert found.detail.startswith("value differs: max abs err 10, rel 0.01 at (0,)"), found.detail
+
+
+def test_a_long_check_stops_when_a_stop_is_requested():
+    import types
+    x = torch.randn(50, dtype=torch.float64, requires_grad=True)
+    stop = types.SimpleNamespace(requested=None)
+    with checks.watching(stop):
+        assert checks.gradcheck("gradcheck", lambda v: v * 2, {"x": x}, torch.device("cpu")).passed
+        stop.requested = "SIGINT"  # Ctrl-C during the check
+        with pytest.raises(KeyboardInterrupt, match="stopped by SIGINT"):
+            checks.gradcheck("gradcheck", lambda v: v * 2, {"x": x}, torch.device("cpu"))

@@ -6,8 +6,9 @@
 """
 from __future__ import annotations
 
+import contextlib
 import re
-from typing import Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
@@ -61,9 +62,33 @@ def too_big(fn: Callable, xs: Mapping[str, torch.Tensor], what: str) -> str | No
     return None
 
 
+_stop: Any = None  # the run's stop request while an entry runs (see `watching`)
+
+
+@contextlib.contextmanager
+def watching(stop: Any) -> Iterator[None]:
+    """While an entry runs: the long checks look at `stop` (Ctrl-C) between evaluations."""
+    global _stop
+    _stop, before = stop, _stop
+    try:
+        yield
+    finally:
+        _stop = before
+
+
+def watched(fn: Callable) -> Callable:
+    """`fn`, stopping the check (KeyboardInterrupt) once a stop was requested."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if _stop is not None and _stop.requested:
+            raise KeyboardInterrupt(f"stopped by {_stop.requested}")
+        return fn(*args, **kwargs)
+    return call
+
+
 def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
               device: torch.device, **kwargs) -> Check:
     """torch.autograd.gradcheck of `fn(*inputs.values())` in float64 (analytic vs numerical)."""
+    fn = watched(fn)
     xs = as_float64(inputs, device)
     wrt = [k for k, v in xs.items() if v.requires_grad]
     problem = too_big(fn, xs, "gradcheck")

@@ -51,7 +51,8 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
     torch.manual_seed(s.seed)
     result, error, status, diverged = None, None, "passed", None
     try:
-        result = scenario.run(entry, ctx)
+        with checks_mod.watching(s.stop):
+            result = scenario.run(entry, ctx)
     except Diverged as e:
         diverged, result = e, Result(metrics={"diverged_at_step": float(e.step)})
     except (Interrupted, KeyboardInterrupt) as e:

@@ -13,7 +13,7 @@ from typing import Mapping
 import torch
 
 from demos.lab.checks import (Check, as_float64, gradcheck_failure, one_line, output_grads,
-                              tensors, too_big)
+                              tensors, too_big, watched)
 
 
 def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor],
@@ -78,7 +78,7 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor],
 def gradgradcheck(name: str, fn, inputs: Mapping[str, torch.Tensor],
                   device: torch.device) -> Check:
     """torch.autograd.gradgradcheck in float64: the backward's own gradients are right."""
-    xs = as_float64(inputs, device)
+    xs, fn = as_float64(inputs, device), watched(fn)
     problem = too_big(fn, xs, "gradgradcheck")
     if problem:
         return Check(name, False, problem)
