@@ -115,9 +115,12 @@ def test_a_jacobian_too_big_to_hold_is_refused_before_it_is_built():
     started = time.monotonic()
     found = checks.gradcheck("gradcheck", lambda v: v * 2, {"x": x}, torch.device("cpu"))
     assert found.passed is False and time.monotonic() - started < 5
-    assert found.detail == ("not run: its Jacobian would have 100,000 x 100,000 = "
-                            "10,000,000,000 entries, more than 10,000,000 (gradcheck builds it "
-                            "densely in float64); use smaller inputs")
+    assert found.detail == ("not run: 100,000 input and 100,000 output elements make "
+                            "gradcheck's dense float64 matrices 100,000 x 200,000 = "
+                            "20,000,000,000 entries, more than 10,000,000; use smaller inputs")
+    one_out = checks.gradcheck("gradcheck", lambda v: v.sum(), {"x": x[:5000]},
+                               torch.device("cpu"))  # a scalar output: still n_in squared
+    assert one_out.passed is False and "5,000 x 5,001" in one_out.detail
 
 
 def test_parity_names_the_relative_error_where_the_absolute_one_is_worst():

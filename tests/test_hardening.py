@@ -3,8 +3,10 @@ import concurrent.futures
 import dataclasses
 import datetime
 import io
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -435,9 +437,10 @@ def test_a_signal_while_the_run_finishes_ends_it_as_interrupted(tmp_path, monkey
         return path
     monkeypatch.setattr(report, "write_report", write_then_signal)
     assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == EXIT_INTERRUPTED
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert "Traceback" not in err and "SIGTERM: stopping" in err
     assert summary(only_run_dir(tmp_path))["status"] == "interrupted"
+    assert "INTERRUPTED: 1 of 1" in out and "PASSED: " not in out  # one ending
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
@@ -509,6 +512,8 @@ def test_an_interrupted_lenet_keeps_its_checks_and_resumes_where_it_stopped(tmp_
     stopped = only_run_dir(tmp_path / "stopped") / "lenet"
     e = entry(summary(stopped.parent), "lenet")
     assert e["status"] == "interrupted" and e["steps"] == 7
+    assert e["metrics"] == {"parameters": 81194.0}
+    assert [c["name"] for c in e["checks"] if c["passed"] is False] == []  # expect: not evaluated
     passed = [c["name"] for c in e["checks"] if c["passed"] is True]
     assert {"10 parameter tensors", "81,194 parameters", "one SGD step changes the weights",
             "loss stays finite"} <= set(passed)
@@ -551,3 +556,33 @@ def test_a_full_disk_loses_no_result_and_leaves_no_temp_file(tiny_disk, capsys):
     assert full and all("No space left on device" in e["error"] for e in full)
     assert all(e["checks"] for e in data["scenarios"])  # their results are still reported
     assert [p for p in tiny_disk.rglob("*") if p.name.startswith(".") and "tmp" in p.name] == []
+
+
+def test_the_index_survives_what_other_folders_hold(tmp_path, capsys):
+    """A name that is not UTF-8, a FIFO for a summary, a run killed before its final summary."""
+    odd = tmp_path / os.fsdecode(b"caf\xe9")
+    odd.mkdir()
+    (odd / "summary.json").write_text('{"status": "passed", "scenarios": []}')
+    (odd / "report.html").write_text("<html></html>")
+    (tmp_path / "fifo").mkdir()
+    os.mkfifo(tmp_path / "fifo" / "summary.json")  # reading it would block for ever
+    killed = tmp_path / "2026-01-01_00-00-00"
+    killed.mkdir()
+    (killed / "summary.json").write_text(json.dumps({
+        "status": "running", "pid": 2**22 + 12345, "host": socket.gethostname(),
+        "scenarios": []}) + " " * 100)
+    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "leaves out fifo" in err
+    index = (tmp_path / "index.html").read_text()
+    assert "caf%E9/report.html" in index
+    assert '<span class="badge stopped">STOPPED</span>' in index
+
+
+def test_files_get_the_usual_permissions(dry_run):
+    mask = os.umask(0)
+    os.umask(mask)
+    expected = oct(0o666 & ~mask)
+    for name in ("summary.json", "report.html", "legendre_fit/loss.png",
+                 "lenet/checkpoint.pt", "legendre_fit/fit.gif"):
+        assert oct((dry_run.dir / name).stat().st_mode & 0o777) == expected, name

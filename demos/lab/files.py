@@ -11,6 +11,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+def _file_mode() -> int:
+    """What open() would give a new file: 0o666 less the umask (mkstemp makes them 0o600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+FILE_MODE = _file_mode()
+
+
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Write `data` to `path` through a temp file in the same folder, then rename over it.
 
@@ -23,7 +33,7 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             # "replace": a path whose bytes are not UTF-8 shows as "?" rather than failing
             f.write(data.encode("utf-8", "replace") if isinstance(data, str) else data)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -39,6 +49,7 @@ def save_atomic(path: Path, save: Callable[[Path], None]) -> None:
     tmp = Path(name)  # keeps the suffix, which tells savefig the format
     try:
         save(tmp)
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     finally:
         if tmp.exists():

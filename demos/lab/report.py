@@ -9,7 +9,10 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import os
 import re
+import socket
+import stat
 import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -197,7 +200,8 @@ def locked(path: Path, wait_s: float | None = None) -> Iterator[None]:
     except ImportError:  # Windows: the atomic rename still keeps the file whole
         yield
         return
-    with open(path, "a") as f:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "r+") as f:  # never through a link planted at the lock's name
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -214,15 +218,36 @@ def locked(path: Path, wait_s: float | None = None) -> Iterator[None]:
 
 
 def read_run(summary_path: Path) -> dict[str, Any] | None:
-    """A sibling run's summary.json as the index needs it, or None if it is not one."""
+    """A sibling run's summary.json as the index needs it, or None if it is not one (a link,
+    a FIFO, a device, a file over 10 MB, or not a run's JSON); never blocks."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
-        s = json.loads(summary_path.read_text(encoding="utf-8"))
+        fd = os.open(summary_path, flags)
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > 10 << 20:
+                return None
+            s = json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(s, dict) or not isinstance(s.get("scenarios", []), list) or \
             not all(isinstance(e, dict) for e in s.get("scenarios", [])):
         return None
     return s
+
+
+def still_running(s: dict[str, Any]) -> bool:
+    """Whether the process that wrote a "running" summary is alive (when it ran on this host)."""
+    pid = s.get("pid")
+    if s.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
+        return True  # cannot tell from here
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def write_index(output_dir: Path) -> list[str]:
@@ -243,6 +268,8 @@ def write_index(output_dir: Path) -> list[str]:
             if s is None:
                 skipped.append(name)
                 continue
+            if s.get("status") == "running" and not still_running(s):
+                s["status"] = "stopped"  # killed (SIGKILL, power) before its final summary
             suffix = name.rsplit("-", 1)[1] if name.count("-") == 5 else "0"  # -1, -2: same second
             runs.append((str(s.get("started", "")), int(suffix) if suffix.isdigit() else 0,
                          name, s))
@@ -251,7 +278,8 @@ def write_index(output_dir: Path) -> list[str]:
         for started, _, name, s in runs:
             entries = s.get("scenarios", [])
             ok = sum(e.get("status") == "passed" for e in entries)
-            href = quote(f"./{name}/report.html")  # ./: a folder named like http: stays a folder
+            href = quote(os.fsencode(f"./{name}/report.html"))  # ./: a folder named like
+            # http: stays a folder; fsencode: a name whose bytes are not UTF-8 stays itself
             link = (f'<a href="{esc(href)}">{esc(name)}</a>'
                     if (output_dir / name / "report.html").exists() else esc(name))
             rows.append(f"<tr><td>{link}</td><td>{esc(started)}</td><td>{esc(s.get('config'))}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -92,18 +93,19 @@ class Run:
                 for e in self.entries:
                     e.artifacts = list_files(self.dir / e.id)
                 self.finish(started, determinism)
-                if self.stop.requested and self.status != "interrupted":  # while finishing
-                    self.status = "interrupted"
-                    self.finish(started, determinism)
         finally:
             close_log()
         return EXIT_CODES[self.status]
 
     def finish(self, started: float, determinism: dict) -> None:
-        """summary.json, report.html and the index; the closing lines."""
+        """summary.json, report.html and the index; then the closing lines, once."""
         summary = self.summary(started, determinism)
         self.write_summary(summary)
         report_path = self.write_report(summary)
+        if self.stop.requested and self.status != "interrupted":  # a signal while finishing
+            self.status = summary.status = "interrupted"
+            self.write_summary(summary)
+            report_path = self.write_report(summary, index=False)
         self.log.info("%s", run_line(summary, len(self.cfg.scenarios), self.dir))
         if report_path is not None:
             self.log.info("report: %s", report_path)
@@ -135,8 +137,10 @@ class Run:
         trailing blanks (still valid JSON) to hold the room the final one will need; the final
         one replaces it, or, on a disk that filled up meanwhile, is written into that room."""
         path, data = self.dir / "summary.json", summary.to_json()
+        if not final:  # so that the index can tell a run killed outright from a running one
+            data.update(pid=os.getpid(), host=socket.gethostname())
         text = json.dumps(data, indent=2) + "\n"
-        room = 16384 + 8192 * len(self.cfg.scenarios)
+        room = 8192 + 4096 * len(self.cfg.scenarios)
         try:
             write_atomic(path, text if final else text.ljust(room))
             return
@@ -145,8 +149,11 @@ class Run:
         if final and path.exists() and path.stat().st_size >= room:
             compact = json.dumps(data, separators=(",", ":")) + "\n"
             if len(compact.encode()) <= room:
-                overwrite(path, compact)
-                return
+                try:
+                    overwrite(path, compact)
+                    return
+                except OSError as e:
+                    error = e
         if final:  # the console lines above still tell every result
             self.log.error("could not write summary.json: %s", error)
 
@@ -159,7 +166,7 @@ class Run:
             started=dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
             duration_s=round(time.time() - started, 3), scenarios=self.entries)
 
-    def write_report(self, summary: RunSummary) -> Path | None:
+    def write_report(self, summary: RunSummary, index: bool = True) -> Path | None:
         """report.html in the run folder, and the runs' index.html beside the run folders."""
         import yaml
 
@@ -170,9 +177,11 @@ class Run:
         except OSError as e:
             self.warn_once(f"could not write the report: {e}")
             return None
+        if not index:
+            return path
         try:
             skipped = report.write_index(self.dir.parent)
-        except (OSError, TimeoutError) as e:
+        except Exception as e:  # a full disk, a lock held too long, a folder it cannot read
             self.warn_once(f"index.html not rebuilt ({e}); the next run rebuilds it")
         else:
             if skipped:

@@ -254,7 +254,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     except Interrupted as stop:  # keep what was earned: a checkpoint to resume from, the checks
         ctx.save_state("checkpoint.pt", state(cfg, ctx, net, opt, ctx.steps_run // n_batches,
                                               ctx.steps_run))
-        stop.result = Result(metrics={}, checks=found)
+        stop.result = Result(metrics={"parameters": float(n_params)}, checks=found)
         raise
     ctx.save_state("checkpoint.pt", state(cfg, ctx, net, opt, cfg.epochs,
                                           cfg.epochs * n_batches))
