@@ -455,6 +455,37 @@ def test_sigterm_or_sighup_during_start_up_is_one_line_and_130(tmp_path, monkeyp
     assert signal.getsignal(sig) is not signal.default_int_handler  # restored afterwards
 
 
+def test_a_signal_while_the_run_folder_is_made_ends_in_an_interrupted_run(tmp_path,
+                                                                         monkeypatch, capsys):
+    from demos.lab import run as run_mod
+    real = run_mod.make_run_dir
+
+    def make_then_signal(output_dir, now):
+        path = real(output_dir, now)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return path
+    monkeypatch.setattr(run_mod, "make_run_dir", make_then_signal)
+    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "before the run started" not in err
+    s = summary(only_run_dir(tmp_path))
+    assert s["status"] == "interrupted" and s["scenarios"] == []
+
+
+def test_a_signal_just_after_the_run_says_so(tmp_path, monkeypatch, capsys):
+    from demos.lab import run as run_mod
+    real = run_mod.execute
+
+    def execute_then_signal(*args, **kwargs):
+        code = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return code
+    monkeypatch.setattr(run_mod, "execute", execute_then_signal)
+    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == EXIT_INTERRUPTED
+    assert capsys.readouterr().err.strip() == "interrupted after the run finished"
+    assert summary(only_run_dir(tmp_path))["status"] == "passed"  # its files are whole
+
+
 def test_an_output_folder_whose_name_is_not_utf8_works(tmp_path, capsys):
     folder = tmp_path / os.fsdecode(b"runs\xff")
     assert run_main(folder, "--config", CONFIGS / "my_exp.yaml") == 0
@@ -529,6 +560,29 @@ def test_an_interrupted_lenet_keeps_its_checks_and_resumes_where_it_stopped(tmp_
     b = torch.load(only_run_dir(tmp_path / "whole") / "lenet" / "checkpoint.pt",
                    weights_only=True)
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+def test_an_interrupted_lenet_says_when_its_checkpoint_could_not_be_written(tmp_path,
+                                                                           monkeypatch):
+    import errno
+
+    from demos.lab import context
+
+    real = registry()["lenet"].run
+
+    def interrupted_after_2_steps(cfg, ctx):
+        ctx.stop = StopAfter(2)
+        return real(cfg, ctx)
+
+    def no_room(path, save):
+        raise OSError(errno.EIO, "Input/output error")
+    patch_run(monkeypatch, "lenet", interrupted_after_2_steps)
+    monkeypatch.setattr(context, "save_atomic", no_room)
+    assert run_main(tmp_path, *QUICK_LENET) == EXIT_INTERRUPTED
+    e = entry(summary(only_run_dir(tmp_path)), "lenet")
+    assert e["status"] == "interrupted"
+    assert e["error"] == ("interrupted by SIGINT before step 2; could not write checkpoint.pt: "
+                          "OSError: [Errno 5] Input/output error")
 
 
 @pytest.fixture

@@ -182,3 +182,43 @@ def test_the_index_tidies_a_killed_runs_temp_and_lists_its_folder(tmp_path):
     text = (tmp_path / "index.html").read_text()
     assert "2026-01-01_00-00-02</td><td colspan=\"7\">no summary.json" in text
     assert not (tmp_path / ".index.html.abc123.tmp").exists()
+
+
+def test_the_index_removes_the_temp_files_of_a_run_killed_outright(tmp_path):
+    """SIGKILL leaves the temp file being written; once the run's process is gone (same host),
+    the next index removes the writers' temps and nothing else; a live run keeps its own."""
+    import os
+    import socket
+    import tempfile
+
+    def run_folder(name: str, pid: int) -> list[Path]:
+        folder = tmp_path / name
+        (folder / "lenet").mkdir(parents=True)
+        (folder / "summary.json").write_text(json.dumps({
+            "status": "running", "pid": pid, "host": socket.gethostname(), "scenarios": []}))
+        temps = [tempfile.mkstemp(prefix=".summary.json.", suffix=".tmp", dir=folder)[1],
+                 tempfile.mkstemp(prefix=".", suffix=".loss.png", dir=folder / "lenet")[1]]
+        (folder / "lenet" / ".keep").write_text("a user's own dotfile")
+        return [Path(t) for t in temps]
+
+    dead = run_folder("2026-01-01_00-00-01", 2**22 + 12345)
+    alive = run_folder("2026-01-01_00-00-02", os.getpid())
+    write_index(tmp_path)
+    assert not any(p.exists() for p in dead)
+    assert all(p.exists() for p in alive)
+    assert (tmp_path / "2026-01-01_00-00-01" / "lenet" / ".keep").exists()
+
+
+def test_the_last_resort_rewrite_never_empties_the_file(tmp_path):
+    """overwrite() writes over the file's own bytes, padded, without truncating it first
+    (a truncation would show as a smaller file)."""
+    from demos.lab import files
+
+    path = tmp_path / "summary.json"
+    path.write_text('{"status": "running"}'.ljust(200))
+    files.overwrite(path, '{"status": "passed"}\n')
+    assert json.loads(path.read_text()) == {"status": "passed"}
+    assert path.stat().st_size == 200
+    with pytest.raises(OSError, match="do not fit"):
+        files.overwrite(path, "x" * 201)
+    assert json.loads(path.read_text()) == {"status": "passed"}

@@ -18,7 +18,7 @@ from demos.lab.config import DEVICE_RE
 from demos.lab.results import EXIT_INTERRUPTED, EXIT_USAGE
 from demos.lab.scenario import Registry
 from demos.lab.schema import MAX_INT, ConfigError, show
-from demos.lab.signals import interrupt, signal_handler
+from demos.lab.signals import StopRequest, interrupt, signal_handler
 
 
 
@@ -61,23 +61,25 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
          prog: str = "runner.py") -> int:
     """Run the command line `argv` over the scenarios of `registry()`; return the exit code."""
     argv = sys.argv[1:] if argv is None else argv
-    code = 0
+    code, stop = 0, StopRequest()
     try:
         with signal_handler(interrupt):  # the run installs its own handler when it starts
-            code = run(argv, registry, prog)
+            code = run(argv, registry, prog, stop)
         sys.stdout.flush()
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         code = EXIT_USAGE
-    except KeyboardInterrupt:  # Ctrl-C before the run's own handler is in place (start-up)
-        print("\ninterrupted before the run started", file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl-C outside the run's own handler: start-up, or the end
+        when = "after the run finished" if stop.run_began else "before the run started"
+        print(f"\ninterrupted {when}", file=sys.stderr)
         code = EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader of our output went away (| head): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code
 
 
-def run(argv: list[str], get_registry: Callable[[], Registry], prog: str) -> int:
+def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
+        stop: StopRequest) -> int:
     args = parser(prog).parse_args(argv)
     if args.list:
         print(list_scenarios(get_registry()))
@@ -123,4 +125,4 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str) -> int
     progress = not args.no_progress and sys.stderr.isatty()
     return execute(cfg, registry, device, note, Path(args.output_dir), source=args.config,
                    command=[prog, *argv], progress=progress, dry_run=args.dry_run,
-                   open_report=args.open)
+                   open_report=args.open, stop=stop)

@@ -73,6 +73,8 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
         status, error = "error", error or f"could not write its files: {e.strerror or e}"
     if ctx.write_errors and status == "passed":
         status, error = "error", ctx.write_errors[0]
+    elif ctx.write_errors and status == "interrupted":  # e.g. its checkpoint: not resumable
+        error = f"{error}; {'; '.join(ctx.write_errors)}"
     found = finish_checks(entry, ctx, result, diverged, s.dry_run, status == "interrupted")
     for c in found:
         log.info("check %s: %s: %s", {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed],

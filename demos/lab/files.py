@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -19,6 +20,24 @@ def _file_mode() -> int:
 
 
 FILE_MODE = _file_mode()
+
+
+# The temp names below: mkstemp puts 8 random characters from [a-z0-9_] between prefix and suffix.
+TEMP_NAME = re.compile(r"\.(.+\.[a-z0-9_]{8}\.tmp|[a-z0-9_]{8}\..+)")
+
+
+def remove_temps(folder: Path) -> list[Path]:
+    """Remove the temp files that `write_atomic`/`save_atomic` left in `folder` (and below)
+    when their process was killed outright. Only for a folder whose writer is known gone."""
+    removed = []
+    for top, _, names in os.walk(folder):  # never into a linked folder
+        for name in names:
+            path = Path(top) / name
+            if TEMP_NAME.fullmatch(name) and path.is_file() and not path.is_symlink():
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed.append(path)
+    return removed
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
@@ -62,10 +81,17 @@ def write_json(path: Path, data: Any) -> None:
 
 def overwrite(path: Path, text: str) -> None:
     """Rewrite an existing file in place: the last resort on a full disk, where a temp file
-    has no room but the file's own space, freed by truncating it, can take the new text."""
+    has no room but the file's own space can take the new text. The text is padded with
+    blanks to the file's size and written in one call, never truncating first, so there is
+    no moment when the file is empty. For JSON, trailing blanks are still valid."""
+    data = text.encode("utf-8", "replace")
     with open(path, "r+b") as f:
-        f.truncate(0)
-        f.write(text.encode("utf-8", "replace"))
+        size = os.fstat(f.fileno()).st_size
+        if len(data) > size:
+            raise OSError(f"{path}: {len(data)} bytes do not fit in the {size} it holds")
+        f.write(data.ljust(size))  # in the file's own blocks: needs no new space
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:

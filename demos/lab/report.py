@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 from urllib.parse import quote
 
-from demos.lab.files import write_atomic
+from demos.lab.files import remove_temps, write_atomic
 from demos.lab.results import Check, EntrySummary, RunSummary
 
 CSS = """
@@ -270,6 +270,7 @@ def write_index(output_dir: Path) -> list[str]:
                 continue
             if s.get("status") == "running" and not still_running(s):
                 s["status"] = "stopped"  # killed (SIGKILL, power) before its final summary
+                remove_temps(summary_path.parent)  # what it was writing when it died
             suffix = name.rsplit("-", 1)[1] if name.count("-") == 5 else "0"  # -1, -2: same second
             runs.append((str(s.get("started", "")), int(suffix) if suffix.isdigit() else 0,
                          name, s))

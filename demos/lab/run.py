@@ -53,14 +53,15 @@ class Run:
 
     def __init__(self, cfg: RunConfig, registry: Registry, device: torch.device,
                  device_note: str, run_dir: Path, *, source: str, command: list[str],
-                 progress: bool, dry_run: bool, open_report: bool = False):
+                 progress: bool, dry_run: bool, open_report: bool = False,
+                 stop: StopRequest | None = None):
         self.cfg, self.registry, self.device, self.dir = cfg, registry, device, run_dir
         self.device_note, self.source, self.command = device_note, source, command
         self.progress, self.dry_run, self.open_report = progress, dry_run, open_report
         self.warned: set[str] = set()
         self.entries: list[EntrySummary] = []
         self.status = "passed"
-        self.stop = StopRequest()
+        self.stop = stop or StopRequest()
         self.artifacts = Artifacts(self.warn_once)
 
     def warn_once(self, message: str) -> None:
@@ -117,6 +118,9 @@ class Run:
                             self.stop, self.warn_once, self.artifacts)
         width = max(len(e.id) for e in self.cfg.scenarios)
         for entry in self.cfg.scenarios:
+            if self.stop.requested:  # it came while the run folder was being made
+                self.not_run()
+                return
             summary = run_entry(entry, self.registry[entry.scenario], services)
             self.entries.append(summary)
             self.write_summary(self.summary(self.started, self.determinism, "running"),
@@ -126,11 +130,15 @@ class Run:
             if summary.status not in ("passed", "interrupted"):
                 self.status = "failed"
             if summary.status == "interrupted" or self.stop.requested:
-                self.status = "interrupted"
-                skipped = [e.id for e in self.cfg.scenarios[len(self.entries):]]
-                if skipped:
-                    self.log.info("not run (interrupted): %s", ", ".join(skipped))
+                self.not_run()
                 return
+
+    def not_run(self) -> None:
+        """The run was interrupted: say which entries it did not reach."""
+        self.status = "interrupted"
+        skipped = [e.id for e in self.cfg.scenarios[len(self.entries):]]
+        if skipped:
+            self.log.info("not run (interrupted): %s", ", ".join(skipped))
 
     def write_summary(self, summary: RunSummary, final: bool = True) -> None:
         """summary.json: at the start and after every entry (status "running"), padded with
@@ -207,8 +215,16 @@ def open_in_browser(path: Path) -> str:
 
 def execute(cfg: RunConfig, registry: Registry, device: torch.device, device_note: str,
             output_dir: Path, *, source: str, command: list[str], progress: bool,
-            dry_run: bool, open_report: bool = False) -> int:
-    """Make the run folder and run every entry; return the exit code."""
-    run_dir = make_run_dir(output_dir, dt.datetime.now())
-    return Run(cfg, registry, device, device_note, run_dir, source=source, command=command,
-               progress=progress, dry_run=dry_run, open_report=open_report).execute()
+            dry_run: bool, open_report: bool = False, stop: StopRequest | None = None) -> int:
+    """Make the run folder and run every entry; return the exit code.
+
+    The run's signal handler is in place before the folder exists: from then on a signal
+    ends in an interrupted run with its summary, never in "interrupted before the run started".
+    """
+    stop = stop or StopRequest()
+    with handle_signals(stop):
+        stop.run_began = True
+        run_dir = make_run_dir(output_dir, dt.datetime.now())
+        return Run(cfg, registry, device, device_note, run_dir, source=source, command=command,
+                   progress=progress, dry_run=dry_run, open_report=open_report,
+                   stop=stop).execute()

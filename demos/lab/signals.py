@@ -17,6 +17,7 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.requested: str | None = None  # the signal's name once one arrived
+        self.run_began = False  # the run's own handler took over: later signals are its
 
 
 def exit_now(code: int) -> None:
