@@ -40,7 +40,8 @@ def test_right_functions_pass(tmp_path, function, inputs, reference):
     assert names == ["forward runs", "backward returns one grad per input",
                      "each grad matches its input (None, shape, dtype)",
                      "backward leaves grad_output unchanged", "autograd accepts the backward",
-                     "gradcheck", "gradgradcheck", "parity with the reference"]
+                     "gradcheck", "gradgradcheck", "parity with the reference",
+                     "backward trace agrees: graph"]
     assert e["metrics"]["max_abs_error"] < 1e-12
     assert "explain.txt" in e["artifacts"] and "graph.svg" in e["artifacts"]
 

@@ -55,7 +55,7 @@ def test_add_a_scenario_really_holds(tmp_path):
     e = data["scenarios"][0]
     assert (e["scenario"], e["status"]) == ("line_fit", "passed")
     assert sorted(e["artifacts"]) == sorted(["metrics.csv", "loss.png", "graph.gv", "graph.pdf",
-                                             "graph.svg", "explain.txt"])
+                                             "graph.svg", "explain.txt", "backward.json"])
 
 
 def test_quickstart_has_exactly_the_two_make_commands():

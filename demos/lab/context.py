@@ -15,9 +15,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from demos.lab import graphs, plots, walk
+from demos.lab import graphs, plots, trace, walk
 from demos.lab.artifacts import Artifacts
-from demos.lab.results import Result  # noqa: F401 (scenarios may import it from here)
+from demos.lab.results import Check, Result  # noqa: F401 (scenarios may import Result here)
 from demos.lab.scenario import ScenarioConfig
 from demos.lab.device import check_device
 from demos.lab.files import save_atomic
@@ -71,6 +71,8 @@ class Context:
         self.checked_names: set[str] = set()
         self.columns: dict[str, tuple[list[int], list[Any]]] = {}  # name -> (steps, values)
         self.explanations: list[str] = []  # graph walks, for explain.txt
+        self.backward: list[dict[str, Any]] = []  # traced backwards, for backward.json
+        self.trace_checks: list[Check] = []       # "backward trace agrees", one per graph
         self.write_errors: list[str] = []  # files save_state could not write
         self.steps_run = 0      # the step the loop reached (steps done, counting a resume's)
         self.steps_started = 0  # where the loop started: > 0 when resumed
@@ -215,12 +217,23 @@ class Context:
               names: Mapping[str, torch.Tensor], name: str = "graph") -> str:
         """Render the autograd graph behind `output` to <name>.gv/.pdf/.svg and walk it.
 
-        `names` labels the leaves and inputs. The walk goes to explain.txt. Call this before
-        `backward()`, which frees what the graph saved (see demos.lab.graphs). Returns the
-        graphviz source.
+        `names` labels the leaves and inputs. The walk goes to explain.txt. Then one real
+        backward runs over the graph with every node hooked (see demos.lab.trace): its steps go
+        to backward.json and explain.txt, and a check compares them with the leaves' .grad
+        (which it leaves as they were). Call this before `backward()`, which frees what the
+        graph saved (see demos.lab.graphs). Returns the graphviz source.
         """
-        self.explanations.append(walk.explain(output, names, title=name))
+        explanation = walk.explain(output, names, title=name)
         source = graphs.make_graph(output, names)
+        traced = trace.record(output, names, title=name)
+        if traced is None:
+            self.backward.append({"graph": name, "error": None, "steps": [], "skipped": [],
+                                  "note": "no grad_fn: there is no backward to run"})
+        else:
+            self.backward.append(trace.to_json(traced))
+            self.trace_checks.append(trace.agrees(traced))
+            explanation += "\n" + trace.explain(traced)
+        self.explanations.append(explanation)
         self.artifacts.submit(f"{name}.pdf/.svg", graphs.render_files, source, self.dir / name,
                               shutil.which("dot"))
         return source

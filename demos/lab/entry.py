@@ -18,7 +18,7 @@ from demos.lab import plots
 from demos.lab.artifacts import Artifacts
 from demos.lab.config import entry_dict
 from demos.lab.context import Context, Diverged, Interrupted
-from demos.lab.files import write_atomic, write_csv
+from demos.lab.files import write_atomic, write_csv, write_json
 from demos.lab.results import Check, EntrySummary, Result, Timing
 from demos.lab.scenario import Scenario, ScenarioConfig
 from demos.lab.signals import StopRequest
@@ -98,6 +98,8 @@ def write_files(entry: ScenarioConfig, ctx: Context) -> None:
     """The generic files: explain.txt (the graph walks), metrics.csv and loss.png."""
     if ctx.explanations:
         write_atomic(ctx.dir / "explain.txt", "\n".join(ctx.explanations))
+    if ctx.backward:
+        write_json(ctx.dir / "backward.json", {"graphs": ctx.backward})
     rows = ctx.history()
     if rows:
         write_csv(ctx.dir / "metrics.csv", rows)
@@ -120,12 +122,12 @@ def finish_checks(entry: ScenarioConfig, ctx: Context, result: Result | None,
     elif result is not None and ctx.checked_names:
         found.append(Check("loss stays finite", True, f"{', '.join(sorted(ctx.checked_names))} "
                                                       f"finite at all {ctx.steps_run} steps"))
-    if result is None:
-        return found
+    if result is None:  # the graphs drawn hold whatever came after
+        return found + ctx.trace_checks
     skip = ("training diverged" if diverged else "an interrupted run" if interrupted
             else "--dry-run" if dry_run else None)
-    return found + list(result.checks) + checks_mod.expect(entry.expect, result.params,
-                                                           result.metrics, skip=skip)
+    return found + list(result.checks) + ctx.trace_checks + checks_mod.expect(
+        entry.expect, result.params, result.metrics, skip=skip)
 
 
 def list_files(folder: Path) -> list[str]:

@@ -83,8 +83,10 @@ class Scenario:
 
 
 def graph_files(*stems: str) -> tuple[str, ...]:
-    """The files `ctx.graph(..., name=stem)` writes for each stem (with `dot` installed)."""
-    return tuple(f"{stem}{ext}" for stem in stems for ext in (".gv", ".pdf", ".svg"))
+    """The files `ctx.graph(..., name=stem)` writes for each stem (with `dot` installed), and
+    backward.json, where the traced backward of every graph goes."""
+    return (*(f"{stem}{ext}" for stem in stems for ext in (".gv", ".pdf", ".svg")),
+            "backward.json")
 
 
 TRAINING_FILES = ("metrics.csv", "loss.png")  # written by the runner for what ctx.record kept

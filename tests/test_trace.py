@@ -1,0 +1,147 @@
+"""Watching backward: the engine's order and every gradient, node by node (demos.lab.trace)."""
+import copy
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from demos.lab import trace
+from demos.lab.walk import node_name
+
+
+def document_002():
+    """e = (a + b) * d with a = 2, b = 3, d = 4, as document 002 walks it."""
+    a, b, d = (torch.tensor(v, requires_grad=True) for v in (2.0, 3.0, 4.0))
+    c = a + b
+    e = c * d
+    return e, {"a": a, "b": b, "c": c, "d": d}
+
+
+def values(described):
+    return None if described is None else described["values"]
+
+
+def test_the_engine_order_and_gradients_of_document_002(dry_run):
+    """As the engine really runs it: Mul, d's AccumulateGrad, Add, then a's and b's."""
+    graphs = json.loads((dry_run.dir / "autograd_internals" / "backward.json").read_text())
+    (g,) = graphs["graphs"]
+    steps = g["steps"]
+    assert [s["type"] for s in steps] == ["MulBackward0", "AccumulateGrad", "AddBackward0",
+                                         "AccumulateGrad", "AccumulateGrad"]
+    mul, acc_d, add, acc_a, acc_b = steps
+    assert values(mul["received"][0]) == [1.0]
+    assert [(e["to"], values(e["grad"])) for e in mul["sent"]] == [
+        ("#2 AddBackward0 (c)", [4.0]), ("#3 AccumulateGrad (d)", [5.0])]
+    assert (acc_d["leaf"]["name"], values(acc_d["leaf"]["grad"])) == ("d", [5.0])
+    assert values(add["received"][0]) == [4.0]
+    assert [values(e["grad"]) for e in add["sent"]] == [[4.0], [4.0]]
+    assert [(s["leaf"]["name"], values(s["leaf"]["grad"])) for s in (acc_a, acc_b)] == [
+        ("a", [4.0]), ("b", [4.0])]
+    text = (dry_run.dir / "autograd_internals" / "explain.txt").read_text()
+    walk = text.split("Backward, step by step ('graph')", 1)[1].splitlines()[2:7]
+    assert walk == [
+        "step 1: #1 MulBackward0 (the output) receives 1 and sends 4 to #2 AddBackward0 (c) "
+        "and 5 to #3 AccumulateGrad (d)",
+        "step 2: #3 AccumulateGrad (d) receives 5 and adds it into d.grad (d.grad is now 5)",
+        "step 3: #2 AddBackward0 (c) receives 4 and sends 4 to #4 AccumulateGrad (a) and 4 to "
+        "#5 AccumulateGrad (b)",
+        "step 4: #4 AccumulateGrad (a) receives 4 and adds it into a.grad (a.grad is now 4)",
+        "step 5: #5 AccumulateGrad (b) receives 4 and adds it into b.grad (b.grad is now 4)"]
+
+
+def test_multiply_add_returns_none_for_x_on_an_edge_that_carries_nothing(dry_run):
+    (g,) = json.loads((dry_run.dir / "multiply_add" / "backward.json").read_text())["graphs"]
+    first = g["steps"][0]
+    assert first["type"] == "MultiplyAddBackward"
+    w, x, b = first["sent"]
+    assert (x["to"], x["grad"], x["input_name"]) == (None, None, "input 1 (x)")
+    assert x["carries"].startswith("nothing")
+    assert w["to"] == "#2 AccumulateGrad (w)" and b["to"] == "#3 AccumulateGrad (b)"
+    assert w["grad"]["shape"] == b["grad"]["shape"] and set(values(b["grad"])) == {1.0}
+    assert g["skipped"] == [{"node": "#1 MultiplyAddBackward (the output)", "input": "1",
+                             "reason": "input 1 (x) needs no gradient (its next_functions entry "
+                                       "is None): nothing is sent there"}]
+
+
+def test_every_graph_drawn_is_traced_and_agrees(dry_run):
+    for e in dry_run.summary["scenarios"]:
+        folder = dry_run.dir / e["id"]
+        if not (folder / "graph.gv").exists() and not any(folder.glob("graph_*.gv")):
+            continue
+        graphs = json.loads((folder / "backward.json").read_text())["graphs"]
+        drawn = sorted(p.stem for p in folder.glob("*.gv"))
+        assert sorted(g["graph"] for g in graphs) == drawn, e["id"]
+        agree = [c for c in e["checks"] if c["name"].startswith("backward trace agrees")]
+        assert len(agree) == len(graphs) and all(c["passed"] for c in agree), e["id"]
+        for g in graphs:  # each step names the graphviz node it highlights
+            gv = (folder / f"{g['graph']}.gv").read_text()
+            assert all(s["dot_node"] in gv for s in g["steps"]), (e["id"], g["graph"])
+
+
+def test_the_trace_leaves_the_leaves_grad_as_it_found_it():
+    e, names = document_002()
+    a = names["a"]
+    a.grad = torch.tensor(100.0)
+    t = trace.record(e, names)
+    assert trace.agrees(t).passed
+    assert a.grad.item() == 100.0 and names["b"].grad is None
+    e.backward()  # the scenario's own backward: as if no trace had run
+    assert a.grad.item() == 104.0 and names["d"].grad.item() == 5.0
+
+
+def test_large_gradients_are_summarized():
+    w = torch.arange(20.0, requires_grad=True)
+    t = trace.record((w * 2).sum(), {"w": w})
+    leaf = trace.to_json(t)["steps"][-1]["leaf"]
+    assert leaf["grad"] == {"shape": [20], "dtype": "float32", "min": 2.0, "max": 2.0,
+                            "mean": 2.0, "norm": pytest.approx(20 ** 0.5 * 2)}
+
+
+def broken(kind):
+    """A real trace of document 002, then made wrong in one way."""
+    e, names = document_002()
+    t = trace.record(e, names)
+    assert trace.agrees(t).passed
+    bad = copy.copy(t)
+    bad.steps = list(t.steps)
+    by_type = {node_name(s.fn) + str(i): i for i, s in enumerate(t.steps)}
+    if kind == "leaf gradient":
+        bad.grads = {**t.grads, id(names["a"]): torch.tensor(5.0)}
+    elif kind == "order":  # a's AccumulateGrad before the AddBackward0 that feeds it
+        add, acc_a = by_type["AddBackward02"], by_type["AccumulateGrad3"]
+        bad.steps[add], bad.steps[acc_a] = bad.steps[acc_a], bad.steps[add]
+    elif kind == "twice":
+        bad.steps[0] = dataclasses.replace(bad.steps[0], runs=2)
+    elif kind == "missing":
+        del bad.steps[1]
+    elif kind == "stranger":
+        x = torch.tensor(1.0, requires_grad=True)
+        bad.steps.append(trace.Step((x * 3).grad_fn, (torch.tensor(1.0),)))
+    return bad
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("leaf gradient", "#4 AccumulateGrad (a) received 4 but a.grad is 5"),
+    ("order", "#4 AccumulateGrad (a) ran before #2 AddBackward0 (c), which feeds it"),
+    ("twice", "#1 MulBackward0 (the output) ran 2 times"),
+    ("missing", "in the graph walk but never ran: #3 AccumulateGrad (d)"),
+    ("stranger", "ran but not in the graph walk: MulBackward0"),
+])
+def test_each_part_of_the_check_catches_a_broken_trace(kind, words):
+    check = trace.agrees(broken(kind))
+    assert check.passed is False and words in check.detail, check.detail
+
+
+def test_a_graph_whose_saves_are_freed_cannot_be_traced_and_says_so():
+    e, names = document_002()
+    e.backward()  # frees what MulBackward0 saved
+    check = trace.agrees(trace.record(e, names, title="late"))
+    assert check.passed is False
+    assert check.detail.startswith("could not run backward over it: Trying to backward through "
+                                   "the graph a second time")
+    assert names["a"].grad.item() == 4.0  # left as it was
+
+
+def test_an_output_without_a_graph_is_not_traced():
+    assert trace.record(torch.tensor(1.0), {}) is None
