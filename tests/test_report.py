@@ -129,7 +129,10 @@ def look_at(page: Path, screenshot: Path, expected_ids):
         ids = driver.execute_script(
             "return Array.from(document.querySelectorAll('section.scenario')).map(s => s.id)")
         assert ids == expected_ids
-        graph = driver.find_element("css selector", ".graph img")
+        heights = driver.execute_script(  # every graph opens fitted: none taller than its box
+            "return Array.from(document.querySelectorAll('.graph svg'), s => s.clientHeight)")
+        assert heights and max(heights) <= 640, heights
+        graph = driver.find_element("css selector", ".graph svg")  # inline, for the stepper
         before = graph.size["width"]
         driver.find_element("css selector", ".zoom button[data-z='1.25']").click()
         assert graph.size["width"] > before  # the zoom works
@@ -222,3 +225,61 @@ def test_the_last_resort_rewrite_never_empties_the_file(tmp_path):
     with pytest.raises(OSError, match="do not fit"):
         files.overwrite(path, "x" * 201)
     assert json.loads(path.read_text()) == {"status": "passed"}
+
+
+@pytest.mark.slow
+def test_the_backward_stepper_in_a_real_browser(dry_run, tmp_path):
+    """Next N times highlights step N's node; Prev, the arrow keys and Play move it too; every
+    step of every graph on the page has its node in the SVG; no console errors."""
+    import time
+
+    from selenium.webdriver.common.keys import Keys
+
+    driver = browser()
+    try:
+        driver.get((dry_run.dir / "report.html").as_uri())
+        missing = driver.execute_script("""
+            var out = [];
+            document.querySelectorAll('.backward').forEach(function (box) {
+              var titles = Array.from(box.querySelectorAll('g.node title'), t => t.textContent);
+              JSON.parse(box.querySelector('script.steps').textContent).forEach(function (s) {
+                if (titles.indexOf(s.dot_node) < 0) out.push(box.dataset.graph + ' ' + s.node);
+              });
+            });
+            return [document.querySelectorAll('.backward').length, out];""")
+        assert missing[0] >= 10 and missing[1] == []
+        for section, graph in [("autograd_internals", "graph"),
+                               ("computation_graph", "graph_detach")]:
+            steps = json.loads((dry_run.dir / section / "backward.json").read_text())["graphs"]
+            steps = next(g for g in steps if g["graph"] == graph)["steps"]
+            box = driver.find_element(
+                "css selector", f'section#{section} .backward[data-graph="{graph}"]')
+            driver.execute_script("arguments[0].scrollIntoView()", box)
+            button = {a: box.find_element("css selector", f"[data-action={a}]")
+                      for a in ("prev", "next", "play")}
+
+            def active():
+                return driver.execute_script(
+                    "var a = arguments[0].querySelectorAll('g.node.active title');"
+                    "return Array.from(a, t => t.textContent);", box)
+            detail = box.find_element("css selector", ".step-detail")
+            assert active() == []
+            for n, step in enumerate(steps, 1):
+                button["next"].click()
+                assert active() == [step["dot_node"]], (section, n)
+                assert f"step {n}: {step['node']}" in detail.text
+            button["prev"].click()
+            assert active() == [steps[-2]["dot_node"]]
+            box.send_keys(Keys.ARROW_LEFT)
+            assert active() == [steps[-3]["dot_node"]]
+            box.send_keys(Keys.ARROW_RIGHT)
+            assert active() == [steps[-2]["dot_node"]]
+        button["play"].click()  # from step len-1: one tick reaches the end and stops
+        deadline = time.monotonic() + 5
+        while active() != [steps[-1]["dot_node"]] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert active() == [steps[-1]["dot_node"]] and button["play"].text == "Play"
+        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+        assert errors == []
+    finally:
+        driver.quit()

@@ -145,3 +145,36 @@ def test_a_graph_whose_saves_are_freed_cannot_be_traced_and_says_so():
 
 def test_an_output_without_a_graph_is_not_traced():
     assert trace.record(torch.tensor(1.0), {}) is None
+
+
+def svg_nodes(svg_text):
+    """(label lines, fill colour) of each node in a graphviz SVG."""
+    import re
+    out = []
+    for g in re.findall(r'<g id="node\d+" class="node">(.*?)</g>', svg_text, re.S):
+        fill = re.search(r'<polygon fill="([^"]+)"', g).group(1)
+        out.append((re.findall(r">([^<]+)</text>", g), fill))
+    return out
+
+
+def test_the_graphs_name_what_functions_saved_and_keep_leaves_blue(dry_run):
+    """Saved tensors are named (the scenario's name, the forward argument, 'result'), a leaf
+    that is also saved stays lightblue, and graph_detach's two outputs read h and h2."""
+    def nodes(entry, stem="graph"):
+        return svg_nodes((dry_run.dir / entry / f"{stem}.svg").read_text())
+
+    def fill(entry, name, stem="graph"):
+        return [f for lines, f in nodes(entry, stem) if lines and lines[0] == name]
+
+    assert fill("legendre_fit", "x") == ["orange"]       # P3's input, by forward's argument
+    assert fill("my_exp", "result") == ["orange"]        # MyExp saves its output
+    assert fill("multiply_add", "x") == ["orange"]       # named by the scenario
+    assert fill("linear_function", "weight") == ["lightblue"]  # a leaf, saved too
+    assert fill("linear_function", "x") == ["orange"]
+    assert fill("computation_graph", "h", "graph_detach") == ["#caff70"]  # darkolivegreen1
+    assert fill("computation_graph", "h2", "graph_detach") == ["#caff70"]  # darkolivegreen1
+    assert fill("multiply_add", "output") == ["#caff70"]  # darkolivegreen1
+    unnamed = [(e, lines) for e in ("legendre_fit", "my_relu", "my_exp", "multiply_add",
+                                    "linear_function", "custom_function")
+               for lines, f in nodes(e) if f == "orange" and not lines[0].strip(" ()0123456789,")]
+    assert unnamed == []

@@ -5,6 +5,7 @@ saved tensors, which torchviz draws, are freed by a backward that does not retai
 """
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
@@ -26,18 +27,46 @@ def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
                params: Mapping[str, torch.Tensor]) -> str:
     """The graphviz (dot) source of the graph behind `output` (one tensor or a tuple).
 
-    Tensors in `params` are labelled with their names.
+    Tensors in `params` are labelled with their names; an output without one is "output".
 
     Colours (torchviz): lightblue leaves that require grad, orange tensors saved for
-    backward, green the output, grey the backward nodes.
+    backward, green the output, grey the backward nodes. Two touches on top of torchviz:
+    a custom Function's saved tensors get names (see walk.saved_names), and a leaf that is
+    also saved stays lightblue (torchviz would paint it orange).
     """
+    from demos.lab import walk
+
     if sys.version_info >= (3, 12):  # torchviz 0.0.3 imports distutils, gone from 3.12:
         import setuptools  # noqa: F401  setuptools installs its distutils shim on import
     with warnings.catch_warnings():  # torchviz's own use of distutils' LooseVersion
         warnings.simplefilter("ignore", DeprecationWarning)
         from torchviz import make_dot
 
-        return make_dot(output, params=dict(params)).source
+        outputs = (output,) if not isinstance(output, tuple) else output
+        named = dict(params)
+        known = {id(t) for t in named.values()}
+        for i, out in enumerate(outputs):
+            if id(out) not in known:
+                named["output" if len(outputs) == 1 else f"output {i + 1}"] = out
+        source = make_dot(output, params=named).source
+    touches = []
+    for fn in walk.nodes(outputs):
+        if walk.is_custom(fn):  # torchviz draws its saves in order: edges "<t> -> <fn> [dir=none]"
+            drawn = re.findall(rf"^\t(\d+) -> {id(fn)} \[dir=none\]$", source, re.M)
+            saved = fn.saved_tensors
+            for tid, name, t in zip(drawn, walk.saved_names(fn, named), saved):
+                touches.append(f'\t{tid} [label="{quote(name)}\n {size(t)}"]')
+        if hasattr(fn, "variable"):
+            touches.append(f"\t{id(fn.variable)} [fillcolor=lightblue]")
+    return source.rstrip().removesuffix("}") + "".join(t + "\n" for t in touches) + "}\n"
+
+
+def quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def size(t: torch.Tensor | None) -> str:
+    return "None" if t is None else "(" + ", ".join(str(v) for v in t.shape) + ")"
 
 
 def render(source: str, stem: Path, dot: str | None = "") -> tuple[list[Path], str | None]:

@@ -43,23 +43,121 @@ figure img { max-width: 100%; width: 520px; border: 1px solid #e3e5e8; backgroun
 figcaption { font-size: 0.85em; color: #4a5160; }
 .graph { overflow: auto; max-height: 640px; border: 1px solid #e3e5e8; background: #fff;
          resize: vertical; } .graph img { display: block; }
-.zoom button { font-size: 0.9em; margin-right: 0.3em; }
+.zoom button, .stepper button { font-size: 0.9em; margin-right: 0.3em; }
+.graph svg { display: block; }
+.backward { outline: none; } .backward:focus-within .stepper, .backward:focus .stepper {
+  color: #0d47a1; } .hint { color: #78909c; font-size: 0.85em; }
+.backward g.node.active polygon { fill: #ffd54f; stroke: #d32f2f; stroke-width: 3; }
+.backward g.node.leaf-active polygon { stroke: #d32f2f; stroke-width: 3; }
+.backward g.edge.active path, .backward g.edge.active polygon { stroke: #d32f2f;
+  stroke-width: 3; } .backward g.edge.active polygon { fill: #d32f2f; }
+.step-detail { font: 13px/1.5 ui-monospace, Menlo, Consolas, monospace; background: #f3f4f6;
+  padding: 0.5em 0.8em; margin-top: 0.4em; min-height: 5.5em; }
 nav a { margin-right: 0.9em; white-space: nowrap; } details { margin: 0.5em 0; }
 summary { cursor: pointer; font-weight: 600; } .files a { margin-right: 0.8em; }
 """
 
 ZOOM_JS = """
+function natural(svg) {
+  var box = svg.viewBox.baseVal;
+  return box && box.width ? [box.width, box.height] : [svg.clientWidth, svg.clientHeight];
+}
 document.querySelectorAll('.zoom').forEach(function (bar) {
-  var img = document.getElementById(bar.dataset.target), scale = 1;
-  function apply() { img.style.width = (img.naturalWidth * scale) + 'px'; }
-  img.addEventListener('load', apply); if (img.complete) apply();
+  var box = document.getElementById(bar.dataset.target);
+  var el = box.tagName === 'IMG' ? box : box.querySelector('svg'), scale = 1;
+  if (!el) return;
+  function size() { return el.tagName === 'IMG' ? [el.naturalWidth, el.naturalHeight]
+                                                : natural(el); }
+  function fit() {  /* the whole graph in view: tall graphs open fitted */
+    var s = size(), holder = el.tagName === 'IMG' ? el.parentNode : box;
+    return Math.min(1.5, (holder.clientWidth - 4) / s[0], 620 / s[1]);
+  }
+  function apply() {
+    var s = size();
+    el.style.width = (s[0] * scale) + 'px';
+    if (el.tagName !== 'IMG') el.style.height = (s[1] * scale) + 'px';
+  }
+  if (el.tagName === 'IMG') {
+    el.addEventListener('load', apply); if (el.complete) apply();
+  } else {
+    el.removeAttribute('width'); el.removeAttribute('height'); scale = fit(); apply();
+  }
   bar.querySelectorAll('button').forEach(function (b) {
     b.addEventListener('click', function () {
-      scale = b.dataset.z === 'fit' ? img.parentNode.clientWidth / img.naturalWidth
-            : b.dataset.z === '1' ? 1 : scale * parseFloat(b.dataset.z);
+      scale = b.dataset.z === 'fit' ? fit() : b.dataset.z === '1' ? 1
+            : scale * parseFloat(b.dataset.z);
       apply();
     });
   });
+});
+"""
+
+STEPPER_JS = """
+function describeGrad(g) {
+  if (g === null || g === undefined) return 'None';
+  if (g.values) {
+    var v = g.values.map(function (x) { return +x.toPrecision(6); });
+    return g.shape.length ? '[' + v.join(', ') + ']' : String(v[0]);
+  }
+  return '(' + g.shape.join(', ') + ') in [' + g.min.toPrecision(4) + ', ' +
+         g.max.toPrecision(4) + '], norm ' + g.norm.toPrecision(4);
+}
+document.querySelectorAll('.backward').forEach(function (box) {
+  var steps = JSON.parse(box.querySelector('script.steps').textContent);
+  var svg = box.querySelector('svg'), detail = box.querySelector('.step-detail');
+  var count = box.querySelector('.step-count'), play = box.querySelector('[data-action=play]');
+  var nodes = {}, edges = {}, k = 0, timer = null;
+  svg.querySelectorAll('g.node').forEach(function (g) {
+    nodes[g.querySelector('title').textContent] = g; });
+  svg.querySelectorAll('g.edge').forEach(function (g) {
+    edges[g.querySelector('title').textContent] = g; });
+  function mark(el, cls) { if (el) el.classList.add(cls); }
+  function line(label, text) {
+    var p = document.createElement('div'), b = document.createElement('b');
+    b.textContent = label + ' '; p.appendChild(b);
+    p.appendChild(document.createTextNode(text)); detail.appendChild(p);
+  }
+  function show() {
+    svg.querySelectorAll('.active, .leaf-active').forEach(function (el) {
+      el.classList.remove('active'); el.classList.remove('leaf-active'); });
+    count.textContent = 'step ' + k + ' of ' + steps.length;
+    detail.textContent = '';
+    if (k === 0) { line('', 'Press Next to run backward one node at a time.'); return; }
+    var s = steps[k - 1];
+    mark(nodes[s.dot_node], 'active');
+    s.sent.forEach(function (e) { if (e.dot_edge) mark(edges[e.dot_edge], 'active'); });
+    line('step ' + k + ':', s.node);
+    line('received:', s.received.map(describeGrad).join(', '));
+    if (s.leaf) {
+      mark(nodes[s.leaf.dot_node], 'leaf-active'); mark(edges[s.leaf.dot_edge], 'active');
+      line('adds into:', s.leaf.name + '.grad, which is now ' + describeGrad(s.leaf.grad));
+    } else {
+      line('sends:', s.sent.map(function (e) {
+        return e.to ? describeGrad(e.grad) + ' to ' + e.to
+                    : describeGrad(e.grad) + ' for ' + e.input_name + ': carries nothing';
+      }).join('; ') || 'nothing');
+    }
+  }
+  function go(d) { k = Math.max(0, Math.min(steps.length, k + d)); show(); }
+  function stop() { clearInterval(timer); timer = null; play.textContent = 'Play'; }
+  box.querySelectorAll('button[data-action]').forEach(function (b) {
+    b.addEventListener('click', function () {
+      box.focus({preventScroll: true});
+      if (b.dataset.action === 'prev') { stop(); go(-1); }
+      else if (b.dataset.action === 'next') { stop(); go(1); }
+      else if (timer) { stop(); }
+      else {
+        if (k >= steps.length) k = 0;
+        play.textContent = 'Pause';
+        timer = setInterval(function () { go(1); if (k >= steps.length) stop(); }, 900);
+      }
+    });
+  });
+  box.addEventListener('keydown', function (ev) {
+    if (ev.key === 'ArrowRight') { stop(); go(1); ev.preventDefault(); }
+    if (ev.key === 'ArrowLeft') { stop(); go(-1); ev.preventDefault(); }
+  });
+  show();
 });
 """
 
@@ -123,6 +221,7 @@ def scenario_section(e: EntrySummary, folder: Path, description: str, config_yam
         parts += [f'<figure><img src="{esc(rel)}/{esc(f)}" alt="{esc(f)}">'
                   f'<figcaption>{esc(f)}</figcaption></figure>' for f in images]
         parts.append("</div>")
+    traces = backward_traces(folder)
     for svg in [f for f in files if f.endswith(".svg")]:
         stem, target = svg[:-4], f"g-{rel}-{svg[:-4]}"
         links = " ".join(f'<a href="{esc(rel)}/{esc(stem + ext)}">{esc(stem + ext)}</a>'
@@ -131,9 +230,27 @@ def scenario_section(e: EntrySummary, folder: Path, description: str, config_yam
                   f'<p class="zoom" data-target="{esc(target)}">zoom: '
                   '<button data-z="1.25">+</button><button data-z="0.8">&minus;</button>'
                   '<button data-z="1">100%</button><button data-z="fit">fit</button> '
-                  f'{links}</p>',
-                  f'<div class="graph"><img id="{esc(target)}" src="{esc(rel)}/{esc(svg)}" '
-                  f'alt="autograd graph {esc(stem)}"></div>']
+                  f'{links}</p>']
+        inline = inline_svg(folder / svg, target)
+        steps = traces.get(stem, [])
+        if inline is None:  # unreadable: the file itself, as an image
+            parts.append(f'<div class="graph"><img id="{esc(target)}" src="{esc(rel)}/{esc(svg)}" '
+                         f'alt="autograd graph {esc(stem)}"></div>')
+        elif not steps:
+            parts.append(f'<div class="graph" id="{esc(target)}">{inline}</div>')
+        else:
+            data = json.dumps(steps, allow_nan=False).replace("</", "<\\/")
+            parts += [f'<div class="backward" data-graph="{esc(stem)}" tabindex="0">',
+                      '<p class="stepper">backward, step by step: '
+                      '<button data-action="prev">&#9664; Prev</button>'
+                      '<button data-action="next">Next &#9654;</button>'
+                      '<button data-action="play">Play</button> '
+                      f'<span class="step-count">{len(steps)} steps</span> '
+                      '<span class="hint">(or the arrow keys)</span></p>',
+                      f'<div class="graph" id="{esc(target)}">{inline}</div>',
+                      '<div class="step-detail">Press Next to run backward one node at a time.'
+                      '</div>',
+                      f'<script type="application/json" class="steps">{data}</script></div>']
     if "explain.txt" in files:
         text = (folder / "explain.txt").read_text(encoding="utf-8")
         parts.append(f"<details><summary>Graph walk (explain.txt)</summary><pre>{esc(text)}</pre>"
@@ -143,6 +260,29 @@ def scenario_section(e: EntrySummary, folder: Path, description: str, config_yam
     parts.append('<p class="files">Files: ' + " ".join(
         f'<a href="{esc(rel)}/{esc(f)}">{esc(f)}</a>' for f in files) + "</p></section>")
     return "\n".join(parts)
+
+
+def backward_traces(folder: Path) -> dict[str, list[dict[str, Any]]]:
+    """The steps of each traced graph in the entry's backward.json, by graph name."""
+    try:
+        data = json.loads((folder / "backward.json").read_text(encoding="utf-8"))
+        return {g["graph"]: g["steps"] for g in data["graphs"] if g.get("steps")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def inline_svg(path: Path, prefix: str) -> str | None:
+    """An SVG that graphviz wrote, ready to sit in the page: no XML prolog, ids made unique
+    in the page, and sized by the script (fitted to the box when it opens)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return None
+    start = text.find("<svg")
+    if start < 0:
+        return None
+    text = re.sub(r'\bid="', f'id="{esc(prefix)}-', text[start:])
+    return re.sub(r"<!--.*?-->", "", text, flags=re.S)
 
 
 def render_report(run_dir: Path, s: RunSummary, descriptions: Mapping[str, str],
@@ -171,7 +311,7 @@ def render_report(run_dir: Path, s: RunSummary, descriptions: Mapping[str, str],
 <a href="run.log">run.log</a> <a href="../index.html">all runs</a></p>
 <nav>{nav}</nav>
 {chr(10).join(sections)}
-<script>{ZOOM_JS}</script>
+<script>{ZOOM_JS}{STEPPER_JS}</script>
 </body></html>
 """
 

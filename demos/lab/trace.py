@@ -14,14 +14,13 @@ nodes that feed it; the nodes run are the walk's nodes minus the skipped ones.
 """
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import torch
 
 from demos.lab.results import Check
-from demos.lab.walk import node_name, nodes
+from demos.lab.walk import input_names, node_name, nodes
 
 SMALL = 16  # values are written out up to this many elements; above, min/max/mean/norm
 
@@ -71,11 +70,7 @@ class Trace:
 
     def input_name(self, fn: Any, i: int) -> str:
         """'input 1 (x)': a custom Function's inputs are named after its forward's arguments."""
-        forward = getattr(getattr(fn, "_forward_cls", None), "forward", None)
-        try:
-            args = [a for a in inspect.signature(forward).parameters][1:]  # after ctx
-        except (TypeError, ValueError):
-            args = []
+        args = input_names(fn)
         return f"input {i}" + (f" ({args[i]})" if i < len(args) else "")
 
     def whose(self, fn: Any) -> str | None:

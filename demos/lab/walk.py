@@ -7,6 +7,7 @@ frees the saved tensors (unless retain_graph=True).
 """
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any, Mapping, Sequence
 
@@ -59,6 +60,35 @@ def legend(fn: Any) -> str:
         return (f"the backward() of the custom Function "
                 f"{node_name(fn).removesuffix('Backward')} (your code)")
     return LEGEND.get(re.sub(r"\d+$", "", node_name(fn)), "backward of a built-in torch op")
+
+
+def input_names(fn: Any) -> list[str]:
+    """A custom Function's inputs, named after its forward's arguments (after ctx); [] for
+    built-in nodes, whose inputs have no names."""
+    forward = getattr(getattr(fn, "_forward_cls", None), "forward", None)
+    try:
+        return list(inspect.signature(forward).parameters)[1:]
+    except (TypeError, ValueError):
+        return []
+
+
+def saved_names(fn: Any, names: Mapping[str, torch.Tensor]) -> list[str]:
+    """A name for each tensor a custom Function saved: the scenario's name for it, else the
+    forward argument it came in as, 'result' for its own output, else saved_tensors[i]."""
+    by_id = {id(t): n for n, t in names.items()}
+    args = input_names(fn)
+    out = []
+    for i, t in enumerate(fn.saved_tensors):
+        name = by_id.get(id(t)) if t is not None else None
+        if name is None and t is not None:
+            for k, (nf, _) in enumerate(getattr(fn, "next_functions", ())):
+                if nf is not None and (t.grad_fn is nf or getattr(nf, "variable", None) is t):
+                    name = args[k] if k < len(args) else f"input {k}"
+                    break
+            else:
+                name = "result" if t.grad_fn is fn else None
+        out.append(name or f"saved_tensors[{i}]")
+    return out
 
 
 class Namer:

@@ -97,7 +97,8 @@ def with_detach(cfg, ctx) -> list:
     h = w * x + b
     x_detached = x.detach()
     h2 = w * x_detached + b
-    ctx.graph((h, h2), {"x": x, "x_detached": x_detached, "w": w, "b": b}, name="graph_detach")
+    ctx.graph((h, h2), {"h": h, "h2": h2, "x": x, "x_detached": x_detached, "w": w, "b": b},
+              name="graph_detach")
     in_h, in_h2 = contains(h, x), contains(h2, x) or contains(h2, x_detached)
     h2.backward()
     after_h2 = x.grad
