@@ -10,10 +10,14 @@ from typing import NoReturn
 
 def main(argv: list[str] | None = None, prog: str = "runner.py") -> int:
     """Run the command line `argv` (default: sys.argv[1:]); return the exit code."""
-    from demos.lab import cli
-    from demos.scenarios import registry
+    from demos.lab.signals import StartUp, StopRequest, signal_handler
 
-    return cli.main(argv, registry, prog)
+    stop = StopRequest()
+    with signal_handler(StartUp(stop)):  # from the first line: a signal is noted, not raised
+        from demos.lab import cli
+        from demos.scenarios import registry
+
+        return cli.main(argv, registry, prog, stop)
 
 
 def entry_point(prog: str = "autograd-demos") -> NoReturn:
@@ -25,12 +29,19 @@ def entry_point(prog: str = "autograd-demos") -> NoReturn:
     exit handlers (the drawing helper finishes; coverage.py saves its data), and leave.
     """
     from demos.lab import artifacts
-    from demos.lab.results import EXIT_FAILED, EXIT_OK
+    from demos.lab.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+
+    from demos.lab.signals import StartUp, StopRequest, signal_handler
 
     code = main(prog=prog)
     if code not in (EXIT_OK, EXIT_FAILED):  # no run, or an interrupted one: nothing to draw
         artifacts.kill()
-    atexit._run_exitfuncs()
+    late = StopRequest()
+    with signal_handler(StartUp(late)):  # a signal now: the run is whole; say so, exit 130
+        atexit._run_exitfuncs()
+    if late.requested and code != EXIT_INTERRUPTED:
+        print("\ninterrupted after the run finished", file=sys.stderr)
+        code = EXIT_INTERRUPTED
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

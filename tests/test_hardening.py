@@ -348,6 +348,27 @@ def test_a_second_signal_leaves_no_helper_process_behind(tmp_path):
     assert alive == []
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_sigterm_during_start_up_ends_the_process_and_its_helpers(tmp_path):
+    """The real command line: SIGTERM while torch loads ends it at once (130, one line), and
+    the helper, which ignores the group's SIGTERM, is ended too, not waited for."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "runner.py"), "--config",
+                             str(CONFIGS / "my_exp.yaml"), "--output-dir", str(tmp_path)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while not children_of(proc.pid) and time.time() < deadline:  # the helper has started
+        time.sleep(0.02)
+    helpers = children_of(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err.strip()) == (130, "interrupted before the run started"), err
+    deadline = time.time() + 10
+    while time.time() < deadline and any(Path(f"/proc/{p}").exists() for p in helpers):
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{p}").exists() for p in helpers)
+
+
 def test_global_torch_state_is_touched_only_when_asked(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("use_deterministic_algorithms called without deterministic: true")
@@ -441,6 +462,8 @@ def test_a_signal_while_the_run_finishes_ends_it_as_interrupted(tmp_path, monkey
     assert "Traceback" not in err and "SIGTERM: stopping" in err
     assert summary(only_run_dir(tmp_path))["status"] == "interrupted"
     assert "INTERRUPTED: 1 of 1" in out and "PASSED: " not in out  # one ending
+    index = (tmp_path / "index.html").read_text()  # rebuilt too: it had said PASSED
+    assert "badge interrupted" in index and "badge passed" not in index
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
@@ -640,3 +663,118 @@ def test_files_get_the_usual_permissions(dry_run):
     for name in ("summary.json", "report.html", "legendre_fit/loss.png",
                  "lenet/checkpoint.pt", "legendre_fit/fit.gif"):
         assert oct((dry_run.dir / name).stat().st_mode & 0o777) == expected, name
+
+
+def test_a_signal_during_start_up_waits_for_a_safe_point(tmp_path, monkeypatch, capsys):
+    """A signal while torch loads is noted, not raised inside the import (which can leave it
+    half-imported or swallow the interrupt); start-up stops at the next safe point."""
+    from demos.lab import device
+    real, finished = device.resolve, []
+
+    def resolve_signalled(spec):
+        os.kill(os.getpid(), signal.SIGINT)  # as if Ctrl-C came in the middle of the import
+        finished.append(True)
+        return real(spec)
+    monkeypatch.setattr(device, "resolve", resolve_signalled)
+    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == EXIT_INTERRUPTED
+    assert finished == [True]  # what was running ran to its end
+    assert capsys.readouterr().err.strip() == "interrupted before the run started"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_entry_whose_folder_cannot_be_made_does_not_stop_the_run(tmp_path, monkeypatch):
+    import errno
+    real_mkdir = Path.mkdir
+
+    def mkdir(self, *args, **kwargs):
+        if self.name == "my_exp":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_mkdir(self, *args, **kwargs)
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--dry-run",
+                    "--only", "my_exp,autograd_internals") == 1
+    s = summary(only_run_dir(tmp_path))
+    assert s["status"] == "failed"
+    assert [(e["id"], e["status"]) for e in s["scenarios"]] == [
+        ("autograd_internals", "passed"), ("my_exp", "error")]
+    assert (only_run_dir(tmp_path) / "report.html").exists()
+
+
+def test_a_plot_that_cannot_be_written_makes_its_entry_an_error(tmp_path, monkeypatch):
+    """Plots are drawn beside the run; one the disk has no room for fails its entry."""
+    import errno
+
+    from demos.lab import artifacts, plots
+
+    def no_room(path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(artifacts, "pool", lambda: None)  # drawn here, where the patch holds
+    monkeypatch.setattr(plots, "loss_curve", no_room)
+    assert run_main(tmp_path, "--config", CONFIGS / "multiply_add.yaml", "--dry-run") == 1
+    (e,) = summary(only_run_dir(tmp_path))["scenarios"]
+    assert e["status"] == "error"
+    assert e["error"] == ("could not write multiply_add/loss.png: OSError: [Errno 28] No space "
+                          "left on device")
+    assert all(c["passed"] is not False for c in e["checks"])  # its results are kept
+
+
+def test_a_config_name_that_is_not_utf8_gives_strict_json(tmp_path):
+    odd = tmp_path / os.fsdecode(b"cfg_\xff.yaml")
+    odd.write_bytes((CONFIGS / "my_exp.yaml").read_bytes())
+    assert run_main(tmp_path / "out", "--config", odd) == 0
+    text = (only_run_dir(tmp_path / "out") / "summary.json").read_bytes().decode("utf-8")
+    assert "\\udc" not in text and json.loads(text)["config"].endswith("cfg_?.yaml")
+
+
+def test_the_index_keeps_working_whatever_the_siblings_hold(tmp_path):
+    """Odd digits in a name, an absurd pid, absurdly deep JSON, a linked folder, a directory
+    at an index temp name, a FIFO at the lock's name: skipped or said, never a crash."""
+    from demos.lab.report import write_index
+
+    def folder(name, text):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(text)
+    folder("x-x-x-x-x-\u00b2", '{"status": "passed", "scenarios": []}')
+    folder("2026-01-01_00-00-01", json.dumps({"status": "running", "pid": 10**20,
+                                              "host": socket.gethostname(), "scenarios": []}))
+    folder("deep", "[" * 200_000)
+    outside = tmp_path.parent / (tmp_path.name + "-elsewhere")
+    outside.mkdir(exist_ok=True)
+    (outside / "summary.json").write_text('{"status": "passed", "scenarios": []}')
+    (tmp_path / "2030-01-01_00-00-00").symlink_to(outside)
+    (tmp_path / ".index.html.zz.tmp").mkdir()
+    assert write_index(tmp_path) == ["deep"]
+    index = (tmp_path / "index.html").read_text()
+    assert "x-x-x-x-x-\u00b2" in index and "2030-01-01" not in index
+    assert "badge running" in index  # an absurd pid: cannot tell, so not called stopped
+    (tmp_path / ".index.lock").unlink()
+    os.mkfifo(tmp_path / ".index.lock")
+    with pytest.raises(OSError, match="not a regular file; remove it"):
+        write_index(tmp_path)
+
+
+def test_group_signals_leave_the_helper_and_the_resource_tracker_alone(tmp_path):
+    """SIGTERM and SIGHUP to the whole process group (timeout, a closed terminal) must not
+    kill the drawing helper or multiprocessing's resource tracker (whose death prints
+    tracebacks): both ignore them from the start."""
+    code = """if 1:
+        import signal
+        from multiprocessing import resource_tracker
+        from demos.lab import artifacts
+        def ignored(pid):
+            mask = [int(l.split()[1], 16) for l in open(f"/proc/{pid}/status")
+                    if l.startswith("SigIgn:")][0]
+            return [s.name for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                    if mask >> (s - 1) & 1]
+        pool = artifacts.pool()
+        pool.submit(artifacts.warm_up).result()
+        print(ignored(resource_tracker._resource_tracker._pid))
+        print(ignored(next(iter(pool._processes))))
+        artifacts.shutdown()
+    """
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    tracker, helper = proc.stdout.splitlines()
+    assert "SIGHUP" in tracker and "SIGTERM" in tracker
+    assert helper == "['SIGINT', 'SIGTERM', 'SIGHUP']"

@@ -1,8 +1,9 @@
 """Plots and graph renders are drawn in a helper process while the run goes on.
 
 Training and checks keep the main process; matplotlib and graphviz's `dot` work beside them
-on another core. `Artifacts.wait()` collects what was submitted: a file that could not be
-written becomes a warning, never a failed run. Where no helper process can be started, the
+on another core. `Artifacts.wait()` collects what was submitted: a warning (no `dot`) stays a
+warning; a file that could not be written (a full disk) is kept in `failures`, and the run
+makes its entry an error. Where no helper process can be started, the
 work is done at once, in this process.
 """
 from __future__ import annotations
@@ -21,11 +22,18 @@ _pool_failed = False
 _deaths = 0
 
 
+# what reaches a whole process group: Ctrl-C, `kill -- -PGID` or `timeout`, a closed terminal
+GROUP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP")
+                      if hasattr(signal, n))
+
+
 def _init_worker() -> None:
-    """In the helper: Ctrl-C reaches the whole process group, but the main process decides
-    when to stop, so the helper ignores it and finishes what it was given. It leaves as soon
-    as the main process is gone, however that went (a second Ctrl-C, a kill)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """In the helper: Ctrl-C, SIGTERM and SIGHUP reach the whole process group, but the main
+    process decides when to stop, so the helper ignores them and finishes what it was given.
+    It leaves as soon as the main process is gone, however that went (a second Ctrl-C, a
+    kill)."""
+    for sig in GROUP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
@@ -48,6 +56,7 @@ def pool() -> cf.ProcessPoolExecutor | None:
     global _pool, _pool_failed
     if _pool is None and not _pool_failed:
         try:
+            start_resource_tracker()
             _pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                            initializer=_init_worker)
             _pool.submit(warm_up)
@@ -58,6 +67,28 @@ def pool() -> cf.ProcessPoolExecutor | None:
         except (OSError, ImportError, NotImplementedError):  # e.g. no semaphores here
             _pool_failed = True
     return _pool
+
+
+def start_resource_tracker() -> None:
+    """multiprocessing's resource tracker (a process it starts for the helper's semaphores),
+    started by us so that it ignores the group's signals (it ignores only SIGINT and SIGTERM
+    itself; SIGHUP would kill it, and its successor prints tracebacks), and so that its
+    "leaked semaphore" warning after a hard exit (a second Ctrl-C) stays quiet."""
+    from multiprocessing import resource_tracker
+
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is None or threading.current_thread() is not threading.main_thread():
+        return
+    previous, warnings = signal.signal(hup, signal.SIG_IGN), os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = "ignore"  # read by the tracker's interpreter only
+    try:
+        resource_tracker.ensure_running()  # an ignored signal stays ignored across exec
+    finally:
+        signal.signal(hup, previous)
+        if warnings is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = warnings
 
 
 def shutdown() -> None:
@@ -73,7 +104,7 @@ def kill() -> None:
     global _pool
     if _pool is not None:
         for process in list(getattr(_pool, "_processes", {}).values()):
-            process.terminate()
+            process.kill()  # SIGKILL: it ignores SIGTERM (see _init_worker)
         _pool.shutdown(wait=False, cancel_futures=True)
         _pool = None
 
@@ -84,6 +115,7 @@ class Artifacts:
     def __init__(self, warn: Callable[[str], None]):
         self.warn = warn
         self.pending: list[tuple[str, cf.Future, Callable[[], Any]]] = []
+        self.failures: list[tuple[str, str]] = []  # (what, why): files that were not written
 
     def submit(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Run fn(*args, **kwargs) (a module-level function; its arguments plain data)."""
@@ -109,8 +141,9 @@ class Artifacts:
     def done(self, what: str, result: Callable[[], Any]) -> None:
         try:
             message = result()
-        except Exception as e:  # a full disk, say: the run goes on
+        except Exception as e:  # a full disk, say: the run goes on, the entry is an error
             message = f"could not write {what}: {type(e).__name__}: {e}"
+            self.failures.append((what, message))
         if message:
             self.warn(message)
 

@@ -18,7 +18,7 @@ from demos.lab.config import DEVICE_RE
 from demos.lab.results import EXIT_INTERRUPTED, EXIT_USAGE
 from demos.lab.scenario import Registry
 from demos.lab.schema import MAX_INT, ConfigError, show
-from demos.lab.signals import StopRequest, interrupt, signal_handler
+from demos.lab.signals import StartUp, StopRequest, signal_handler, stop_if_requested
 
 
 
@@ -58,13 +58,17 @@ def list_scenarios(registry: Registry) -> str:
 
 
 def main(argv: list[str] | None, registry: Callable[[], Registry],
-         prog: str = "runner.py") -> int:
-    """Run the command line `argv` over the scenarios of `registry()`; return the exit code."""
+         prog: str = "runner.py", stop: StopRequest | None = None) -> int:
+    """Run the command line `argv` over the scenarios of `registry()`; return the exit code.
+
+    `stop` is the caller's, when it noted signals already (see demos.cli)."""
     argv = sys.argv[1:] if argv is None else argv
-    code, stop = 0, StopRequest()
+    code, stop = 0, stop or StopRequest()
     try:
-        with signal_handler(interrupt):  # the run installs its own handler when it starts
+        with signal_handler(StartUp(stop)):  # the run installs its own handler when it starts
             code = run(argv, registry, prog, stop)
+            if stop.requested and code != EXIT_INTERRUPTED:  # came after the run's handler
+                raise KeyboardInterrupt
         sys.stdout.flush()
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -115,6 +119,7 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
     except ConfigError as e:
         where = "--device" if args.device is not None else f"{args.config}: device"
         raise ConfigError(f"{where} {cfg.device}: {e}") from None
+    stop_if_requested(stop)  # a safe point: torch has loaded
     for i, entry in enumerate(cfg.scenarios):  # the run starts: now user code may load
         prepare = registry[entry.scenario].prepare
         if prepare is not None:
@@ -122,6 +127,7 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
                 prepare(entry, f"scenarios[{i}]")
             except ConfigError as e:
                 raise ConfigError(f"{args.config}: {e}") from None
+            stop_if_requested(stop)
     progress = not args.no_progress and sys.stderr.isatty()
     return execute(cfg, registry, device, note, Path(args.output_dir), source=args.config,
                    command=[prog, *argv], progress=progress, dry_run=args.dry_run,

@@ -105,7 +105,7 @@ def write_files(entry: ScenarioConfig, ctx: Context) -> None:
         write_csv(ctx.dir / "metrics.csv", rows)
         losses = [(r["step"], r["loss"]) for r in rows if "loss" in r]
         if losses:
-            ctx.artifacts.submit("loss.png", plots.loss_curve, ctx.dir / "loss.png",
+            ctx.artifacts.submit(f"{entry.id}/loss.png", plots.loss_curve, ctx.dir / "loss.png",
                                  [s for s, _ in losses], [v for _, v in losses],
                                  title=f"{entry.id}: loss", log_every=entry.log_every)
 
@@ -131,5 +131,9 @@ def finish_checks(entry: ScenarioConfig, ctx: Context, result: Result | None,
 
 
 def list_files(folder: Path) -> list[str]:
-    """What an entry wrote (its folder's files, hidden temporaries aside)."""
-    return sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    """What an entry wrote (its folder's files, hidden temporaries aside); none when its
+    folder could not be made."""
+    try:
+        return sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    except OSError:
+        return []

@@ -198,7 +198,11 @@ def checks_table(checks: list[Check]) -> str:
 
 def scenario_section(e: EntrySummary, folder: Path, description: str, config_yaml: str) -> str:
     rel = e.id
-    files = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    try:
+        files = sorted(p.name for p in folder.iterdir()
+                       if p.is_file() and not p.name.startswith("."))
+    except OSError:  # its folder could not be made
+        files = []
     parts = [f'<section class="scenario" id="{esc(rel)}">',
              f'<h2>{esc(e.id)} {badge(e.status)}</h2>',
              f'<p class="doc"><code>{esc(e.scenario)}</code>: {esc(description)}</p>']
@@ -340,7 +344,11 @@ def locked(path: Path, wait_s: float | None = None) -> Iterator[None]:
     except ImportError:  # Windows: the atomic rename still keeps the file whole
         yield
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_NONBLOCK", 0), 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted at its name
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file; remove it")
     with os.fdopen(fd, "r+") as f:  # never through a link planted at the lock's name
         deadline = time.monotonic() + wait_s
         while True:
@@ -368,7 +376,7 @@ def read_run(summary_path: Path) -> dict[str, Any] | None:
             if not stat.S_ISREG(info.st_mode) or info.st_size > 10 << 20:
                 return None
             s = json.loads(f.read().decode("utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: absurdly deep nesting
         return None
     if not isinstance(s, dict) or not isinstance(s.get("scenarios", []), list) or \
             not all(isinstance(e, dict) for e in s.get("scenarios", [])):
@@ -379,13 +387,14 @@ def read_run(summary_path: Path) -> dict[str, Any] | None:
 def still_running(s: dict[str, Any]) -> bool:
     """Whether the process that wrote a "running" summary is alive (when it ran on this host)."""
     pid = s.get("pid")
-    if s.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
+    if s.get("host") != socket.gethostname() or not isinstance(pid, int) or \
+            not 0 < pid < 2**31:
         return True  # cannot tell from here
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:
+    except (OSError, OverflowError):
         return True
     return True
 
@@ -397,12 +406,16 @@ def write_index(output_dir: Path) -> list[str]:
     """
     with locked(output_dir / ".index.lock"):
         for stale in output_dir.glob(".index.html.*.tmp"):  # index temps exist only under this
-            stale.unlink(missing_ok=True)                   # lock: these are a killed run's
+            if stale.is_file() and not stale.is_symlink():  # lock: these are a killed run's
+                with contextlib.suppress(OSError):
+                    stale.unlink()
         runs, skipped = [], []
-        unfinished = sorted(p.name for p in output_dir.iterdir()
-                            if RUN_ID.fullmatch(p.name) and p.is_dir()
-                            and not (p / "summary.json").exists())
-        for summary_path in output_dir.glob("*/summary.json"):
+        folders = [p for p in output_dir.iterdir() if p.is_dir() and not p.is_symlink()]
+        unfinished = sorted(p.name for p in folders
+                            if RUN_ID.fullmatch(p.name) and not (p / "summary.json").exists())
+        for summary_path in (p / "summary.json" for p in folders):
+            if not os.path.lexists(summary_path):
+                continue
             name = summary_path.parent.name
             s = read_run(summary_path)
             if s is None:
@@ -412,8 +425,8 @@ def write_index(output_dir: Path) -> list[str]:
                 s["status"] = "stopped"  # killed (SIGKILL, power) before its final summary
                 remove_temps(summary_path.parent)  # what it was writing when it died
             suffix = name.rsplit("-", 1)[1] if name.count("-") == 5 else "0"  # -1, -2: same second
-            runs.append((str(s.get("started", "")), int(suffix) if suffix.isdigit() else 0,
-                         name, s))
+            runs.append((str(s.get("started", "")),
+                         int(suffix) if suffix.isascii() and suffix.isdigit() else 0, name, s))
         runs.sort(reverse=True)
         rows = []
         for started, _, name, s in runs:

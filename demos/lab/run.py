@@ -30,6 +30,15 @@ from demos.lab.signals import StopRequest, handle_signals
 EXIT_CODES = {"passed": EXIT_OK, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
 
 
+def printable(text: str) -> str:
+    """`text` with the lone surrogates that stand for undecodable bytes (os.fsdecode) as "?"."""
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        data = text.encode("utf-8", "replace")
+    return data.decode("utf-8", "replace").replace("\ufffd", "?")
+
+
 def make_run_dir(output_dir: Path, now: dt.datetime) -> Path:
     """A new folder named after the start time; never an existing one (-1, -2, ... if taken)."""
     try:
@@ -56,7 +65,9 @@ class Run:
                  progress: bool, dry_run: bool, open_report: bool = False,
                  stop: StopRequest | None = None):
         self.cfg, self.registry, self.device, self.dir = cfg, registry, device, run_dir
-        self.device_note, self.source, self.command = device_note, source, command
+        # as text that strict JSON readers take: a path's bytes that are not UTF-8 become "?"
+        self.source, self.command = printable(source), [printable(a) for a in command]
+        self.device_note = device_note
         self.progress, self.dry_run, self.open_report = progress, dry_run, open_report
         self.warned: set[str] = set()
         self.entries: list[EntrySummary] = []
@@ -91,6 +102,7 @@ class Run:
                         self.run_entries()
                     finally:
                         self.artifacts.wait()
+                        self.unwritten_files()
                 for e in self.entries:
                     e.artifacts = list_files(self.dir / e.id)
                 self.finish(started, determinism)
@@ -106,7 +118,7 @@ class Run:
         if self.stop.requested and self.status != "interrupted":  # a signal while finishing
             self.status = summary.status = "interrupted"
             self.write_summary(summary)
-            report_path = self.write_report(summary, index=False)
+            report_path = self.write_report(summary)  # and the index, which said "passed"
         self.log.info("%s", run_line(summary, len(self.cfg.scenarios), self.dir))
         if report_path is not None:
             self.log.info("report: %s", report_path)
@@ -140,6 +152,17 @@ class Run:
         if skipped:
             self.log.info("not run (interrupted): %s", ", ".join(skipped))
 
+    def unwritten_files(self) -> None:
+        """A plot or render the helper could not write (a full disk) makes its entry an error,
+        as a file the entry wrote itself would; its line was printed before it was drawn."""
+        for what, message in self.artifacts.failures:
+            for e in self.entries:
+                if e.id == what.split("/", 1)[0] and e.status == "passed":
+                    e.status, e.error = "error", message
+                    self.log.error("%s is now an error: %s", e.id, message)
+                    if self.status == "passed":
+                        self.status = "failed"
+
     def write_summary(self, summary: RunSummary, final: bool = True) -> None:
         """summary.json: at the start and after every entry (status "running"), padded with
         trailing blanks (still valid JSON) to hold the room the final one will need; the final
@@ -148,20 +171,20 @@ class Run:
         if not final:  # so that the index can tell a run killed outright from a running one
             data.update(pid=os.getpid(), host=socket.gethostname())
         text = json.dumps(data, indent=2) + "\n"
-        room = 8192 + 4096 * len(self.cfg.scenarios)
+        # room for what the final summary adds: each entry's results, the closing fields
+        room = len(text) + 8192 + 4096 * (len(self.cfg.scenarios) - len(self.entries))
         try:
             write_atomic(path, text if final else text.ljust(room))
             return
         except OSError as e:
             error = e
-        if final and path.exists() and path.stat().st_size >= room:
+        if final:  # the disk is full: write it compactly over the room the last one held
             compact = json.dumps(data, separators=(",", ":")) + "\n"
-            if len(compact.encode()) <= room:
-                try:
-                    overwrite(path, compact)
-                    return
-                except OSError as e:
-                    error = e
+            try:
+                overwrite(path, compact)  # refuses (OSError) what does not fit
+                return
+            except OSError as e:
+                error = e
         if final:  # the console lines above still tell every result
             self.log.error("could not write summary.json: %s", error)
 

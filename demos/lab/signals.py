@@ -65,19 +65,37 @@ def handle_signals(stop: StopRequest) -> Iterator[None]:
         yield
 
 
-def interrupt(signum: int, frame: Any) -> None:
-    """Before the run has its own handler (start-up): SIGTERM and SIGHUP act like Ctrl-C."""
-    raise KeyboardInterrupt
+class StartUp:
+    """Before the run has its own handler (start-up, and the instant after the run): the
+    first signal is only noted, and the command line looks at it when it is safe to stop
+    (a KeyboardInterrupt raised inside torch's or numpy's import can leave them
+    half-imported, or be swallowed). A second signal ends the process at once."""
+
+    def __init__(self, stop: StopRequest, hard_exit: Callable[[int], None] = exit_now):
+        self.stop, self.hard_exit = stop, hard_exit
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.stop.requested:
+            say(f"\n{name} again: stopping now\n")
+            self.hard_exit(EXIT_INTERRUPTED)
+            return
+        self.stop.requested = name
+
+
+def stop_if_requested(stop: StopRequest) -> None:
+    """At a safe point of start-up: a noted signal ends it here (KeyboardInterrupt)."""
+    if stop.requested:
+        raise KeyboardInterrupt(stop.requested)
 
 
 @contextlib.contextmanager
 def signal_handler(handler: Callable[[int, Any], None]) -> Iterator[None]:
-    """`handler` for every stop signal (SIGINT kept as is when handler is `interrupt`)."""
+    """`handler` for every stop signal (SIGINT, SIGTERM, SIGHUP), restored afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signals = [s for s in STOP_SIGNALS if not (handler is interrupt and s == signal.SIGINT)]
-    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
