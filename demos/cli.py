@@ -13,10 +13,13 @@ def main(argv: list[str] | None = None, prog: str = "runner.py") -> int:
     from demos.lab.signals import StartUp, StopRequest, signal_handler
 
     stop = StopRequest()
-    with signal_handler(StartUp(stop)):  # from the first line: a signal is noted, not raised
-        from demos.lab import cli
-        from demos.scenarios import registry
-
+    with signal_handler(StartUp(stop)):  # from the first line
+        try:
+            from demos.lab import cli
+            from demos.scenarios import registry
+        except KeyboardInterrupt:
+            print("\ninterrupted before the run started", file=sys.stderr)
+            return 130
         return cli.main(argv, registry, prog, stop)
 
 
@@ -37,6 +40,7 @@ def entry_point(prog: str = "autograd-demos") -> NoReturn:
     if code not in (EXIT_OK, EXIT_FAILED):  # no run, or an interrupted one: nothing to draw
         artifacts.kill()
     late = StopRequest()
+    late.deferred = True  # noted only: the exit handlers finish the helper's drawing
     with signal_handler(StartUp(late)):  # a signal now: the run is whole; say so, exit 130
         atexit._run_exitfuncs()
     if late.requested and code != EXIT_INTERRUPTED:

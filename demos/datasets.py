@@ -104,6 +104,10 @@ def load_mnist(root: str):
         if len(images) != len(labels):
             raise DataError(f"{paths[f'{split}_labels']}: {len(labels)} labels for "
                             f"{len(images)} images in {paths[f'{split}_images']}")
+        least = 2 if split == "train" else 1  # to standardize on; to measure accuracy on
+        if len(images) < least:
+            raise DataError(f"{paths[f'{split}_images']}: {len(images)} image(s); a {split} "
+                            f"split needs at least {least}")
         if labels.size and labels.max() > 9:
             raise DataError(f"{paths[f'{split}_labels']}: label {labels.max()} is not a digit")
         out += [images.astype(np.float32) / 255.0, labels.astype(np.int64)]

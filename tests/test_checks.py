@@ -116,11 +116,18 @@ def test_a_jacobian_too_big_to_hold_is_refused_before_it_is_built():
     found = checks.gradcheck("gradcheck", lambda v: v * 2, {"x": x}, torch.device("cpu"))
     assert found.passed is False and time.monotonic() - started < 5
     assert found.detail == ("not run: 100,000 input and 100,000 output elements make "
-                            "gradcheck's dense float64 matrices 100,000 x 200,000 = "
-                            "20,000,000,000 entries, more than 10,000,000; use smaller inputs")
+                            "gradcheck cost max(n_in, n_out) x (n_in + n_out) = "
+                            "20,000,000,000, more than 10,000,000 (its dense float64 "
+                            "Jacobians, and a forward per input element and a backward per "
+                            "output element); use smaller inputs")
     one_out = checks.gradcheck("gradcheck", lambda v: v.sum(), {"x": x[:5000]},
                                torch.device("cpu"))  # a scalar output: still n_in squared
-    assert one_out.passed is False and "5,000 x 5,001" in one_out.detail
+    assert one_out.passed is False and "= 25,005,000," in one_out.detail
+    few_in = torch.randn(5, dtype=torch.float64, requires_grad=True)  # a wide output: a
+    wide = checks.gradcheck("gradcheck", lambda v: v.repeat(100_000),  # backward per element
+                            {"x": few_in}, torch.device("cpu"))
+    assert wide.passed is False and "5 input and 500,000 output elements" in wide.detail
+    assert time.monotonic() - started < 10
 
 
 def test_parity_names_the_relative_error_where_the_absolute_one_is_worst():

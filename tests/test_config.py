@@ -88,8 +88,9 @@ def error_of(capsys, *argv):
     ("scenarios:\n- scenario: legendre_fit\n  points: 10000000\n",
      "scenarios[0].points: must be <= 1000000, got 10000000"),
     ("scenarios:\n- scenario: my_relu\n  N: 100000\n  D_in: 10000\n",
-     "scenarios[0]: x, w1 and w2 would hold 1,001,001,000 numbers, more than 100,000,000 "
-     "(400 MB each copy in float32); make N, D_in, H or D_out smaller"),
+     "scenarios[0]: a training step would hold 1,045,002,000 numbers (x, y, the weights, the "
+     "hidden layer and their gradients), more than 100,000,000 (400 MB in float32); make N, "
+     "D_in, H or D_out smaller"),
     ("scenarios:\n- scenario: legendre_fit\n  id: summary.json\n",
      "scenarios[0].id: 'summary.json' is a file of the run folder itself; choose another id"),
     ("scenarios:\n- scenario: lenet\n  expect: {metrics: {test_accuracy: {min: 0.9, max: 0.5}}}\n",
@@ -183,6 +184,14 @@ def test_set_overrides_by_id_and_creates_nested_keys():
     ("seed=[1", "error: --set seed=[1: invalid YAML: line 1, column 3: "
                 "expected ',' or ']', but got '<stream end>'"),
     ("sede=1", "error: {all}: sede: unknown key (did you mean 'seed'?) (from --set sede=1)"),
+    ("scenarios.legendre_fit.expect.metrics.final_loss.value.x=1",  # the path, not doubled
+     "error: --set scenarios.legendre_fit.expect.metrics.final_loss.value.x=1: "
+     "scenarios[0].expect.metrics.final_loss.value is not a mapping"),
+    ("scenarios[-1].lr=1", "error: --set scenarios[-1].lr=1: scenarios[-1]: an entry's number "
+                           "is 0, 1, 2, ... (or use scenarios.<id>.<key>=VALUE)"),
+    ("seed=" + "[" * 70 + "]" * 70,
+     "error: --set seed=" + "[" * 70 + "]" * 70 + ": line 1: nested more than 64 levels deep; "
+     "refusing it"),
 ])
 def test_set_errors(capsys, assignment, message):
     all_yaml = CONFIGS / "all.yaml"
@@ -278,3 +287,10 @@ def test_the_path_form_of_set_and_repeated_only(capsys):
     data = yaml.safe_load(capsys.readouterr().out)
     assert [e["id"] for e in data["scenarios"]] == ["my_relu", "lenet"]
     assert data["scenarios"][0]["steps"] == 7
+
+
+def test_set_on_an_entry_that_is_not_a_mapping_is_one_line(tmp_path, capsys):
+    config = tmp_path / "s.yaml"
+    config.write_text("device: cpu\nscenarios:\n  - my_exp\n")
+    assert error_of(capsys, "--config", config, "--set", "scenarios[0].lr=1") == \
+        "error: --set scenarios[0].lr=1: scenarios[0] is not a mapping (it is 'my_exp')"

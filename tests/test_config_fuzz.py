@@ -86,7 +86,10 @@ def bomb(levels=9):
 
 
 @pytest.mark.parametrize("text, message", [
-    (bomb(), "line 8: expands to more than 100,000 values through aliases (*name); refusing it"),
+    (bomb(), "line 8: holds more than 100,000 values (counting each use of an alias, *name); "
+             "refusing it"),
+    ("scenarios: " + "[" * 70 + "]" * 70 + "\n", "line 1: nested more than 64 levels deep; "
+                                                  "refusing it"),
     ("scenarios: &s [*s]\n", "line 1: an alias refers to the value that contains it"),
     ("scenarios: " + "[" * 3000 + "]" * 3000 + "\n", "invalid YAML: nested too deeply"),
     ("scenarios:\n  - scenario: !!python/object/apply:os.system [echo hi]\n",

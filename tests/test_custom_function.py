@@ -72,6 +72,7 @@ MISTAKES = [  # function, inputs, double_backward, {failing check: words its det
     ("MulAddSwapped", THREE, False,
      {"gradcheck": "input 0 (x)", "parity with the reference": "grad x differs"}),
     ("ForwardRaises", ONE, False, {"forward runs": "RuntimeError"}),
+    ("ForwardReturnsNone", ONE, False, {"forward runs": "it returned NoneType, no tensor"}),
     ("BackwardRaises", ONE, False, {"backward runs": "RuntimeError"}),
     ("SquareNotTwiceDifferentiable", ONE, True,
      {"gradgradcheck": "Jacobian mismatch for output 0 with respect to input 0 (x)"}),

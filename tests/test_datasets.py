@@ -159,3 +159,13 @@ def test_images_that_are_all_alike_are_named_not_diverged(tmp_path, capsys):
                  "--set", f"scenarios.lenet.root={folder}", "--set", "scenarios.lenet.epochs=1",
                  "--set", "scenarios.lenet.expect={}"]) == 1
     assert "ERROR DataError: every training image has the same pixels" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("n_train, n_test, message", [
+    (1, 20, r"train-images-idx3-ubyte: 1 image\(s\); a train split needs at least 2"),
+    (40, 0, r"t10k-images-idx3-ubyte: 0 image\(s\); a test split needs at least 1")])
+def test_too_few_images_are_named(tmp_path, n_train, n_test, message):
+    """Not "diverged" (an empty test split gave a NaN accuracy), and with the file's name."""
+    folder = make_mnist(tmp_path / "m", n_train=n_train, n_test=n_test)
+    with pytest.raises(DataError, match=message):
+        load_mnist(str(folder))

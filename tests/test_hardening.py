@@ -260,6 +260,26 @@ def test_resume_problems_are_clear(tmp_path, capsys):
     e = entry(summary(only_run_dir(tmp_path / "b")), "lenet")
     assert e["error"] == f"ValueError: {ckpt}: saved with optimizer='adam', but this run has " \
                          f"optimizer='sgd'"
+    good = torch.load(ckpt, weights_only=True)
+
+    def crafted(name, change):
+        state = torch.load(ckpt, weights_only=True)
+        change(state)
+        torch.save(state, tmp_path / name)
+        return tmp_path / name
+    first = next(iter(good["optimizer"]["state"]))
+    for name, change, words in [
+            ("step.pt", lambda s: s.update(step="abc"), "step is 'abc', not a count"),
+            ("negative.pt", lambda s: s.update(step=-5), "step is -5, not a count"),
+            ("lr.pt", lambda s: s["optimizer"]["param_groups"][0].update(lr="fast"),
+             "optimizer lr is 'fast'"),
+            ("shape.pt", lambda s: s["optimizer"]["state"][first].update(
+                exp_avg=torch.zeros(5)), "optimizer state exp_avg has shape (5,)")]:
+        path = crafted(name, change)
+        assert run_main(tmp_path / f"run-{name}", *QUICK_LENET, "--set",
+                        f"scenarios.lenet.resume={path}") == 1
+        e = entry(summary(only_run_dir(tmp_path / f"run-{name}")), "lenet")
+        assert str(path) in e["error"] and words in e["error"], e["error"]
 
 
 class NotAllowed:
@@ -778,3 +798,57 @@ def test_group_signals_leave_the_helper_and_the_resource_tracker_alone(tmp_path)
     tracker, helper = proc.stdout.splitlines()
     assert "SIGHUP" in tracker and "SIGTERM" in tracker
     assert helper == "['SIGINT', 'SIGTERM', 'SIGHUP']"
+
+
+@pytest.mark.parametrize("sets, words", [
+    (["scenarios.my_relu.N=1000000", "scenarios.my_relu.D_in=1", "scenarios.my_relu.H=1",
+      "scenarios.my_relu.D_out=100"], "scenarios[1]: a training step would hold 305,000,202"),
+    (["scenarios.linear_function.N=10000000", "scenarios.linear_function.in_features=100000",
+      "scenarios.linear_function.out_features=100000"],
+     "scenarios[7]: a training step would hold"),
+    (["scenarios.lenet.dataset=synthetic", "scenarios.lenet.synthetic_size=300000"],
+     "scenarios[3].synthetic_size: must be <= 100000"),
+])
+def test_sizes_that_would_exhaust_memory_are_config_errors(tmp_path, capsys, sets, words):
+    args = [a for s in sets for a in ("--set", s)]
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *args) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_lenet_draws_each_shuffle_when_its_epoch_starts_and_the_same_as_before():
+    """One epoch's order in memory, not all of them; the same orders as drawing them all up
+    front from the same generator, also for a run resumed in epoch 2."""
+    from demos.scenarios.lenet import Shuffles
+    train = torch.arange(100, 200)
+    upfront = torch.Generator().manual_seed(3)
+    expected = [train[torch.randperm(100, generator=upfront)] for _ in range(4)]
+    lazy = Shuffles(train, torch.Generator().manual_seed(3))
+    assert all(torch.equal(lazy(e), expected[e]) for e in range(4))
+    resumed = Shuffles(train, torch.Generator().manual_seed(3))
+    assert torch.equal(resumed(2), expected[2]) and torch.equal(resumed(3), expected[3])
+
+
+def test_terminal_control_characters_are_shown_not_obeyed(tmp_path, capsys):
+    import logging
+
+    from demos.lab.console import ConsoleHandler
+    stream = io.StringIO()
+    handler = ConsoleHandler(stream)
+    handler.emit(logging.LogRecord("x", logging.ERROR, "", 0, "boom \x1b[31mred\x07\tok", (),
+                                   None))
+    assert stream.getvalue() == "boom \\x1b[31mred\\x07\tok\n"
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--only", "a\x1b[31mb") == 2
+    assert "\x1b" not in capsys.readouterr().err
+
+
+def test_an_environment_torch_refuses_is_one_line_and_exit_2(tmp_path):
+    """TORCH_LOGS=nonsense makes `import torch` raise: the process boundary is the point."""
+    proc = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--config",
+                           str(CONFIGS / "my_exp.yaml"), "--output-dir", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TORCH_LOGS": "nonsense"})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("error: torch could not be imported: ValueError: Invalid log "
+                                  "settings: nonsense")

@@ -56,10 +56,14 @@ def too_big(fn: Callable, xs: Mapping[str, torch.Tensor], what: str) -> str | No
             n_out = sum(o.numel() for o in tensors(fn(*xs.values())))
     except Exception:
         return None  # the check itself reports the failing forward
-    if n_in * (n_in + n_out) > MAX_JACOBIAN:
-        return (f"not run: {n_in:,} input and {n_out:,} output elements make {what}'s dense "
-                f"float64 matrices {n_in:,} x {n_in + n_out:,} = {n_in * (n_in + n_out):,} "
-                f"entries, more than {MAX_JACOBIAN:,}; use smaller inputs")
+    # memory: the dense Jacobians, n_in x (n_in + n_out) float64 entries; time: one forward
+    # per input element and one backward per output element, each over all n_in + n_out
+    cost = max(n_in, n_out) * (n_in + n_out)
+    if cost > MAX_JACOBIAN:
+        return (f"not run: {n_in:,} input and {n_out:,} output elements make {what} cost "
+                f"max(n_in, n_out) x (n_in + n_out) = {cost:,}, more than {MAX_JACOBIAN:,} "
+                f"(its dense float64 Jacobians, and a forward per input element and a backward "
+                f"per output element); use smaller inputs")
     return None
 
 

@@ -110,15 +110,23 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
         return 0
 
     from demos.lab import artifacts
+    stop.deferred = True  # until torch has loaded: a signal is noted, not raised
     artifacts.pool()  # the drawing helper starts now, beside torch's import
-    from demos.lab.device import resolve  # the heavy imports (torch) start here
-    from demos.lab.run import execute
+    try:
+        from demos.lab.device import resolve  # the heavy imports (torch) start here
+        from demos.lab.run import execute
+    except Exception as e:  # e.g. TORCH_LOGS=nonsense: torch refuses its environment
+        why = " ".join(str(e).split()[:40])  # one line; torch's messages run long
+        raise ConfigError(f"torch could not be imported: {type(e).__name__}: {why} (check "
+                          f"the TORCH_* environment variables)") from None
 
     try:
         device, note = resolve(cfg.device)
     except ConfigError as e:
         where = "--device" if args.device is not None else f"{args.config}: device"
         raise ConfigError(f"{where} {cfg.device}: {e}") from None
+    finally:
+        stop.deferred = False
     stop_if_requested(stop)  # a safe point: torch has loaded
     for i, entry in enumerate(cfg.scenarios):  # the run starts: now user code may load
         prepare = registry[entry.scenario].prepare
@@ -127,7 +135,6 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
                 prepare(entry, f"scenarios[{i}]")
             except ConfigError as e:
                 raise ConfigError(f"{args.config}: {e}") from None
-            stop_if_requested(stop)
     progress = not args.no_progress and sys.stderr.isatty()
     return execute(cfg, registry, device, note, Path(args.output_dir), source=args.config,
                    command=[prog, *argv], progress=progress, dry_run=args.dry_run,

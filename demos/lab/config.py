@@ -18,6 +18,7 @@ from demos.lab.user_code import is_path, split_spec
 
 DEVICE_RE = re.compile(r"auto|cpu|mps|cuda(:\d{1,3})?")  # whole strings only: fullmatch
 MAX_CONFIG_BYTES = 1 << 20   # a config is a page of YAML; a megabyte is plenty
+MAX_DEPTH = 64  # levels of nesting: the deepest real config has 8
 MAX_CONFIG_NODES = 100_000   # values after expanding aliases: refuses "billion laughs" bombs
 RUN_FILES = {"config.yaml", "run.log", "summary.json", "report.html", "index.html"}
 
@@ -89,9 +90,12 @@ def check_size(root: Any) -> None:
 
     size: dict[int, int] = {}
     open_nodes: set[int] = set()
-    stack = [(root, False)]
+    stack = [(root, False, 1)]
     while stack:
-        node, done = stack.pop()
+        node, done, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"line {node.start_mark.line + 1}: nested more than {MAX_DEPTH} "
+                              f"levels deep; refusing it")
         if isinstance(node, yaml.MappingNode):
             children = [c for pair in node.value for c in pair]
             if not done:
@@ -104,9 +108,9 @@ def check_size(root: Any) -> None:
             open_nodes.discard(id(node))
             size[id(node)] = 1 + sum(size[id(c)] for c in children)
             if size[id(node)] > MAX_CONFIG_NODES:
-                raise ConfigError(f"line {node.start_mark.line + 1}: expands to more than "
-                                  f"{MAX_CONFIG_NODES:,} values through aliases (*name); "
-                                  f"refusing it")
+                raise ConfigError(f"line {node.start_mark.line + 1}: holds more than "
+                                  f"{MAX_CONFIG_NODES:,} values (counting each use of an "
+                                  f"alias, *name); refusing it")
             continue
         if id(node) in size:
             continue
@@ -114,8 +118,8 @@ def check_size(root: Any) -> None:
             raise ConfigError(f"line {node.start_mark.line + 1}: an alias refers to the "
                               f"value that contains it")
         open_nodes.add(id(node))
-        stack.append((node, True))
-        stack.extend((c, False) for c in children if id(c) not in size)
+        stack.append((node, True, depth))
+        stack.extend((c, False, depth + 1) for c in children if id(c) not in size)
 
 
 def check_keys(node: Any) -> None:
@@ -164,12 +168,22 @@ def apply_set(raw: dict, assignment: str) -> str:
         raise ConfigError(f"--set {shown}: expected KEY=VALUE, e.g. seed=3 or "
                           f"scenarios.<id>.lr=1e-5")
     try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader) if text.strip() else None
+        if node is not None:
+            check_size(node)
         value = yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError as e:
         raise ConfigError(f"--set {shown}: {yaml_error(e)}") from None
+    except RecursionError:
+        raise ConfigError(f"--set {shown}: nested too deeply") from None
+    except ConfigError as e:
+        raise ConfigError(f"--set {shown}: {e}") from None
     node: Any = raw
     path = ""
     numbered = re.fullmatch(r"scenarios\[(\d+)\]", parts[0])  # the form errors name keys by
+    if not numbered and parts[0].startswith("scenarios["):
+        raise ConfigError(f"--set {shown}: {parts[0]}: an entry's number is 0, 1, 2, ... "
+                          f"(or use scenarios.<id>.<key>=VALUE)")
     if numbered:
         parts = ["scenarios", numbered[1], *parts[1:]]
     if parts[0] == "scenarios":
@@ -189,13 +203,14 @@ def apply_set(raw: dict, assignment: str) -> str:
         else:
             index = ids.index(parts[1])
         node, path, parts = entries[index], f"scenarios[{index}]", parts[2:]
-    for i, part in enumerate(parts[:-1]):
-        child = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {shown}: {path} is not a mapping (it is {show(node)})")
+    for part in parts[:-1]:
+        child = node.get(part)
         if child is None:
             child = node[part] = {}
         if not isinstance(child, dict):
-            raise ConfigError(f"--set {shown}: {join(path, '.'.join(parts[:i + 1]))} "
-                              f"is not a mapping")
+            raise ConfigError(f"--set {shown}: {join(path, part)} is not a mapping")
         node, path = child, join(path, part)
     node[parts[-1]] = value
     return join(path, parts[-1])
@@ -325,7 +340,8 @@ def select(run: RunConfig, only: str, source: str) -> RunConfig:
     ids = [e.id for e in run.scenarios]
     for w in wanted:
         if w not in ids:
-            raise ConfigError(f"--only {only}: {source} has no scenario entry with id '{w}'"
+            raise ConfigError(f"--only {printable(only)}: {source} has no scenario entry with "
+                              f"id {w!r}"
                               f"{did_you_mean(w, ids)}")
     return dataclasses.replace(run, scenarios=[e for e in run.scenarios if e.id in wanted])
 

@@ -3,6 +3,7 @@ everything (scenario detail, checks, tracebacks) in run.log."""
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Callable
@@ -26,12 +27,17 @@ class NotForConsole(logging.Filter):
         return getattr(record, "console", True)
 
 
+# terminal control characters (an escape sequence in a user's error message) are shown, not
+# obeyed; newlines and tabs stay
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
 class ConsoleHandler(logging.StreamHandler):
     """A console stream whose reader may go away (`| head`): the run goes on, quietly.
     Text the console cannot encode (a path whose bytes are not UTF-8) is shown escaped."""
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        text = CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", super().format(record))
         encoding = getattr(self.stream, "encoding", None) or "utf-8"
         return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
 

@@ -24,9 +24,12 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor],
     xs = as_float64(inputs, device)
     names = list(xs)
     try:
-        outs = tensors(fn.apply(*xs.values()))
+        result = fn.apply(*xs.values())
     except Exception as e:
         return [Check("forward runs", False, one_line(e))]
+    outs = tensors(result)
+    if not outs:
+        return [Check("forward runs", False, f"it returned {type(result).__name__}, no tensor")]
     node = next((o.grad_fn for o in outs if o.grad_fn is not None), None)
     if node is None:
         return [Check("forward runs", True, f"{len(outs)} output(s)"),

@@ -18,6 +18,7 @@ class StopRequest:
     def __init__(self) -> None:
         self.requested: str | None = None  # the signal's name once one arrived
         self.run_began = False  # the run's own handler took over: later signals are its
+        self.deferred = False   # start-up: signals are only noted now (torch is importing)
 
 
 def exit_now(code: int) -> None:
@@ -67,9 +68,10 @@ def handle_signals(stop: StopRequest) -> Iterator[None]:
 
 class StartUp:
     """Before the run has its own handler (start-up, and the instant after the run): the
-    first signal is only noted, and the command line looks at it when it is safe to stop
-    (a KeyboardInterrupt raised inside torch's or numpy's import can leave them
-    half-imported, or be swallowed). A second signal ends the process at once."""
+    first signal raises KeyboardInterrupt, except while `stop.deferred` (torch importing: a
+    KeyboardInterrupt raised inside torch's or numpy's import can leave them half-imported,
+    or be swallowed), where it is only noted and start-up stops at the next safe point. A
+    second signal ends the process at once."""
 
     def __init__(self, stop: StopRequest, hard_exit: Callable[[int], None] = exit_now):
         self.stop, self.hard_exit = stop, hard_exit
@@ -81,6 +83,8 @@ class StartUp:
             self.hard_exit(EXIT_INTERRUPTED)
             return
         self.stop.requested = name
+        if not self.stop.deferred:
+            raise KeyboardInterrupt(name)
 
 
 def stop_if_requested(stop: StopRequest) -> None:

@@ -152,8 +152,8 @@ def run(cfg: Config, ctx: Context) -> Result:
     ctx.log.info("  %s with inputs %s", cfg.function,
                  ", ".join(f"{k} {tuple(v.shape)}" for k, v in inputs.items()))
     found = backward_structure(fn, inputs, ctx.check_device)
-    if not found[0].passed:  # the forward itself fails: nothing else can run
-        return Result(metrics={}, checks=found)
+    if not found[0].passed or found[1].name == "the output is in the graph":
+        return Result(metrics={}, checks=found)  # no forward, or no graph: nothing else runs
     out = checks.tensors(fn.apply(*inputs.values()))
     ctx.graph(out if len(out) > 1 else out[0], inputs)  # before any backward frees its saves
     found.append(checks.gradcheck("gradcheck", fn.apply, inputs, ctx.check_device))

@@ -36,7 +36,8 @@ class Config(ScenarioConfig):
                                    "t10k-labels-idx1-ubyte (each may be .gz)", path="dir")
     max_images: int | None = param(None, "use at most this many train (and test) images",
                                    ge=10, le=10**8)
-    synthetic_size: int = param(512, "synthetic only: how many random images", ge=10, le=10**7)
+    synthetic_size: int = param(512, "synthetic only: how many random images (4 KB each)",
+                                ge=10, le=10**5)
     epochs: int = param(15, "passes over the training split", ge=1, le=10**6)
     batch_size: int = param(64, "images per mini-batch", ge=1, le=10**6)
     optimizer: Literal["adam", "sgd"] = param("adam", "torch.optim optimizer")
@@ -164,6 +165,26 @@ def state(cfg: Config, ctx: Context, net: Net, opt, epoch: int, step: int) -> di
             "optimizer": opt.state_dict(), "config": settings(cfg, ctx)}
 
 
+def check_optimizer(opt) -> None:
+    """What load_state_dict does not check: each parameter's state has its shape, and the
+    hyperparameters are numbers (else the first opt.step() fails, far from the file)."""
+    import math
+
+    import torch
+
+    for group in opt.param_groups:
+        for key in ("lr", "momentum", "eps", "weight_decay"):
+            value = group.get(key, 0.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not math.isfinite(value):
+                raise ValueError(f"optimizer {key} is {value!r}")
+        for p in group["params"]:
+            for name, value in opt.state.get(p, {}).items():
+                if isinstance(value, torch.Tensor) and value.dim() and value.shape != p.shape:
+                    raise ValueError(f"optimizer state {name} has shape {tuple(value.shape)}, "
+                                     f"its parameter {tuple(p.shape)}")
+
+
 def resume(cfg: Config, ctx: Context, net: Net, opt, n_batches: int) -> int:
     """Load a checkpoint into net and opt; return the step it was saved after."""
     from demos.lab.checks import one_line
@@ -181,13 +202,18 @@ def resume(cfg: Config, ctx: Context, net: Net, opt, n_batches: int) -> int:
         if saved["config"].get(key) != value:
             raise ValueError(f"{cfg.resume}: saved with {key}={saved['config'].get(key)!r}, but "
                              f"this run has {key}={value!r}")
+    step = saved.get("step", saved["epoch"] * n_batches)
+    for key, value in (("epoch", saved["epoch"]), ("step", step)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{cfg.resume}: not a checkpoint saved by lenet ({key} is "
+                             f"{value!r}, not a count)")
     try:
         net.load_state_dict(saved["model"])
         opt.load_state_dict(saved["optimizer"])
+        check_optimizer(opt)
     except Exception as e:
         raise ValueError(f"{cfg.resume}: its weights or optimizer state do not fit this network "
                          f"({one_line(e)})") from None
-    step = saved.get("step", saved["epoch"] * n_batches)
     if step >= cfg.epochs * n_batches:
         raise ValueError(f"{cfg.resume}: saved after epoch {saved['epoch']}; nothing left to "
                          f"train with epochs={cfg.epochs}")
@@ -195,24 +221,54 @@ def resume(cfg: Config, ctx: Context, net: Net, opt, n_batches: int) -> int:
     return step
 
 
-def train_steps(cfg: Config, ctx: Context, model, opt, x, labels, orders, test, n_batches: int,
-                start: int, net: Net) -> None:
-    """The training loop: a mini-batch per step, the test accuracy after each epoch."""
+class Shuffles:
+    """Each epoch's order of the training images, drawn from the seeded generator in epoch
+    order when the epoch starts (memory for one order, not one per epoch), and copied to the
+    device once per epoch."""
+
+    def __init__(self, train, g):
+        self.train, self.g, self.drawn = train, g, 0
+
+    def __call__(self, epoch: int):
+        import torch
+
+        while self.drawn <= epoch:  # a resumed run draws the epochs it skips, to stay in step
+            perm = torch.randperm(len(self.train), generator=self.g)
+            self.drawn += 1
+        return self.train[perm.to(self.train.device)]
+
+
+EVAL_CHUNK = 1024  # test images per forward pass: bounded memory, whatever the test split
+
+
+def accuracy(model, x, labels, test):
+    """The share of test images classified right, in chunks; a tensor (no sync here)."""
     import torch
+
+    with torch.no_grad():
+        right = sum((model(x[c]).argmax(1) == labels[c]).sum() for c in test.split(EVAL_CHUNK))
+    return right.float() / len(test)
+
+
+def train_steps(cfg: Config, ctx: Context, model, opt, x, labels, shuffles: Shuffles, test,
+                n_batches: int, start: int, net: Net) -> None:
+    """The training loop: a mini-batch per step, the test accuracy after each epoch."""
     import torch.nn.functional as F
 
+    order = None
     for t in ctx.steps(cfg.epochs * n_batches, start=start):
         epoch, i = divmod(t, n_batches)
-        batch = orders[epoch, i * cfg.batch_size:(i + 1) * cfg.batch_size]
+        if order is None or i == 0:
+            order = shuffles(epoch)
+        batch = order[i * cfg.batch_size:(i + 1) * cfg.batch_size]
         loss = F.cross_entropy(model(x[batch]), labels[batch])
         ctx.record(t, loss=loss)
         opt.zero_grad()
         loss.backward()
         opt.step()
         if i == n_batches - 1:
-            with torch.no_grad():
-                accuracy = (model(x[test]).argmax(1) == labels[test]).float().mean()
-            ctx.record(t, always=True, epoch=epoch + 1, test_accuracy=accuracy)
+            ctx.record(t, always=True, epoch=epoch + 1,
+                       test_accuracy=accuracy(model, x, labels, test))
             if cfg.checkpoint_every and (epoch + 1) % cfg.checkpoint_every == 0:
                 ctx.save_state(f"checkpoint_epoch{epoch + 1}.pt",
                                state(cfg, ctx, net, opt, epoch + 1, t + 1))
@@ -245,12 +301,10 @@ def run(cfg: Config, ctx: Context) -> Result:
         opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum)
     start = resume(cfg, ctx, net, opt, n_batches) if cfg.resume else 0
     model = torch.compile(net) if cfg.compile else net  # shares net's parameters
-    # every epoch's shuffle, drawn up front: one copy to the device, none during training
-    orders = torch.stack([torch.randperm(len(train), generator=g) for _ in range(cfg.epochs)])
-    orders = train[orders.to(ctx.device)]                                # (epochs, n_train)
 
     try:
-        train_steps(cfg, ctx, model, opt, x, labels, orders, test, n_batches, start, net)
+        train_steps(cfg, ctx, model, opt, x, labels, Shuffles(train, g), test, n_batches,
+                    start, net)
     except Interrupted as stop:  # keep what was earned: a checkpoint to resume from, the checks
         ctx.save_state("checkpoint.pt", state(cfg, ctx, net, opt, ctx.steps_run // n_batches,
                                               ctx.steps_run))

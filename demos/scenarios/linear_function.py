@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from demos.lab.results import Check, Result
 from demos.lab.scenario import TRAINING_FILES, Scenario, ScenarioConfig, graph_files
-from demos.lab.schema import param
+from demos.lab.schema import ConfigError, param
 
 if TYPE_CHECKING:
     from demos.lab.context import Context
@@ -29,6 +29,16 @@ class Config(ScenarioConfig):
     noise: float = param(0.01, "std of the noise added to the targets", ge=0)
     steps: int = param(300, "SGD steps", ge=1, le=10**9)
     lr: float = param(0.1, "learning rate", gt=0)
+
+    def validate(self, where: str) -> None:
+        # x, y and the prediction, the true and the trained weights (and its gradient)
+        size = self.N * self.in_features + 3 * self.N * self.out_features \
+            + 3 * self.in_features * self.out_features
+        if size > 10**8:
+            raise ConfigError(f"{where}: a training step would hold {size:,} numbers (x, y, "
+                              f"the weights and their gradients), more than 100,000,000 "
+                              f"(400 MB in float32); make N, in_features or out_features "
+                              f"smaller")
 
 
 def only_input_grad(ctx: Context) -> Check:

@@ -30,11 +30,15 @@ class Config(ScenarioConfig):
     compile: bool = param(False, "run the loss (forward and backward) through torch.compile")
 
     def validate(self, where: str) -> None:
-        size = self.N * self.D_in + self.D_in * self.H + self.H * self.D_out
+        # every tensor of a step: x, w1, w2, their grads, h and relu(h) (and their grads),
+        # y, y_pred and its grad
+        size = (self.N * self.D_in + 2 * (self.D_in * self.H + self.H * self.D_out)
+                + 4 * self.N * self.H + 3 * self.N * self.D_out)
         if size > 10**8:
-            raise ConfigError(f"{where}: x, w1 and w2 would hold {size:,} numbers, more than "
-                              f"100,000,000 (400 MB each copy in float32); make N, D_in, H or "
-                              f"D_out smaller")
+            raise ConfigError(f"{where}: a training step would hold {size:,} numbers (x, y, "
+                              f"the weights, the hidden layer and their gradients), more than "
+                              f"100,000,000 (400 MB in float32); make N, D_in, H or D_out "
+                              f"smaller")
 
 
 def sse(x, y, w1, w2, relu):
