@@ -294,3 +294,12 @@ def test_set_on_an_entry_that_is_not_a_mapping_is_one_line(tmp_path, capsys):
     config.write_text("device: cpu\nscenarios:\n  - my_exp\n")
     assert error_of(capsys, "--config", config, "--set", "scenarios[0].lr=1") == \
         "error: --set scenarios[0].lr=1: scenarios[0] is not a mapping (it is 'my_exp')"
+
+
+def test_a_resume_that_is_not_a_file_says_what_it_is(tmp_path, capsys):
+    lenet = CONFIGS / "lenet.yaml"
+    assert error_of(capsys, "--config", lenet, "--set", f"scenarios.lenet.resume={tmp_path}") \
+        .endswith(f"{tmp_path}: is a directory, not a checkpoint file "
+                  f"(from --set scenarios.lenet.resume={tmp_path})")
+    assert "/dev/zero: not a regular file" in error_of(
+        capsys, "--config", lenet, "--set", "scenarios.lenet.resume=/dev/zero")

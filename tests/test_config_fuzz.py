@@ -91,6 +91,10 @@ def bomb(levels=9):
     ("scenarios: " + "[" * 70 + "]" * 70 + "\n", "line 1: nested more than 64 levels deep; "
                                                   "refusing it"),
     ("scenarios: &s [*s]\n", "line 1: an alias refers to the value that contains it"),
+    ("scenarios:\n- scenario: legendre_fit\n  steps: 1:30\n",
+     "line 3: 1:30 is a YAML 1.1 base-60 number (90); write 90 if you mean it, or quote it"),
+    ("scenarios:\n- scenario: legendre_fit\n  steps: 010\n",
+     "line 3: 010 is a YAML 1.1 octal number (8); write 8 if you mean it, or quote it"),
     ("scenarios: " + "[" * 3000 + "]" * 3000 + "\n", "invalid YAML: nested too deeply"),
     ("scenarios:\n  - scenario: !!python/object/apply:os.system [echo hi]\n",
      "invalid YAML: line 2, column 15: a tag that would build a Python object; configs hold plain "

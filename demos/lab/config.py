@@ -104,6 +104,7 @@ def check_size(root: Any) -> None:
             children = node.value
         else:
             children = []
+            check_number(node)
         if done:
             open_nodes.discard(id(node))
             size[id(node)] = 1 + sum(size[id(c)] for c in children)
@@ -120,6 +121,22 @@ def check_size(root: Any) -> None:
         open_nodes.add(id(node))
         stack.append((node, True, depth))
         stack.extend((c, False, depth + 1) for c in children if id(c) not in size)
+
+
+def check_number(node: Any) -> None:
+    """YAML 1.1 reads 1:30 as 90 (base 60), 010 as 8 (octal), 0x10 as 16: refuse the
+    surprise and ask for the number itself."""
+    text = node.value if node.tag.endswith((":int", ":float")) else ""
+    kind = ("base-60" if ":" in text else
+            "hexadecimal" if re.fullmatch(r"[-+]?0x[0-9a-fA-F_]+", text) else
+            "octal" if re.fullmatch(r"[-+]?0[0-7_]+", text) else
+            "binary" if re.fullmatch(r"[-+]?0b[01_]+", text) else None)
+    if kind:
+        import yaml
+
+        value = yaml.safe_load(text)
+        raise ConfigError(f"line {node.start_mark.line + 1}: {text} is a YAML 1.1 {kind} "
+                          f"number ({value}); write {value} if you mean it, or quote it")
 
 
 def check_keys(node: Any) -> None:

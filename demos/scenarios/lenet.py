@@ -54,7 +54,10 @@ class Config(ScenarioConfig):
 
     def validate(self, where: str) -> None:
         if self.resume is not None and not os.path.isfile(self.resume):
-            raise ConfigError(f"{where}.resume: {self.resume}: no such checkpoint file")
+            what = ("no such checkpoint file" if not os.path.exists(self.resume) else
+                    "is a directory, not a checkpoint file" if os.path.isdir(self.resume) else
+                    "not a regular file (a FIFO or device?), not a checkpoint file")
+            raise ConfigError(f"{where}.resume: {self.resume}: {what}")
         if self.dataset != "mnist":
             if self.root is not None:
                 raise ConfigError(f"{where}.root: only used with dataset: mnist "
