@@ -87,7 +87,7 @@ def start_long_run(tmp_path):
     while time.time() < deadline:  # wait until the training loop runs
         logs = list(tmp_path.glob("*/run.log"))
         if logs and "start legendre_fit" in logs[0].read_text():
-            time.sleep(0.5)
+            time.sleep(1.0)  # set-up (graph, checks) done: the loop runs
             return proc
         time.sleep(0.1)
     proc.kill()

@@ -1,8 +1,7 @@
 """Watch backward run: one real backward over a graph, with a hook on every node.
 
-`record(outputs, names)` runs `torch.autograd.backward` once over the graph behind `outputs`
-(retain_graph=True, gradient 1 for each output element, as the documents'
-`out.backward(torch.ones(...))`), with `Node.register_prehook` and `Node.register_hook` on every
+`record(outputs, names)` runs one backward over the graph behind `outputs` (retain_graph=True,
+gradient 1 for each output element, as the documents' `out.backward(torch.ones(...))`), with `Node.register_prehook` and `Node.register_hook` on every
 node the graph walk reaches, AccumulateGrad included. It records the order in which the engine
 runs the nodes, what each receives (grad_outputs) and what it sends along each of its
 next_functions (grad_inputs). The leaves' `.grad` are set aside before and put back after, so the
@@ -115,7 +114,11 @@ def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, t
             leaf.grad = None  # so that .grad afterwards is exactly what this backward added
         for fn in walk:
             handles += [fn.register_prehook(before(fn)), fn.register_hook(after(fn))]
-        torch.autograd.backward(roots, [torch.ones_like(r) for r in roots], retain_graph=True)
+        # gradient 1 for every output element, as the sum of the outputs gives it: the sum's
+        # own nodes are not hooked, so they are not in the trace (and backward() without an
+        # explicit gradient spares the first call torch's lazy import of sympy, ~0.5 s)
+        total = sum(r.sum() for r in roots) if len(roots) > 1 or roots[0].dim() else roots[0]
+        total.backward(retain_graph=True)
         trace.grads = {id(leaf): None if leaf.grad is None else leaf.grad.detach().clone()
                        for leaf in leaves}
     except RuntimeError as e:  # e.g. its saved tensors were freed by an earlier backward
