@@ -109,3 +109,154 @@ class LinearFunction(torch.autograd.Function):
 
 def linear_reference(input, weight, bias=None):
     return torch.nn.functional.linear(input, weight, bias)
+
+
+# -- the modern twins ---------------------------------------------------------------------------
+# The same Functions in today's style: forward without ctx, `setup_context` saving what both
+# modes need, `jvp` for forward-mode AD, `generate_vmap_rule = True` for torch.func.vmap, and
+# `ctx.needs_input_grad` honoured. The classic ones above work with backward() and
+# torch.compile; torch.func transforms and forward mode refuse them (see the README, "What
+# changed since the documents"). Each twin gives the classic one's values and gradients.
+
+class LegendrePolynomial3Modern(torch.autograd.Function):
+    """P3 in today's style: forward(x) alone, setup_context, jvp, a generated vmap rule."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return 0.5 * (5 * x**3 - 3 * x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, = inputs
+        ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, = ctx.saved_tensors
+        return grad_output * 1.5 * (5 * x**2 - 1)
+
+    @staticmethod
+    def jvp(ctx, x_t):
+        x, = ctx.saved_tensors
+        return 1.5 * (5 * x**2 - 1) * x_t  # the same derivative, times the tangent
+
+
+class MyReLUModern(torch.autograd.Function):
+    """ReLU in today's style; the mask is a multiplication, which vmap can batch (an in-place
+    masked assignment is data-dependent and vmap refuses it)."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return x.clamp(min=0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, = inputs
+        ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, = ctx.saved_tensors
+        return grad_output * (x >= 0)  # as MyReLU: zero only where x < 0
+
+    @staticmethod
+    def jvp(ctx, x_t):
+        x, = ctx.saved_tensors
+        return x_t * (x >= 0)
+
+
+class MultiplyAddModern(torch.autograd.Function):
+    """w * x + b in today's style; each input gets its gradient when it needs one."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(w, x, b):
+        return w * x + b
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        w, x, b = inputs
+        ctx.save_for_backward(w, x)
+        ctx.save_for_forward(w, x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        w, x = ctx.saved_tensors
+        need_w, need_x, need_b = ctx.needs_input_grad
+        return (grad_output * x if need_w else None, grad_output * w if need_x else None,
+                grad_output if need_b else None)
+
+    @staticmethod
+    def jvp(ctx, w_t, x_t, b_t):
+        w, x = ctx.saved_tensors  # a tangent is None for an input that has none
+        terms = [t for t in (None if w_t is None else w_t * x, None if x_t is None else w * x_t,
+                             b_t) if t is not None]
+        return sum(terms[1:], terms[0])
+
+
+class MyExpModern(torch.autograd.Function):
+    """exp in today's style: it still saves its output, for backward and for jvp."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return x.exp()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+        ctx.save_for_forward(output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        y, = ctx.saved_tensors
+        return grad_output * y
+
+    @staticmethod
+    def jvp(ctx, x_t):
+        y, = ctx.saved_tensors
+        return x_t * y
+
+
+class LinearFunctionModern(torch.autograd.Function):
+    """input @ weight.T + bias in today's style (out of place, so vmap can batch it)."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(input, weight, bias=None):
+        output = input.mm(weight.t())
+        return output if bias is None else output + bias.unsqueeze(0).expand_as(output)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        input, weight, bias = (*inputs, None)[:3]
+        ctx.save_for_backward(input, weight)
+        ctx.save_for_forward(input, weight)
+        ctx.has_bias = bias is not None
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight = ctx.saved_tensors
+        need_input, need_weight = ctx.needs_input_grad[:2]
+        need_bias = ctx.has_bias and ctx.needs_input_grad[2]
+        return (grad_output.mm(weight) if need_input else None,
+                grad_output.t().mm(input) if need_weight else None,
+                grad_output.sum(0) if need_bias else None)
+
+    @staticmethod
+    def jvp(ctx, input_t, weight_t, bias_t=None):
+        input, weight = ctx.saved_tensors
+        terms = [t for t in (None if input_t is None else input_t.mm(weight.t()),
+                             None if weight_t is None else input.mm(weight_t.t()),
+                             None if bias_t is None else bias_t.unsqueeze(0).expand(
+                                 input.shape[0], -1)) if t is not None]
+        return sum(terms[1:], terms[0])
+
+
+MODERN = {LegendrePolynomial3: LegendrePolynomial3Modern, MyReLU: MyReLUModern,
+          MultiplyAdd: MultiplyAddModern, MyExp: MyExpModern,
+          LinearFunction: LinearFunctionModern}  # each classic Function's twin

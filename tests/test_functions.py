@@ -77,3 +77,72 @@ def test_linear_function_matches_f_linear_and_computes_only_needed_grads():
     out = LinearFunction.apply(inp, weight.detach(), None)
     grads = LinearFunction.backward(out.grad_fn, torch.ones_like(out))
     assert grads[0] is not None and grads[1] is None and grads[2] is None
+
+
+# -- the modern twins: same numbers as the classic Functions, and every transform works ---------
+import pytest  # noqa: E402
+from torch.func import grad as func_grad  # noqa: E402
+from torch.func import jvp, vmap  # noqa: E402
+
+from demos import functions as fns  # noqa: E402
+
+D = torch.float64
+TWINS = [  # classic, reference, inputs (requires_grad as the documents have them)
+    (fns.LegendrePolynomial3, fns.legendre_p3_reference, [(5,)], [True]),
+    (fns.MyReLU, fns.relu_reference, [(5,)], [True]),
+    (fns.MultiplyAdd, fns.multiply_add_reference, [(5,), (5,), (5,)], [True, False, True]),
+    (fns.MyExp, fns.exp_reference, [(5,)], [True]),
+    (fns.LinearFunction, fns.linear_reference, [(4, 3), (2, 3), (2,)], [True, True, True]),
+]
+
+
+def inputs_of(shapes, needs, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    xs = [torch.randn(s, generator=g, dtype=D) for s in shapes]
+    return [x + 0.1 * torch.sign(x) for x in xs], needs  # away from ReLU's kink at 0
+
+
+@pytest.mark.parametrize("classic, reference, shapes, needs", TWINS,
+                         ids=[t[0].__name__ for t in TWINS])
+def test_the_modern_twin_gives_the_classic_values_and_gradients(classic, reference, shapes,
+                                                                needs):
+    xs, needs = inputs_of(shapes, needs)
+    twin = fns.MODERN[classic]
+    a = [x.clone().requires_grad_(n) for x, n in zip(xs, needs)]
+    b = [x.clone().requires_grad_(n) for x, n in zip(xs, needs)]
+    ya, yb = classic.apply(*a), twin.apply(*b)
+    assert torch.equal(ya, yb)
+    ya.sum().backward()
+    yb.sum().backward()
+    assert all((p.grad is None and q.grad is None) or torch.allclose(p.grad, q.grad)
+               for p, q in zip(a, b))
+
+
+@pytest.mark.parametrize("classic, reference, shapes, needs", TWINS,
+                         ids=[t[0].__name__ for t in TWINS])
+def test_the_modern_twin_works_under_every_transform(classic, reference, shapes, needs):
+    xs, _ = inputs_of(shapes, needs)
+    twin = fns.MODERN[classic]
+    grads_needed = [x.clone().requires_grad_() for x in xs]
+    assert gradcheck(twin.apply, grads_needed, check_forward_ad=True, check_batched_grad=True)
+    assert torch.autograd.gradgradcheck(twin.apply, grads_needed)
+    tangents = tuple(torch.randn_like(x) for x in xs)
+    assert all(torch.allclose(p, q) for p, q in zip(jvp(twin.apply, tuple(xs), tangents),
+                                                    jvp(reference, tuple(xs), tangents)))
+    for i in range(len(xs)):  # torch.func.grad with respect to each input
+        def f(*a, fn=None):
+            return fn(*a).sum()
+        got = func_grad(lambda *a: f(*a, fn=twin.apply), argnums=i)(*xs)
+        assert torch.allclose(got, func_grad(lambda *a: f(*a, fn=reference), argnums=i)(*xs))
+    batch = [torch.stack([x, 2 * x, -x]) for x in xs]
+    looped = torch.stack([twin.apply(*[b[k] for b in batch]) for k in range(3)])
+    assert torch.allclose(vmap(twin.apply)(*batch), looped)
+
+
+@pytest.mark.parametrize("classic", [t[0] for t in TWINS], ids=[t[0].__name__ for t in TWINS])
+def test_the_classic_functions_are_refused_by_torch_func(classic):
+    """Why the twins exist: torch.func wants setup_context, forward mode wants jvp."""
+    x = torch.randn(2, 3, dtype=D) if classic is fns.LinearFunction else torch.randn(3, dtype=D)
+    args = {fns.MultiplyAdd: (x, x, x), fns.LinearFunction: (x, x)}.get(classic, (x,))
+    with pytest.raises(RuntimeError, match="must override the setup_context staticmethod"):
+        vmap(classic.apply)(*[a.unsqueeze(0) for a in args])
