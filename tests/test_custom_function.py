@@ -294,3 +294,28 @@ def test_value_lists_take_numbers_as_yaml_1_1_writes_them(tmp_path):
                     "  reference: user_fns:square\n  inputs:\n  - {name: x, value: [5e-1, 2]}\n")
     assert main(["--config", str(path), "--no-progress", "--output-dir",
                  str(tmp_path / "out")]) == 0
+
+
+def test_a_function_with_nan_gradients_still_gets_its_report_and_stepper(tmp_path):
+    """sqrt at -1 and 0: NaN and inf gradients. backward.json stays strict JSON, the trace
+    agrees, and the report (with its stepper) is written."""
+    import json
+    code, e = run_function(tmp_path, "Sqrt", [{"name": "x", "value": [-1.0, 0.0, 4.0]}], None)
+    agree = [c for c in e["checks"] if c["name"].startswith("backward trace agrees")]
+    assert agree and agree[0]["passed"] is True
+    run_dir = only_run_dir(tmp_path / "out")
+    text = (run_dir / "mine" / "backward.json").read_text()
+    json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    assert 'class="backward"' in (run_dir / "report.html").read_text()
+
+
+def test_an_input_name_with_a_newline_is_refused(tmp_path, capsys):
+    shutil.copy(FIXTURE, tmp_path / "user_fns.py")
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump({"scenarios": [{
+        "scenario": "custom_function", "function": "user_fns:Square",
+        "inputs": [{"name": "a\nstep 9: fake", "shape": [2]}]}]}))
+    assert main(["--config", str(path), "--output-dir", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {path}: scenarios[0].inputs[0].name: a label of 1 to 40 printable characters "
+        f"(no newline or control character), got 'a\\nstep 9: fake'\n")

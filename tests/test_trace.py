@@ -138,8 +138,8 @@ def test_a_graph_whose_saves_are_freed_cannot_be_traced_and_says_so():
     e.backward()  # frees what MulBackward0 saved
     check = trace.agrees(trace.record(e, names, title="late"))
     assert check.passed is False
-    assert check.detail.startswith("could not run backward over it: Trying to backward through "
-                                   "the graph a second time")
+    assert check.detail.startswith("could not run backward over it: RuntimeError: Trying to "
+                                   "backward through the graph a second time")
     assert names["a"].grad.item() == 4.0  # left as it was
 
 
@@ -178,3 +178,94 @@ def test_the_graphs_name_what_functions_saved_and_keep_leaves_blue(dry_run):
                                     "linear_function", "custom_function")
                for lines, f in nodes(e) if f == "orange" and not lines[0].strip(" ()0123456789,")]
     assert unnamed == []
+
+
+# -- what users' Functions do to a trace ------------------------------------------------------
+class InPlaceGradOut(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        assert g.is_contiguous()  # as custom kernels often require
+        return g.mul_(2)  # changes what it received, in place
+
+
+class TwoOut(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin(), x.cos()
+
+    @staticmethod
+    def backward(ctx, gs, gc):
+        x, = ctx.saved_tensors
+        return gs * x.cos() - gc * x.sin()
+
+
+class NoneForY(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(y)
+        return x * y
+
+    @staticmethod
+    def backward(ctx, g):
+        y, = ctx.saved_tensors
+        return g * y, None
+
+
+class RaisesValueError(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        raise ValueError("my backward is broken")
+
+
+def test_what_arrived_is_recorded_before_a_backward_changes_it_in_place():
+    x = torch.ones(3, requires_grad=True)
+    t = trace.record(InPlaceGradOut.apply(x) * 1, {"x": x})  # the seed is contiguous, too
+    assert trace.agrees(t).passed
+    steps = trace.to_json(t)["steps"]
+    assert [values(s["received"][0]) for s in steps] == [[1.0] * 3, [1.0] * 3, [2.0] * 3]
+
+
+def test_a_multi_output_node_is_named_for_both_outputs():
+    x = torch.tensor([0.0, 1.0], requires_grad=True)
+    t = trace.record(TwoOut.apply(x), {"x": x})
+    assert t.label(t.steps[0].fn) == "#1 TwoOutBackward (outputs 1 and 2)"
+    assert trace.agrees(t).passed
+
+
+def test_none_into_a_leaf_adds_nothing_and_says_so():
+    x, y = torch.ones(2, requires_grad=True), torch.full((2,), 3.0, requires_grad=True)
+    t = trace.record(NoneForY.apply(x, y), {"x": x, "y": y})
+    check = trace.agrees(t)
+    assert check.passed and "the 1 gradient(s) accumulated" in check.detail
+    assert "#3 AccumulateGrad (y) receives nothing (None): y.grad stays as it was (None)" \
+        in trace.explain(t)
+
+
+def test_nan_and_inf_gradients_are_strict_json_and_agree():
+    x = torch.tensor([-1.0, 0.0, 4.0], requires_grad=True)
+    t = trace.record(x.sqrt(), {"x": x})
+    assert trace.agrees(t).passed  # NaN equals NaN here
+    text = json.dumps(trace.to_json(t), allow_nan=False)  # raises on a bare NaN or inf
+    assert '"nan"' in text and '"inf"' in text
+
+
+def test_a_backward_that_raises_anything_is_a_failed_trace_check():
+    x = torch.ones(2, requires_grad=True)
+    check = trace.agrees(trace.record(RaisesValueError.apply(x), {"x": x}))
+    assert (check.passed, check.detail) == (
+        False, "could not run backward over it: ValueError: my backward is broken")
+    assert x.grad is None
+
+
+def test_small_gradients_keep_their_significant_digits():
+    assert trace.brief(torch.tensor(4.76837e-7)) == "4.76837e-07"
+    assert trace.brief(torch.tensor([1.0, 0.5])) == "[1, 0.5]"

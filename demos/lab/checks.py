@@ -177,7 +177,9 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
 def output_grads(outs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
     """A fixed random gradient for each output (random, so a wrong formula cannot hide)."""
     g = torch.Generator().manual_seed(1)
-    return [torch.randn(o.shape, generator=g, dtype=o.dtype).to(o.device) for o in outs]
+    return [torch.randn(o.shape, generator=g, dtype=o.dtype).to(o.device)
+            if o.is_floating_point() or o.is_complex() else torch.zeros_like(o)  # int, bool:
+            for o in outs]                                            # no gradient flows
 
 
 def tensors(result) -> tuple[torch.Tensor, ...]:

@@ -93,14 +93,17 @@ document.querySelectorAll('.zoom').forEach(function (bar) {
 """
 
 STEPPER_JS = """
+function num(x, digits) {  /* "nan", "inf" arrive as strings (strict JSON) */
+  return typeof x === 'number' ? String(+x.toPrecision(digits)) : String(x);
+}
 function describeGrad(g) {
   if (g === null || g === undefined) return 'None';
   if (g.values) {
-    var v = g.values.map(function (x) { return +x.toPrecision(6); });
-    return g.shape.length ? '[' + v.join(', ') + ']' : String(v[0]);
+    var v = g.values.map(function (x) { return num(x, 6); });
+    return g.shape.length ? '[' + v.join(', ') + ']' : v[0];
   }
-  return '(' + g.shape.join(', ') + ') in [' + g.min.toPrecision(4) + ', ' +
-         g.max.toPrecision(4) + '], norm ' + g.norm.toPrecision(4);
+  var shape = '(' + g.shape.join(', ') + (g.shape.length === 1 ? ',' : '') + ')';
+  return shape + ' in [' + num(g.min, 4) + ', ' + num(g.max, 4) + '], norm ' + num(g.norm, 4);
 }
 document.querySelectorAll('.backward').forEach(function (box) {
   var steps = JSON.parse(box.querySelector('script.steps').textContent);
@@ -124,11 +127,14 @@ document.querySelectorAll('.backward').forEach(function (box) {
     detail.textContent = '';
     if (k === 0) { line('', 'Press Next to run backward one node at a time.'); return; }
     var s = steps[k - 1];
-    mark(nodes[s.dot_node], 'active');
-    s.sent.forEach(function (e) { if (e.dot_edge) mark(edges[e.dot_edge], 'active'); });
+    mark(nodes[s.dot_node], 'active');  /* and the edges a gradient really travels */
+    s.sent.forEach(function (e) { if (e.dot_edge && e.grad) mark(edges[e.dot_edge], 'active'); });
     line('step ' + k + ':', s.node);
     line('received:', s.received.map(describeGrad).join(', '));
-    if (s.leaf) {
+    if (s.leaf && s.received[0] === null) {
+      line('adds:', 'nothing (None arrived): ' + s.leaf.name + '.grad stays ' +
+           describeGrad(s.leaf.grad));
+    } else if (s.leaf) {
       mark(nodes[s.leaf.dot_node], 'leaf-active'); mark(edges[s.leaf.dot_edge], 'active');
       line('adds into:', s.leaf.name + '.grad, which is now ' + describeGrad(s.leaf.grad));
     } else {
@@ -242,7 +248,7 @@ def scenario_section(e: EntrySummary, folder: Path, description: str, config_yam
                          f'alt="autograd graph {esc(stem)}"></div>')
         elif not steps:
             parts.append(f'<div class="graph" id="{esc(target)}">{inline}</div>')
-        else:
+        else:  # strict JSON: backward.json writes NaN and inf as strings
             data = json.dumps(steps, allow_nan=False).replace("</", "<\\/")
             parts += [f'<div class="backward" data-graph="{esc(stem)}" tabindex="0">',
                       '<p class="stepper">backward, step by step: '

@@ -11,6 +11,7 @@ import os
 import socket
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -205,8 +206,9 @@ class Run:
         about = {name: s.about for name, s in self.registry.items()}
         try:
             path = report.write_report(self.dir, summary, about, configs)
-        except OSError as e:
-            self.warn_once(f"could not write the report: {e}")
+        except Exception as e:  # a full disk; or a bug here, which must not cost the run
+            self.log.error("report.html:\n%s", traceback.format_exc(), extra={"console": False})
+            self.warn_once(f"could not write the report: {type(e).__name__}: {e}")
             return None
         if not index:
             return path

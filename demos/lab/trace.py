@@ -13,6 +13,7 @@ nodes that feed it; the nodes run are the walk's nodes minus the skipped ones.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -86,8 +87,13 @@ def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, t
     if not roots:
         return None
     walk = nodes(roots)
-    fn_names = {r.grad_fn: "the output" if len(roots) == 1 else f"output {i + 1}"
-                for i, r in enumerate(roots)}
+    made: dict[Any, list[str]] = {}  # one node may make several outputs (multi-output)
+    for i, out in enumerate(outputs):
+        if out.grad_fn is not None:
+            made.setdefault(out.grad_fn, []).append(str(i + 1))
+    fn_names = {fn: "the output" if len(outputs) == 1 else
+                ("output " if len(ns) == 1 else "outputs ") + " and ".join(ns)
+                for fn, ns in made.items()}
     fn_names.update({t.grad_fn: n for n, t in names.items() if t.grad_fn is not None})
     trace = Trace(title, walk, [], {}, {id(t): n for n, t in names.items()}, fn_names)
     leaves = [fn.variable for fn in walk if hasattr(fn, "variable")]
@@ -99,14 +105,14 @@ def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, t
         def hook(grad_outputs):
             if fn in running:
                 running[fn].runs += 1
-            else:
-                running[fn] = step = Step(fn, tuple(grad_outputs))
+            else:  # copies: a backward may change its grad_output in place
+                running[fn] = step = Step(fn, copies(grad_outputs))
                 trace.steps.append(step)
         return hook
 
     def after(fn: Any):
         def hook(grad_inputs, grad_outputs):
-            running[fn].sent = tuple(grad_inputs)
+            running[fn].sent = copies(grad_inputs)
         return hook
 
     try:
@@ -114,15 +120,18 @@ def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, t
             leaf.grad = None  # so that .grad afterwards is exactly what this backward added
         for fn in walk:
             handles += [fn.register_prehook(before(fn)), fn.register_hook(after(fn))]
-        # gradient 1 for every output element, as the sum of the outputs gives it: the sum's
-        # own nodes are not hooked, so they are not in the trace (and backward() without an
-        # explicit gradient spares the first call torch's lazy import of sympy, ~0.5 s)
-        total = sum(r.sum() for r in roots) if len(roots) > 1 or roots[0].dim() else roots[0]
+        # gradient 1 for every output element, a fresh contiguous tensor of ones as
+        # out.backward(torch.ones_like(out)) gives, through a multiplication and a sum that
+        # are not hooked (so not in the trace); backward() without an explicit gradient
+        # spares the first call torch's lazy import of sympy (~0.5 s)
+        total = sum((r * torch.ones_like(r)).sum() for r in roots) \
+            if len(roots) > 1 or roots[0].dim() else roots[0]
         total.backward(retain_graph=True)
         trace.grads = {id(leaf): None if leaf.grad is None else leaf.grad.detach().clone()
                        for leaf in leaves}
-    except RuntimeError as e:  # e.g. its saved tensors were freed by an earlier backward
-        trace.error = str(e).strip().splitlines()[0]
+    except Exception as e:  # freed saved tensors; a user's backward that raises
+        text = " ".join(str(e).split())
+        trace.error = f"{type(e).__name__}: {text}" if text else type(e).__name__
     finally:
         for h in handles:
             h.remove()
@@ -163,17 +172,18 @@ def agrees(trace: Trace) -> Check:
             got, grad = step.received[0] if step.received else None, trace.grads.get(id(leaf))
             same = (got is None and grad is None) or (
                 got is not None and grad is not None and got.shape == grad.shape
-                and torch.equal(got.to(grad.dtype), grad))
+                and torch.allclose(got.to(grad.dtype), grad, rtol=0, atol=0, equal_nan=True))
             if not same:
                 problems.append(f"{trace.label(step.fn)} received {brief(got)} but "
                                 f"{trace.whose(step.fn)}.grad is {brief(grad)}")
-    leaves_run = sum(hasattr(s.fn, "variable") for s in trace.steps)
+    leaves_run = sum(hasattr(s.fn, "variable") and s.received[:1] != (None,)
+                     for s in trace.steps)
     if problems:
         return Check(name, False, "; ".join(problems[:3]) + (
             f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""))
     return Check(name, True, f"{len(trace.steps)} nodes ran once each, in an order the graph "
                              f"allows; the {leaves_run} gradient(s) accumulated equal the "
-                             f"leaves' .grad")
+                             f"leaves' .grad")  # a None that arrived adds nothing
 
 
 # -- as data and as text -----------------------------------------------------------------------
@@ -184,12 +194,22 @@ def describe(t: torch.Tensor | None) -> dict[str, Any] | None:
     t = t.detach()
     out: dict[str, Any] = {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
     if t.numel() <= SMALL:
-        out["values"] = t.cpu().reshape(-1).tolist()
+        out["values"] = [number(v) for v in t.cpu().reshape(-1).tolist()]
     else:
         x = t.double()
-        out.update(min=x.min().item(), max=x.max().item(), mean=x.mean().item(),
-                   norm=x.norm().item())
+        out.update(min=number(x.min().item()), max=number(x.max().item()),
+                   mean=number(x.mean().item()), norm=number(x.norm().item()))
     return out
+
+
+def number(v: Any) -> Any:
+    """A value as strict JSON takes it: NaN and the infinities as the strings "nan", "inf",
+    "-inf" (backward.json stays readable by any JSON reader)."""
+    return str(v) if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def copies(grads: Sequence[torch.Tensor | None]) -> tuple[torch.Tensor | None, ...]:
+    return tuple(None if g is None else g.detach().clone() for g in grads)
 
 
 def brief(t: torch.Tensor | None) -> str:
@@ -198,10 +218,14 @@ def brief(t: torch.Tensor | None) -> str:
         return "None"
     d = describe(t)
     if "values" in d:
-        v = [round(x, 6) if isinstance(x, float) else x for x in d["values"]]
-        return f"{v[0]:g}" if not d["shape"] else str(v)
-    return (f"{tuple(d['shape'])} in [{d['min']:.4g}, {d['max']:.4g}], "
-            f"norm {d['norm']:.4g}")
+        v = [f"{x:.6g}" if isinstance(x, float) else str(x) for x in d["values"]]
+        return v[0] if not d["shape"] and v else "[" + ", ".join(v) + "]"
+    return (f"{tuple(d['shape'])} in [{gfmt(d['min'])}, {gfmt(d['max'])}], "
+            f"norm {gfmt(d['norm'])}")
+
+
+def gfmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, (int, float)) else str(v)
 
 
 def to_json(trace: Trace) -> dict[str, Any]:
@@ -240,9 +264,15 @@ def explain(trace: Trace) -> str:
     for k, s in enumerate(trace.steps, 1):
         got = " and ".join(brief(g) for g in s.received)
         if hasattr(s.fn, "variable"):
-            who = trace.whose(s.fn)
-            lines.append(f"step {k}: {trace.label(s.fn)} receives {got} and adds it into "
-                         f"{who}.grad ({who}.grad is now {brief(trace.grads.get(id(s.fn.variable)))})")
+            grad = f"{trace.whose(s.fn)}.grad" if id(s.fn.variable) in trace.names else \
+                "the leaf's .grad"
+            if s.received[:1] == (None,):
+                lines.append(f"step {k}: {trace.label(s.fn)} receives nothing (None): {grad} "
+                             f"stays as it was ({brief(trace.grads.get(id(s.fn.variable)))})")
+            else:
+                lines.append(f"step {k}: {trace.label(s.fn)} receives {got} and adds it into "
+                             f"{grad} ({grad} is now "
+                             f"{brief(trace.grads.get(id(s.fn.variable)))})")
             continue
         sent = []
         for i, (nf, _) in enumerate(getattr(s.fn, "next_functions", ())):

@@ -37,6 +37,9 @@ class InputSpec:
     requires_grad: bool = param(True, "whether the input requires grad")
 
     def validate(self, where: str) -> None:
+        if self.name is not None and not (self.name.isprintable() and 0 < len(self.name) <= 40):
+            raise ConfigError(f"{where}.name: a label of 1 to 40 printable characters (no "
+                              f"newline or control character), got {self.name!r}")
         if (self.shape is None) == (self.value is None):
             raise ConfigError(f"{where}: give either shape (random) or value, not "
                               f"{'both' if self.shape is not None else 'neither'}")
