@@ -1,0 +1,80 @@
+"""What a Function supports (demos.lab.support): right Functions get no `fails`; mistakes that
+only a transform can see are caught in their row and no other."""
+import pytest
+import torch
+
+from demos import functions as fns
+from demos.lab import support
+from tests import wrong_functions as wrong
+
+D = torch.float64
+
+
+def x43():
+    return torch.randn(4, 3, generator=torch.Generator().manual_seed(0), dtype=D,
+                       requires_grad=True)
+
+
+def statuses(rows):
+    return {k: r.status for k, r in rows.items()}
+
+
+MISTAKES = [  # Function, reference, the one row that fails
+    (wrong.P3JvpWrongFactor, fns.legendre_p3_reference, "forward_ad"),
+    (wrong.ExpSavesOutputForForward, fns.exp_reference, "forward_ad"),
+    (wrong.SquareVmapWrongValues, lambda x: x * x, "vmap"),
+    (wrong.SquareVmapWrongOutDims, lambda x: x * x, "vmap"),
+    (wrong.SquareReadsRawMemory, lambda x: x * x, "noncontiguous"),
+    (wrong.SquareFiniteDifference, lambda x: x * x, "float32"),
+]
+
+
+@pytest.mark.parametrize("function, reference, row", MISTAKES,
+                         ids=[m[0].__name__ for m in MISTAKES])
+def test_each_mistake_is_caught_in_its_row_and_no_other(function, reference, row):
+    rows = support.matrix(function.apply, {"x": x43()}, reference)
+    assert [k for k, r in rows.items() if r.status == "fails"] == [row], statuses(rows)
+    assert rows["backward"].status == "ok"  # backward is right in every one of them
+
+
+def test_a_failing_row_names_the_input():
+    rows = support.matrix(wrong.P3JvpWrongFactor.apply, {"x": x43()}, fns.legendre_p3_reference,
+                          rows=["forward_ad"])
+    assert "with respect to input 0 (x)" in rows["forward_ad"].detail
+
+
+DOCUMENTS = [  # the documents' Functions, their references and inputs (as the scenarios have)
+    (fns.LegendrePolynomial3, fns.legendre_p3_reference, {"x": (5,)}, ()),
+    (fns.MyReLU, fns.relu_reference, {"x": (5,)}, ()),
+    (fns.MultiplyAdd, fns.multiply_add_reference, {"w": (5,), "x": (5,), "b": (5,)}, ("x",)),
+    (fns.MyExp, fns.exp_reference, {"x": (5,)}, ()),
+    (fns.LinearFunction, fns.linear_reference, {"input": (4, 3), "weight": (2, 3), "bias": (2,)},
+     ()),
+]
+
+
+def inputs(shapes, no_grad):
+    g = torch.Generator().manual_seed(1)
+    return {k: (torch.randn(s, generator=g, dtype=D) + 0.1).requires_grad_(k not in no_grad)
+            for k, s in shapes.items()}
+
+
+def test_the_documents_functions_and_their_twins():
+    """Classic: backward and compile work, torch.func and forward mode refuse them. Twin: every
+    transform works; torch.compile refuses a Function with a jvp (torch 2.13). No fails."""
+    for classic, reference, shapes, no_grad in DOCUMENTS:
+        old = support.matrix(classic.apply, inputs(shapes, no_grad), reference)
+        new = support.matrix(fns.MODERN[classic].apply, inputs(shapes, no_grad), reference)
+        name = classic.__name__
+        assert statuses(old) == {
+            "backward": "ok", "double_backward": "ok", "forward_ad": "unsupported",
+            "func_grad": "unsupported", "vmap": "unsupported", "compile": "ok",
+            "float32": "ok", "noncontiguous": "ok",
+            "cuda": "ok" if torch.cuda.is_available() else "skipped"}, name
+        assert "must implement the jvp function" in old["forward_ad"].detail
+        assert "must override the setup_context staticmethod" in old["vmap"].detail
+        assert "-> split forward(ctx, ...) into forward(...) and setup_context" \
+            in old["func_grad"].detail
+        assert statuses(new) == {**statuses(old), "forward_ad": "ok", "func_grad": "ok",
+                                 "vmap": "ok", "compile": "unsupported"}, name
+        assert "custom jvp" in new["compile"].detail
