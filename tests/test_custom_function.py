@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from demos.cli import main
+from demos.lab.results import CAPABILITIES
 from demos.lab.schema import ConfigError
 from tests.conftest import CONFIGS, ROOT, check, entry, only_run_dir, summary
 
@@ -14,11 +15,13 @@ THREE = [{"name": "x", "shape": [4, 3]}, {"name": "y", "shape": [4, 3], "low": 0
          {"name": "z", "shape": [4, 3], "requires_grad": False}]
 
 
-def run_function(tmp_path, function, inputs, reference=None, double_backward=False):
+def run_function(tmp_path, function, inputs, reference=None, double_backward=False, **more):
     """Write a config (and the Functions' module) into tmp_path, run it; (exit code, entry)."""
     shutil.copy(FIXTURE, tmp_path / "user_fns.py")
     spec = {"scenario": "custom_function", "id": "mine", "function": f"user_fns:{function}",
-            "inputs": inputs, "double_backward": double_backward}
+            "inputs": inputs, "double_backward": double_backward,
+            "support": [],  # the matrix is tested where it is the point (it costs seconds)
+            **more}
     if reference:
         spec["reference"] = f"user_fns:{reference}"
     path = tmp_path / "mine.yaml"
@@ -34,14 +37,15 @@ def run_function(tmp_path, function, inputs, reference=None, double_backward=Fal
     ("SinCos", ONE, "sin_cos"),
 ])
 def test_right_functions_pass(tmp_path, function, inputs, reference):
-    code, e = run_function(tmp_path, function, inputs, reference, double_backward=True)
+    code, e = run_function(tmp_path, function, inputs, reference, double_backward=True,
+                           support=["backward", "vmap"])
     assert code == 0 and e["status"] == "passed", e["checks"]
     names = [c["name"] for c in e["checks"]]
     assert names == ["forward runs", "backward returns one grad per input",
                      "each grad matches its input (None, shape, dtype)",
                      "backward leaves grad_output unchanged", "autograd accepts the backward",
                      "gradcheck", "gradgradcheck", "parity with the reference",
-                     "backward trace agrees: graph"]
+                     "support matrix", "backward trace agrees: graph"]
     assert e["metrics"]["max_abs_error"] < 1e-12
     assert "explain.txt" in e["artifacts"] and "graph.svg" in e["artifacts"]
 
@@ -319,3 +323,43 @@ def test_an_input_name_with_a_newline_is_refused(tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"error: {path}: scenarios[0].inputs[0].name: a label of 1 to 40 printable characters "
         f"(no newline or control character), got 'a\\nstep 9: fake'\n")
+
+
+
+def test_the_support_matrix_of_your_function_and_what_you_require(tmp_path):
+    """unsupported is information until required; fails is always a failure."""
+    for sub in "abc":
+        (tmp_path / sub).mkdir()
+    code, e = run_function(tmp_path / "a", "Square", ONE, "square",
+                           support=list(CAPABILITIES))  # every row, as by default
+    assert code == 0 and e["support"]["Square"]["vmap"]["status"] == "unsupported"
+    assert "must override the setup_context staticmethod" in \
+        e["support"]["Square"]["vmap"]["detail"]
+    code, e = run_function(tmp_path / "b", "Square", ONE, "square", require=["vmap", "backward"],
+                           support=["backward", "vmap"])
+    failed = {c["name"]: c["detail"] for c in e["checks"] if c["passed"] is False}
+    assert code == 1 and set(failed) == {"support: vmap (required)", "support matrix"}
+    assert failed["support: vmap (required)"].startswith("unsupported: RuntimeError: In order "
+                                                         "to use an autograd.Function")
+    assert {c["name"]: c["passed"] for c in e["checks"]}["support: backward (required)"]
+    code, e = run_function(tmp_path / "c", "SquareVmapWrong", ONE, "square",
+                           support=["backward", "vmap"])
+    failed = {c["name"]: c["detail"] for c in e["checks"] if c["passed"] is False}
+    assert code == 1 and set(failed) == {"support: vmap", "support matrix"}
+    assert failed["support: vmap"].startswith("vmap value differs: max abs err")
+
+
+@pytest.mark.parametrize("more, message", [
+    ({"support": ["vmapp"]}, "scenarios[0].support[0]: unknown capability 'vmapp' (did you "
+                             "mean 'vmap'?); one of backward, double_backward, forward_ad, "
+                             "func_grad, vmap, compile, float32, noncontiguous, cuda"),
+    ({"support": ["backward"], "require": ["vmap"]},
+     "scenarios[0].require[0]: vmap is required but not in support, so it would not run"),
+])
+def test_support_config_errors(tmp_path, capsys, more, message):
+    shutil.copy(FIXTURE, tmp_path / "user_fns.py")
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump({"scenarios": [{
+        "scenario": "custom_function", "function": "user_fns:Square", "inputs": ONE, **more}]}))
+    assert main(["--config", str(path), "--output-dir", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == f"error: {path}: {message}\n"

@@ -91,7 +91,8 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
         steps=ctx.steps_run, metrics=result.metrics if result else {},
         params=result.params if result else {}, checks=found,
         artifacts=[],  # listed once the artifacts are written: see list_files
-        timing=timing, error=error, inspection=result.inspection if result else {})
+        timing=timing, error=error, inspection=result.inspection if result else {},
+        support=result.support if result else {})
 
 
 def write_files(entry: ScenarioConfig, ctx: Context) -> None:

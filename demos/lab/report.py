@@ -51,6 +51,9 @@ figcaption { font-size: 0.85em; color: #4a5160; }
 .backward g.node.leaf-active polygon { stroke: #d32f2f; stroke-width: 3; }
 .backward g.edge.active path, .backward g.edge.active polygon { stroke: #d32f2f;
   stroke-width: 3; } .backward g.edge.active polygon { fill: #d32f2f; }
+td.sup-ok { background: #e8f5e9; } td.sup-unsupported { background: #fff8e1; }
+td.sup-fails { background: #fdecea; font-weight: 600; color: #b71c1c; }
+td.sup-skipped { color: #78909c; }
 .step-detail { font: 13px/1.5 ui-monospace, Menlo, Consolas, monospace; background: #f3f4f6;
   padding: 0.5em 0.8em; margin-top: 0.4em; min-height: 5.5em; }
 nav a { margin-right: 0.9em; white-space: nowrap; } details { margin: 0.5em 0; }
@@ -224,6 +227,8 @@ def scenario_section(e: EntrySummary, folder: Path, description: str, config_yam
         parts += ["<h3>Params</h3>", table(e.params)]
     if e.inspection:
         parts += ["<h3>What the document inspects</h3>", table(e.inspection)]
+    if e.support:
+        parts += ["<h3>What the Function supports</h3>", support_table(e.support)]
     images = [f for f in files if f.endswith((".png", ".gif"))]
     images.sort(key=lambda f: (f != "loss.png", f))
     if images:
@@ -270,6 +275,28 @@ def scenario_section(e: EntrySummary, folder: Path, description: str, config_yam
     parts.append('<p class="files">Files: ' + " ".join(
         f'<a href="{esc(rel)}/{esc(f)}">{esc(f)}</a>' for f in files) + "</p></section>")
     return "\n".join(parts)
+
+
+def support_table(support: Mapping[str, Mapping[str, Mapping[str, str]]]) -> str:
+    """Capabilities down, Functions across; each cell its status, the detail on hover and
+    folded below the table for the rows that are not ok."""
+    functions = list(support)
+    capabilities = list(dict.fromkeys(k for rows in support.values() for k in rows))
+    head = "".join(f"<th>{esc(f)}</th>" for f in functions)
+    body, notes = [], []
+    for cap in capabilities:
+        cells = []
+        for f in functions:
+            row = support[f].get(cap, {"status": "", "detail": ""})
+            status, detail = str(row.get("status", "")), str(row.get("detail", ""))
+            cells.append(f'<td class="sup-{esc(status)}" title="{esc(detail)}">{esc(status)}</td>')
+            if status in ("unsupported", "fails") and detail:
+                notes.append(f"<li><b>{esc(f)}, {esc(cap)}</b>: {esc(detail)}</li>")
+        body.append(f"<tr><td>{esc(cap)}</td>{''.join(cells)}</tr>")
+    details = (f"<details><summary>Why not ok</summary><ul>{''.join(notes)}</ul></details>"
+               if notes else "")
+    return (f'<table class="support"><tr><th>capability</th>{head}</tr>{"".join(body)}</table>'
+            + details)
 
 
 def backward_traces(folder: Path) -> dict[str, list[dict[str, Any]]]:

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STATUSES = ("passed", "failed", "error", "interrupted")
+# the rows of a Function's support matrix (demos.lab.support), in order
+CAPABILITIES = ("backward", "double_backward", "forward_ad", "func_grad", "vmap", "compile",
+                "float32", "noncontiguous", "cuda")
 # exit codes: all passed; a check failed or a scenario raised; usage or config error; interrupted
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -30,6 +33,8 @@ class Result:
     params: dict[str, float] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
     inspection: dict[str, Any] = field(default_factory=dict)  # what the document prints
+    # what each Function supports: {Function: {capability: {"status", "detail"}}}
+    support: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -55,6 +60,7 @@ class EntrySummary:
     timing: Timing | None
     error: str | None
     inspection: dict[str, Any] = field(default_factory=dict)
+    support: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
 
     @property
     def counted(self) -> list[Check]:
@@ -67,8 +73,9 @@ class EntrySummary:
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        if not self.inspection:
-            del data["inspection"]
+        for optional in ("inspection", "support"):
+            if not data[optional]:
+                del data[optional]
         return finite(data)
 
 

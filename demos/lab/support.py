@@ -19,15 +19,14 @@ backward (checked by gradcheck) stands in for it where a gradient is compared.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
 from demos.lab.checks import gradcheck_failure, one_line, tensors, too_big
-
-CAPABILITIES = ("backward", "double_backward", "forward_ad", "func_grad", "vmap", "compile",
-                "float32", "noncontiguous", "cuda")
+from demos.lab.results import CAPABILITIES, Check
 
 # torch's refusals, by the words of its message, and what to add to the Function
 REFUSALS = [
@@ -83,7 +82,9 @@ def attempt(run: Callable[[], str | None]) -> Row:
     """Run a row: its detail when it works, `fails` on a mismatch or an unexpected error,
     `unsupported` when torch refuses."""
     try:
-        detail = run()
+        with warnings.catch_warnings():  # torch's own (anomaly traces, deprecations): noise
+            warnings.simplefilter("ignore")
+            detail = run()
     except Mismatch as e:
         return Row("fails", str(e))
     except KeyboardInterrupt:
@@ -285,3 +286,19 @@ def cuda(fn, xs) -> str:
 
 def to_json(rows: Mapping[str, Row]) -> dict[str, dict[str, str]]:
     return {k: {"status": r.status, "detail": r.detail} for k, r in rows.items()}
+
+
+def checks(rows: Mapping[str, Row], require: Sequence[str] = ()) -> list[Check]:
+    """The matrix as checks: a row that fails is always a failed check; a required row must be
+    ok; and one check sums it all up (`unsupported` alone is information, not failure)."""
+    found = [Check(f"support: {k}", False, r.detail) for k, r in rows.items()
+             if r.status == "fails"]
+    found += [Check(f"support: {k} (required)", rows[k].status == "ok",
+                    f"{rows[k].status}: {rows[k].detail}" if rows[k].detail else rows[k].status)
+              for k in require if k in rows and rows[k].status != "fails"]
+    by = {status: [k for k, r in rows.items() if r.status == status]
+          for status in ("ok", "unsupported", "fails", "skipped")}
+    summary = "; ".join(f"{status}: {', '.join(names)}" for status, names in by.items() if names)
+    found.append(Check("support matrix", not by["fails"] and all(
+        rows[k].status == "ok" for k in require if k in rows), summary))
+    return found

@@ -14,9 +14,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from demos.lab.results import Result
+from demos.lab.results import CAPABILITIES, Result
 from demos.lab.scenario import Scenario, ScenarioConfig, graph_files
-from demos.lab.schema import ConfigError, convert, param
+from demos.lab.schema import ConfigError, convert, did_you_mean, param
 from demos.lab.user_code import split_spec
 
 if TYPE_CHECKING:
@@ -90,6 +90,11 @@ class Config(ScenarioConfig):
     double_backward: bool = param(False, "also run gradgradcheck (second derivatives)")
     rtol: float = param(1e-7, "parity: relative tolerance against the reference", ge=0)
     atol: float = param(1e-9, "parity: absolute tolerance against the reference", ge=0)
+    support: list[str] = param(list(CAPABILITIES), "rows of the support matrix to run "
+                                                   "(see 'What a Function supports'); [] "
+                                                   "for none")
+    require: list[str] = param([], "capabilities that must be ok: an unsupported one among "
+                                   "them is a failed check (a row that fails always is)")
     # loaded by prepare() when the run starts, never while the config is read
     function_object: Any = field(default=None, init=False, repr=False, compare=False)
     reference_object: Any = field(default=None, init=False, repr=False, compare=False)
@@ -104,6 +109,16 @@ class Config(ScenarioConfig):
         if not self.inputs:
             raise ConfigError(f"{where}.inputs: must list at least one input, "
                               f"e.g. [{{shape: [5, 3]}}]")
+        for key in ("support", "require"):
+            for i, name in enumerate(getattr(self, key)):
+                if name not in CAPABILITIES:
+                    raise ConfigError(f"{where}.{key}[{i}]: unknown capability {name!r}"
+                                      f"{did_you_mean(name, CAPABILITIES)}; one of "
+                                      f"{', '.join(CAPABILITIES)}")
+        for i, name in enumerate(self.require):
+            if name not in self.support:
+                raise ConfigError(f"{where}.require[{i}]: {name} is required but not in "
+                                  f"support, so it would not run")
         names = [spec.name or f"x{i}" for i, spec in enumerate(self.inputs)]
         for i, name in enumerate(names):
             if name in names[:i]:
@@ -168,7 +183,14 @@ def run(cfg: Config, ctx: Context) -> Result:
             "parity with the reference", fn.apply, reference, inputs, ctx.check_device,
             rtol=cfg.rtol, atol=cfg.atol)
         found.append(check)
-    return Result(metrics=metrics, checks=found)
+    matrix = {}
+    if cfg.support:
+        from demos.lab import support
+
+        rows = support.matrix(fn.apply, inputs, reference, ctx.check_device, rows=cfg.support)
+        found += support.checks(rows, cfg.require)
+        matrix = {fn.__name__: support.to_json(rows)}
+    return Result(metrics=metrics, checks=found, support=matrix)
 
 
 SCENARIO = Scenario(
