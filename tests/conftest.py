@@ -16,6 +16,7 @@ from demos.scenarios import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
+QUICK = ROOT / "tests" / "fixtures" / "quick.yaml"  # my_exp without its support matrices
 
 
 def run_cli(*args, cwd=ROOT, env=None, timeout=600):

@@ -14,7 +14,7 @@ from demos.cli import main
 from demos.lab.run import make_run_dir
 from demos.lab.schema import ConfigError
 from demos.scenarios import registry
-from tests.conftest import (CONFIGS, ROOT, check, entry, only_run_dir, patch_run, run_captured,
+from tests.conftest import (CONFIGS, QUICK, ROOT, check, entry, only_run_dir, patch_run, run_captured,
                             run_cli, summary)
 from tests.wrong_functions import P3MissingFactor
 
@@ -69,11 +69,11 @@ def test_every_shipped_config_is_covered_by_all_yaml_and_loads():
 
 
 def test_the_command_line_as_a_user_runs_it(tmp_path):
-    proc = subprocess.run([sys.executable, "runner.py", "--config", str(CONFIGS / "my_exp.yaml"),
+    proc = subprocess.run([sys.executable, "runner.py", "--config", str(QUICK),
                            "--output-dir", str(tmp_path)], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert re.search(r"^PASSED +my_exp +checks 7/7", proc.stdout, re.M)
+    assert re.search(r"^PASSED +my_exp +checks 6/6", proc.stdout, re.M)
     assert proc.stdout.splitlines()[-2].startswith("PASSED: 1 of 1 scenarios passed; results in ")
     assert summary(only_run_dir(tmp_path))["status"] == "passed"
 
@@ -165,7 +165,9 @@ def test_a_scenario_that_raises_does_not_stop_the_others(tmp_path, monkeypatch):
         raise RuntimeError("boom at the end")
     patch_run(monkeypatch, "my_relu", boom)
     code = main(["--config", str(CONFIGS / "all.yaml"), "--dry-run", "--no-progress",
-                 "--output-dir", str(tmp_path)])
+                 "--output-dir", str(tmp_path), "--set", "scenarios.custom_function.support=[]",
+                 *[a for e in ("legendre_fit", "my_relu", "multiply_add", "my_exp",
+                               "linear_function") for a in ("--set", f"scenarios.{e}.support=[]")]])
     assert code == 1
     run_dir = only_run_dir(tmp_path)
     data = summary(run_dir)

@@ -23,7 +23,7 @@ from demos.lab.results import EXIT_INTERRUPTED
 from demos.lab.signals import SignalHandler
 from demos.scenarios import registry
 from demos.scenarios.legendre_fit import Config as LegendreFit
-from tests.conftest import CONFIGS, ROOT, check, entry, only_run_dir, patch_run, summary
+from tests.conftest import CONFIGS, QUICK, ROOT, check, entry, only_run_dir, patch_run, summary
 
 LONG = ["--set", "scenarios.legendre_fit.steps=100000000", "--no-progress"]
 
@@ -186,7 +186,7 @@ def test_a_different_seed_changes_the_random_scenarios(tmp_path, dry_run):
 
 
 def test_the_thread_count_is_chosen_and_recorded(tmp_path):
-    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml", "--set", "threads=2") == 0
+    assert run_main(tmp_path, "--config", QUICK, "--set", "threads=2") == 0
     det = summary(only_run_dir(tmp_path))["determinism"]
     assert (det["threads"], det["cpu_threads"]) == (2, 2)
     from demos.lab.device import auto_threads
@@ -194,7 +194,7 @@ def test_the_thread_count_is_chosen_and_recorded(tmp_path):
 
 
 def test_deterministic_mode_is_recorded_and_restored(tmp_path):
-    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml", "--set",
+    assert run_main(tmp_path, "--config", QUICK, "--set",
                     "deterministic=true") == 0
     assert summary(only_run_dir(tmp_path))["determinism"]["deterministic_algorithms"] is True
     assert torch.are_deterministic_algorithms_enabled() is False
@@ -310,7 +310,7 @@ def test_output_piped_into_head_neither_breaks_the_run_nor_its_exit_code(tmp_pat
                                                                           code):
     monkeypatch.setattr(sys, "stdout", ClosedAfterOneLine())
     monkeypatch.setattr(os, "dup2", lambda *a: None)  # main() silences the real stdout here
-    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml", *extra) == code
+    assert run_main(tmp_path, "--config", QUICK, *extra) == code
     err = capsys.readouterr().err
     assert "Traceback" not in err and "Logging error" not in err, err
     assert (only_run_dir(tmp_path) / "report.html").is_file()  # the run finished its work
@@ -374,7 +374,7 @@ def test_sigterm_during_start_up_ends_the_process_and_its_helpers(tmp_path):
     """The real command line: SIGTERM while torch loads ends it at once (130, one line), and
     the helper, which ignores the group's SIGTERM, is ended too, not waited for."""
     proc = subprocess.Popen([sys.executable, str(ROOT / "runner.py"), "--config",
-                             str(CONFIGS / "my_exp.yaml"), "--output-dir", str(tmp_path)],
+                             str(QUICK), "--output-dir", str(tmp_path)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 30
     while not children_of(proc.pid) and time.time() < deadline:  # the helper has started
@@ -394,7 +394,7 @@ def test_global_torch_state_is_touched_only_when_asked(tmp_path, monkeypatch):
         raise AssertionError("use_deterministic_algorithms called without deterministic: true")
     monkeypatch.setattr(torch, "use_deterministic_algorithms", refuse)
     before = torch.get_num_threads()
-    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 0
+    assert run_main(tmp_path, "--config", QUICK) == 0
     assert torch.get_num_threads() == before  # the run's thread count is restored
 
 
@@ -423,7 +423,7 @@ def test_the_index_skips_and_names_what_is_not_a_run(tmp_path, capsys):
     for name, text in (("list", "[1, 2]"), ("strings", '{"scenarios": "x"}'), ("garbage", "{")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "summary.json").write_text(text)
-    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 0
+    assert run_main(tmp_path, "--config", QUICK) == 0
     err = capsys.readouterr().err
     assert "index.html leaves out garbage, list, strings: not a run's summary.json" in err
     assert (tmp_path / "index.html").read_text().count("/report.html") == 1
@@ -437,7 +437,7 @@ def test_a_lock_held_elsewhere_delays_the_index_only_so_long(tmp_path, monkeypat
     with open(tmp_path / ".index.lock", "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # another process's rebuild that never ends
         started = time.monotonic()
-        assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 0
+        assert run_main(tmp_path, "--config", QUICK) == 0
         assert time.monotonic() - started < 30
     err = capsys.readouterr().err
     assert "index.html not rebuilt (.index.lock held by another process for 0.3 s); the next " \
@@ -449,7 +449,7 @@ def test_a_scenario_that_raises_shows_one_line_not_a_traceback(tmp_path, monkeyp
     def boom(cfg, ctx):
         raise RuntimeError("boom")
     patch_run(monkeypatch, "my_exp", boom)
-    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 1
+    assert run_main(tmp_path, "--config", QUICK) == 1
     out, err = capsys.readouterr()
     assert "ERROR RuntimeError: boom (details in run.log)" in out
     assert "Traceback" not in out + err
@@ -477,7 +477,7 @@ def test_a_signal_while_the_run_finishes_ends_it_as_interrupted(tmp_path, monkey
             sent.append(os.kill(os.getpid(), signal.SIGTERM))
         return path
     monkeypatch.setattr(report, "write_report", write_then_signal)
-    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == EXIT_INTERRUPTED
+    assert run_main(tmp_path, "--config", QUICK) == EXIT_INTERRUPTED
     out, err = capsys.readouterr()
     assert "Traceback" not in err and "SIGTERM: stopping" in err
     assert summary(only_run_dir(tmp_path))["status"] == "interrupted"
@@ -508,7 +508,7 @@ def test_a_signal_while_the_run_folder_is_made_ends_in_an_interrupted_run(tmp_pa
         os.kill(os.getpid(), signal.SIGTERM)
         return path
     monkeypatch.setattr(run_mod, "make_run_dir", make_then_signal)
-    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == EXIT_INTERRUPTED
+    assert run_main(tmp_path, "--config", QUICK) == EXIT_INTERRUPTED
     err = capsys.readouterr().err
     assert "Traceback" not in err and "before the run started" not in err
     s = summary(only_run_dir(tmp_path))
@@ -524,14 +524,14 @@ def test_a_signal_just_after_the_run_says_so(tmp_path, monkeypatch, capsys):
         os.kill(os.getpid(), signal.SIGTERM)
         return code
     monkeypatch.setattr(run_mod, "execute", execute_then_signal)
-    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == EXIT_INTERRUPTED
+    assert run_main(tmp_path, "--config", QUICK) == EXIT_INTERRUPTED
     assert capsys.readouterr().err.strip() == "interrupted after the run finished"
     assert summary(only_run_dir(tmp_path))["status"] == "passed"  # its files are whole
 
 
 def test_an_output_folder_whose_name_is_not_utf8_works(tmp_path, capsys):
     folder = tmp_path / os.fsdecode(b"runs\xff")
-    assert run_main(folder, "--config", CONFIGS / "my_exp.yaml") == 0
+    assert run_main(folder, "--config", QUICK) == 0
     run_dir = only_run_dir(folder)
     assert (run_dir / "report.html").is_file() and (folder / "index.html").is_file()
     assert summary(run_dir)["status"] == "passed"
@@ -668,7 +668,7 @@ def test_the_index_survives_what_other_folders_hold(tmp_path, capsys):
     (killed / "summary.json").write_text(json.dumps({
         "status": "running", "pid": 2**22 + 12345, "host": socket.gethostname(),
         "scenarios": []}) + " " * 100)
-    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 0
+    assert run_main(tmp_path, "--config", QUICK) == 0
     err = capsys.readouterr().err
     assert "Traceback" not in err and "leaves out fifo" in err
     index = (tmp_path / "index.html").read_text()
@@ -696,7 +696,7 @@ def test_a_signal_during_start_up_waits_for_a_safe_point(tmp_path, monkeypatch, 
         finished.append(True)
         return real(spec)
     monkeypatch.setattr(device, "resolve", resolve_signalled)
-    assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == EXIT_INTERRUPTED
+    assert run_main(tmp_path, "--config", QUICK) == EXIT_INTERRUPTED
     assert finished == [True]  # what was running ran to its end
     assert capsys.readouterr().err.strip() == "interrupted before the run started"
     assert list(tmp_path.iterdir()) == []
@@ -740,7 +740,7 @@ def test_a_plot_that_cannot_be_written_makes_its_entry_an_error(tmp_path, monkey
 
 def test_a_config_name_that_is_not_utf8_gives_strict_json(tmp_path):
     odd = tmp_path / os.fsdecode(b"cfg_\xff.yaml")
-    odd.write_bytes((CONFIGS / "my_exp.yaml").read_bytes())
+    odd.write_bytes((QUICK).read_bytes())
     assert run_main(tmp_path / "out", "--config", odd) == 0
     text = (only_run_dir(tmp_path / "out") / "summary.json").read_bytes().decode("utf-8")
     assert "\\udc" not in text and json.loads(text)["config"].endswith("cfg_?.yaml")
@@ -846,7 +846,7 @@ def test_terminal_control_characters_are_shown_not_obeyed(tmp_path, capsys):
 def test_an_environment_torch_refuses_is_one_line_and_exit_2(tmp_path):
     """TORCH_LOGS=nonsense makes `import torch` raise: the process boundary is the point."""
     proc = subprocess.run([sys.executable, str(ROOT / "runner.py"), "--config",
-                           str(CONFIGS / "my_exp.yaml"), "--output-dir", str(tmp_path)],
+                           str(QUICK), "--output-dir", str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "TORCH_LOGS": "nonsense"})
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr

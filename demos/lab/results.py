@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 STATUSES = ("passed", "failed", "error", "interrupted")
 # the rows of a Function's support matrix (demos.lab.support), in order
-CAPABILITIES = ("backward", "double_backward", "forward_ad", "func_grad", "vmap", "compile",
-                "float32", "noncontiguous", "cuda")
+Capability = Literal["backward", "double_backward", "forward_ad", "func_grad", "vmap",
+                     "compile", "float32", "noncontiguous", "cuda"]
+CAPABILITIES: tuple[str, ...] = typing.get_args(Capability)
 # exit codes: all passed; a check failed or a scenario raised; usage or config error; interrupted
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 

@@ -82,6 +82,15 @@ class Scenario:
         return dataclasses.replace(cfg, **self.dry_run)
 
 
+def support_param() -> Any:
+    """The `support:` field of a scenario about custom Functions: which rows of the support
+    matrix (demos.lab.support) to run; every row unless the config says otherwise."""
+    from demos.lab.results import CAPABILITIES
+
+    return param(list(CAPABILITIES), "rows of the support matrix to run for its Functions "
+                                     "(see 'What a Function supports'); [] for none")
+
+
 def graph_files(*stems: str) -> tuple[str, ...]:
     """The files `ctx.graph(..., name=stem)` writes for each stem (with `dot` installed), and
     backward.json, where the traced backward of every graph goes."""

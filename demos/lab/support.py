@@ -302,3 +302,29 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = ()) -> list[Check]:
     found.append(Check("support matrix", not by["fails"] and all(
         rows[k].status == "ok" for k in require if k in rows), summary))
     return found
+
+
+def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
+                     inputs: Mapping[str, torch.Tensor], device: torch.device,
+                     rows: Sequence[str] = CAPABILITIES) -> tuple[dict, list[Check]]:
+    """For a document's Function and its modern twin: both matrices (as summary.json's
+    `support` block) and the checks: the twin gives the classic values and gradients, no row
+    of either fails (`unsupported` is what the README explains, not a failure)."""
+    from demos.lab.checks import parity
+
+    if not rows:
+        return {}, []
+    found = [parity(f"{twin.__name__} gives {classic.__name__}'s values and gradients",
+                    twin.apply, classic.apply, inputs, device)]
+    block = {}
+    for fn in (classic, twin):
+        rows_of = matrix(fn.apply, inputs, reference, device, rows)
+        block[fn.__name__] = to_json(rows_of)
+        failing = [f"{k}: {r.detail}" for k, r in rows_of.items() if r.status == "fails"]
+        ok = [k for k, r in rows_of.items() if r.status == "ok"]
+        unsupported = [k for k, r in rows_of.items() if r.status == "unsupported"]
+        found.append(Check(f"support matrix of {fn.__name__}", not failing,
+                           "; ".join(failing) if failing else
+                           f"ok: {', '.join(ok)}" + (f"; unsupported: {', '.join(unsupported)}"
+                                                     if unsupported else "")))
+    return block, found

@@ -14,9 +14,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from demos.lab.results import CAPABILITIES, Result
-from demos.lab.scenario import Scenario, ScenarioConfig, graph_files
-from demos.lab.schema import ConfigError, convert, did_you_mean, param
+from demos.lab.results import Capability, Result
+from demos.lab.scenario import Scenario, ScenarioConfig, graph_files, support_param
+from demos.lab.schema import ConfigError, convert, param
 from demos.lab.user_code import split_spec
 
 if TYPE_CHECKING:
@@ -90,11 +90,10 @@ class Config(ScenarioConfig):
     double_backward: bool = param(False, "also run gradgradcheck (second derivatives)")
     rtol: float = param(1e-7, "parity: relative tolerance against the reference", ge=0)
     atol: float = param(1e-9, "parity: absolute tolerance against the reference", ge=0)
-    support: list[str] = param(list(CAPABILITIES), "rows of the support matrix to run "
-                                                   "(see 'What a Function supports'); [] "
-                                                   "for none")
-    require: list[str] = param([], "capabilities that must be ok: an unsupported one among "
-                                   "them is a failed check (a row that fails always is)")
+    support: list[Capability] = support_param()
+    require: list[Capability] = param([], "capabilities that must be ok: an unsupported one "
+                                          "among them is a failed check (a row that fails "
+                                          "always is)")
     # loaded by prepare() when the run starts, never while the config is read
     function_object: Any = field(default=None, init=False, repr=False, compare=False)
     reference_object: Any = field(default=None, init=False, repr=False, compare=False)
@@ -109,12 +108,6 @@ class Config(ScenarioConfig):
         if not self.inputs:
             raise ConfigError(f"{where}.inputs: must list at least one input, "
                               f"e.g. [{{shape: [5, 3]}}]")
-        for key in ("support", "require"):
-            for i, name in enumerate(getattr(self, key)):
-                if name not in CAPABILITIES:
-                    raise ConfigError(f"{where}.{key}[{i}]: unknown capability {name!r}"
-                                      f"{did_you_mean(name, CAPABILITIES)}; one of "
-                                      f"{', '.join(CAPABILITIES)}")
         for i, name in enumerate(self.require):
             if name not in self.support:
                 raise ConfigError(f"{where}.require[{i}]: {name} is required but not in "

@@ -11,8 +11,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.results import Result
-from demos.lab.scenario import TRAINING_FILES, Scenario, ScenarioConfig, graph_files
+from demos.lab.results import Capability, Result
+from demos.lab.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
+                                 support_param)
 from demos.lab.schema import ConfigError, param
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ class Config(ScenarioConfig):
     init: list[float] = param([0.0, -1.0, 0.0, 0.3], "initial a, b, c, d")
     compile: bool = param(False, "run the loss (forward and backward) through torch.compile; "
                                  "see Performance for when it helps")
+    support: list[Capability] = support_param()
 
     def validate(self, where: str) -> None:
         if len(self.init) != 4:
@@ -47,8 +49,9 @@ def sse(x, y, a, b, c, d, p3):
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
-    from demos.functions import LegendrePolynomial3, legendre_p3_reference
-    from demos.lab import checks
+    from demos.functions import (LegendrePolynomial3, LegendrePolynomial3Modern,
+                                 legendre_p3_reference)
+    from demos.lab import checks, support
 
     P3 = LegendrePolynomial3.apply
     x = torch.linspace(-math.pi, math.pi, cfg.points, device=ctx.device)  # (points,)
@@ -85,10 +88,14 @@ def run(cfg: Config, ctx: Context) -> Result:
               for r in ctx.history() if "a" in r]
     ctx.animate("fit.gif", xs.tolist(), frames, {"sin(x)": y.tolist()},
                 title="a + b P3(c + d x)", xlabel="x", ylabel="y")
+    matrix, supported = support.classic_and_twin(  # P3 and its twin, transform by transform
+        LegendrePolynomial3, LegendrePolynomial3Modern, legendre_p3_reference,
+        {"x": torch.linspace(-1.5, 1.5, 7, dtype=torch.float64).requires_grad_()},
+        ctx.check_device, cfg.support)
     return Result(
         metrics={"final_loss": ctx.last("loss")},
-        params={"a": a.item(), "b": b.item(), "c": c.item(), "d": d.item()},
-        checks=[
+        params={"a": a.item(), "b": b.item(), "c": c.item(), "d": d.item()}, support=matrix,
+        checks=supported + [
             checks.gradcheck("gradcheck", P3, {"x": torch.linspace(-1.5, 1.5, 7).requires_grad_()},
                              ctx.check_device),
             checks.parity("parity", lambda *v: sse(*v, P3),

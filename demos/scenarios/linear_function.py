@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.results import Check, Result
-from demos.lab.scenario import TRAINING_FILES, Scenario, ScenarioConfig, graph_files
+from demos.lab.results import Capability, Check, Result
+from demos.lab.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
+                                 support_param)
 from demos.lab.schema import ConfigError, param
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ class Config(ScenarioConfig):
     noise: float = param(0.01, "std of the noise added to the targets", ge=0)
     steps: int = param(300, "SGD steps", ge=1, le=10**9)
     lr: float = param(0.1, "learning rate", gt=0)
+    support: list[Capability] = support_param()
 
     def validate(self, where: str) -> None:
         # x, y and the prediction, the true and the trained weights (and its gradient)
@@ -63,8 +65,8 @@ def only_input_grad(ctx: Context) -> Check:
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
-    from demos.functions import LinearFunction, linear_reference
-    from demos.lab import checks
+    from demos.functions import LinearFunction, LinearFunctionModern, linear_reference
+    from demos.lab import checks, support
     from demos.models import Linear
 
     g = torch.Generator().manual_seed(ctx.seed)
@@ -96,11 +98,17 @@ def run(cfg: Config, ctx: Context) -> Result:
         opt.zero_grad()
         loss.backward()
         opt.step()
+    g = torch.Generator().manual_seed(ctx.seed)
+    matrix, supported = support.classic_and_twin(
+        LinearFunction, LinearFunctionModern, linear_reference,
+        {k: torch.randn(s, generator=g, dtype=torch.float64).requires_grad_()
+         for k, s in (("input", (4, 3)), ("weight", (2, 3)), ("bias", (2,)))},
+        ctx.check_device, cfg.support)
     return Result(
         metrics={"final_loss": ctx.last("loss"),
                  "weight_error": (model.weight - true_w).abs().max().item(),
                  "bias_error": (model.bias - true_b).abs().max().item()},
-        checks=found)
+        checks=found + supported, support=matrix)
 
 
 SCENARIO = Scenario(

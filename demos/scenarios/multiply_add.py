@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.results import Check, Result
-from demos.lab.scenario import TRAINING_FILES, Scenario, ScenarioConfig, graph_files
+from demos.lab.results import Capability, Check, Result
+from demos.lab.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
+                                 support_param)
 from demos.lab.schema import ConfigError, param
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ class Config(ScenarioConfig):
     lr: float = param(0.2, "learning rate of the fit", gt=0)
     true_w: list[list[float]] = param([[0.5, -1.0], [2.0, 1.5]], "w* the fit should find (2x2)")
     true_b: list[list[float]] = param([[0.1, 0.2], [-0.3, 0.4]], "b* the fit should find (2x2)")
+    support: list[Capability] = support_param()
 
     def validate(self, where: str) -> None:
         for name in ("true_w", "true_b"):
@@ -69,8 +71,8 @@ def inspect(out, w, b, ctx: Context) -> tuple[dict, list[Check]]:
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
-    from demos.functions import MultiplyAdd, multiply_add_reference
-    from demos.lab import checks
+    from demos.functions import MultiplyAdd, MultiplyAddModern, multiply_add_reference
+    from demos.lab import checks, support
 
     multiply_add = MultiplyAdd.apply
     dev = ctx.device
@@ -109,11 +111,17 @@ def run(cfg: Config, ctx: Context) -> Result:
 
     params = {f"{name}[{i},{j}]": p[i, j].item() for name, p in (("w", w), ("b", b))
               for i in range(2) for j in range(2)}
+    g = torch.Generator().manual_seed(ctx.seed)  # as the document has them: x needs no grad
+    w0, x0, b0 = (torch.randn(2, 2, generator=g, dtype=torch.float64) for _ in range(3))
+    matrix, supported = support.classic_and_twin(
+        MultiplyAdd, MultiplyAddModern, multiply_add_reference,
+        {"w": w0.requires_grad_(), "x": x0, "b": b0.requires_grad_()}, ctx.check_device,
+        cfg.support)
     return Result(
         metrics={"final_loss": ctx.last("loss"),
                  "w_error": (w - true_w).abs().max().item(),
                  "b_error": (b - true_b).abs().max().item()},
-        params=params, checks=found, inspection=facts)
+        params=params, checks=found + supported, inspection=facts, support=matrix)
 
 
 SCENARIO = Scenario(

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.results import Result
-from demos.lab.scenario import Scenario, ScenarioConfig, graph_files
+from demos.lab.results import Capability, Result
+from demos.lab.scenario import Scenario, ScenarioConfig, graph_files, support_param
 from demos.lab.schema import ConfigError, param
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ class Config(ScenarioConfig):
     """MyExp, a custom exp that saves its output, against the built-in exp (doc 003)."""
     inputs: list[float] = param([1.0, 2.0, 3.0], "the inputs x (|x| <= 80: exp overflows "
                                                   "float32 beyond 88)")
+    support: list[Capability] = support_param()
 
     def validate(self, where: str) -> None:
         if not self.inputs or len(self.inputs) > 10**6 or max(map(abs, self.inputs)) > 80:
@@ -33,8 +34,8 @@ class Config(ScenarioConfig):
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
-    from demos.functions import MyExp, exp_reference
-    from demos.lab import checks
+    from demos.functions import MyExp, MyExpModern, exp_reference
+    from demos.lab import checks, support
 
     inputs = torch.tensor(cfg.inputs, device=ctx.device, requires_grad=True)
     outputs = MyExp.apply(inputs)
@@ -49,9 +50,13 @@ def run(cfg: Config, ctx: Context) -> Result:
     grad2 = inputs.grad
     e_to_x = torch.exp(torch.tensor(cfg.inputs, dtype=torch.float64))
     ctx.log.info("  MyExp grads %s; built-in exp grads %s", grad1.tolist(), grad2.tolist())
+    matrix, supported = support.classic_and_twin(
+        MyExp, MyExpModern, exp_reference,
+        {"x": torch.tensor(cfg.inputs, dtype=torch.float64).requires_grad_()},
+        ctx.check_device, cfg.support)
     return Result(
-        metrics={"max_grad_error": (grad1 - grad2).abs().max().item()},
-        checks=[
+        metrics={"max_grad_error": (grad1 - grad2).abs().max().item()}, support=matrix,
+        checks=supported + [
             checks.close("grads equal the built-in exp's", grad1, grad2),
             checks.close("grads equal e^x", grad1, e_to_x.to(grad1), rtol=1e-6),
             checks.check("MyExp saved its output, not its input",

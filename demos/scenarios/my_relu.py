@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.results import Result
-from demos.lab.scenario import TRAINING_FILES, Scenario, ScenarioConfig, graph_files
+from demos.lab.results import Capability, Result
+from demos.lab.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
+                                 support_param)
 from demos.lab.schema import ConfigError, param
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ class Config(ScenarioConfig):
     steps: int = param(500, "SGD steps", ge=1, le=10**9)
     lr: float = param(1e-6, "learning rate of the hand-written SGD", gt=0)
     compile: bool = param(False, "run the loss (forward and backward) through torch.compile")
+    support: list[Capability] = support_param()
 
     def validate(self, where: str) -> None:
         # every tensor of a step: x, w1, w2, their grads, h and relu(h) (and their grads),
@@ -49,8 +51,8 @@ def sse(x, y, w1, w2, relu):
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
-    from demos.functions import MyReLU, relu_reference
-    from demos.lab import checks
+    from demos.functions import MyReLU, MyReLUModern, relu_reference
+    from demos.lab import checks, support
 
     relu = MyReLU.apply
     N, D_in, H, D_out = cfg.N, cfg.D_in, cfg.H, cfg.D_out
@@ -77,9 +79,11 @@ def run(cfg: Config, ctx: Context) -> Result:
     g = torch.Generator().manual_seed(0)
     z = torch.randn(8, 5, generator=g, dtype=torch.float64)
     away = (z + 0.5 * z.sign()).requires_grad_()
+    matrix, supported = support.classic_and_twin(MyReLU, MyReLUModern, relu_reference,
+                                                 {"x": away[:2]}, ctx.check_device, cfg.support)
     return Result(
         metrics={"final_loss": ctx.last("loss"), "initial_loss": ctx.history()[0]["loss"]},
-        checks=[
+        support=matrix, checks=supported + [
             checks.gradcheck("gradcheck", relu, {"x": away}, ctx.check_device),
             checks.parity("parity", lambda *v: sse(*v, relu),
                           lambda *v: sse(*v, relu_reference), real, ctx.check_device),
