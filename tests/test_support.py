@@ -78,3 +78,19 @@ def test_the_documents_functions_and_their_twins():
         assert statuses(new) == {**statuses(old), "forward_ad": "ok", "func_grad": "ok",
                                  "vmap": "ok", "compile": "unsupported"}, name
         assert "custom jvp" in new["compile"].detail
+
+
+def test_the_readme_table_is_what_the_matrices_say():
+    """The README's table of the documents' Functions, against the statuses asserted above."""
+    import re
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("| capability | classic (`forward(ctx, ...)`) | modern twin |", 1)[1]
+    rows = re.findall(r"^\| (\w+) \| ([\w ()]+?) \| ([\w ()]+?) \|$", table.split("\n\n")[0],
+                      re.M)
+    classic = {"backward": "ok", "double_backward": "ok", "forward_ad": "unsupported",
+               "func_grad": "unsupported", "vmap": "unsupported", "compile": "ok",
+               "float32": "ok", "noncontiguous": "ok", "cuda": "skipped (no GPU)"}
+    twin = {**classic, "forward_ad": "ok", "func_grad": "ok", "vmap": "ok",
+            "compile": "unsupported"}
+    assert rows == [(k, classic[k], twin[k]) for k in support.CAPABILITIES]

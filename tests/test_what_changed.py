@@ -182,3 +182,18 @@ def test_the_number_in_backward_names_is_not_a_layer_count():
     "dtype = torch.cuda.FloatTensor", "zero_grad()", "MultiplyAdd()"])
 def test_every_required_idiom_has_a_row(idiom):
     assert f"`{idiom}" in SECTION
+
+
+def test_classic_functions_under_torch_func_and_forward_mode():
+    from torch.func import vmap
+
+    from demos.functions import MyExp
+    x = torch.ones(2, 3, dtype=torch.float64)
+    error, _ = observe(lambda: vmap(MyExp.apply)(x))
+    quoted(f"`{error}`")
+    import torch.autograd.forward_ad as fwAD
+    def forward_mode():
+        with fwAD.dual_level():
+            MyExp.apply(fwAD.make_dual(x, torch.ones_like(x)))
+    error, _ = observe(forward_mode)
+    quoted(f"`{error}`")
