@@ -17,6 +17,9 @@ from demos.scenarios import registry
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 QUICK = ROOT / "tests" / "fixtures" / "quick.yaml"  # my_exp without its support matrices
+# for all.yaml runs whose point is not the support matrices (they cost about 2.7 s a run)
+NO_SUPPORT = [a for e in ("legendre_fit", "my_relu", "multiply_add", "my_exp", "linear_function",
+                          "custom_function") for a in ("--set", f"scenarios.{e}.support=[]")]
 
 
 def run_cli(*args, cwd=ROOT, env=None, timeout=600):

@@ -12,7 +12,7 @@ from demos.cli import main
 from demos.scenarios import registry
 
 REGISTRY = registry()
-from tests.conftest import CONFIGS, ROOT
+from tests.conftest import CONFIGS, NO_SUPPORT, ROOT
 
 
 def write(tmp_path, text, name="x.yaml"):
@@ -223,7 +223,8 @@ def test_cuda_asked_for_but_absent_is_a_usage_error(capsys):
 
 
 def test_print_config_shows_the_resolved_config_which_loads_again(tmp_path, capsys):
-    assert main(["--config", str(CONFIGS / "all.yaml"), "--only", "lenet,my_relu", "--dry-run",
+    assert main(["--config", str(CONFIGS / "all.yaml"), *NO_SUPPORT, "--only", "lenet,my_relu",
+                 "--dry-run",
                  "--set", "seed=7", "--print-config"]) == 0
     text = capsys.readouterr().out
     data = yaml.safe_load(text)

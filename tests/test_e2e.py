@@ -14,8 +14,8 @@ from demos.cli import main
 from demos.lab.run import make_run_dir
 from demos.lab.schema import ConfigError
 from demos.scenarios import registry
-from tests.conftest import (CONFIGS, QUICK, ROOT, check, entry, only_run_dir, patch_run, run_captured,
-                            run_cli, summary)
+from tests.conftest import (CONFIGS, NO_SUPPORT, QUICK, ROOT, check, entry, only_run_dir,
+                            patch_run, run_captured, run_cli, summary)
 from tests.wrong_functions import P3MissingFactor
 
 SIGNATURES = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-", ".csv": b"step,",
@@ -134,7 +134,8 @@ def test_all_yaml_reproduces_the_documents(full_run):
 
 def test_a_wrong_expectation_fails_with_exit_1(tmp_path):
     run = run_captured(tmp_path, "--config", CONFIGS / "legendre_fit.yaml",
-                       "--set", "scenarios.legendre_fit.expect.params.b.value=-2.0")
+                       "--set", "scenarios.legendre_fit.expect.params.b.value=-2.0",
+                       "--set", "scenarios.legendre_fit.support=[]")
     assert run.code == 1, run.out + run.err
     data = run.summary
     e = entry(data, "legendre_fit")
@@ -146,7 +147,8 @@ def test_a_wrong_expectation_fails_with_exit_1(tmp_path):
 
 def test_a_wrong_backward_fails_gradcheck_and_parity_with_exit_1(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(LegendrePolynomial3, "backward", staticmethod(P3MissingFactor.backward))
-    code = main(["--config", str(CONFIGS / "all.yaml"), "--only", "legendre_fit", "--dry-run",
+    code = main(["--config", str(CONFIGS / "all.yaml"), *NO_SUPPORT, "--only", "legendre_fit",
+                 "--dry-run",
                  "--no-progress", "--output-dir", str(tmp_path)])
     assert code == 1
     e = entry(summary(only_run_dir(tmp_path)), "legendre_fit")
@@ -165,9 +167,7 @@ def test_a_scenario_that_raises_does_not_stop_the_others(tmp_path, monkeypatch):
         raise RuntimeError("boom at the end")
     patch_run(monkeypatch, "my_relu", boom)
     code = main(["--config", str(CONFIGS / "all.yaml"), "--dry-run", "--no-progress",
-                 "--output-dir", str(tmp_path), "--set", "scenarios.custom_function.support=[]",
-                 *[a for e in ("legendre_fit", "my_relu", "multiply_add", "my_exp",
-                               "linear_function") for a in ("--set", f"scenarios.{e}.support=[]")]])
+                 "--output-dir", str(tmp_path), *NO_SUPPORT])
     assert code == 1
     run_dir = only_run_dir(tmp_path)
     data = summary(run_dir)
@@ -182,7 +182,8 @@ def test_a_scenario_that_raises_does_not_stop_the_others(tmp_path, monkeypatch):
 
 def test_without_dot_the_graph_source_is_kept_and_the_scenario_passes(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    run = run_captured(tmp_path / "runs", "--config", CONFIGS / "all.yaml", "--dry-run",
+    run = run_captured(tmp_path / "runs", "--config", CONFIGS / "all.yaml", *NO_SUPPORT,
+                       "--dry-run",
                        "--only", "multiply_add,computation_graph")  # four graphs, one warning
     assert run.code == 0, run.out + run.err
     warnings = [ln for ln in run.err.splitlines() if ln.startswith("warning:")]

@@ -23,7 +23,8 @@ from demos.lab.results import EXIT_INTERRUPTED
 from demos.lab.signals import SignalHandler
 from demos.scenarios import registry
 from demos.scenarios.legendre_fit import Config as LegendreFit
-from tests.conftest import CONFIGS, QUICK, ROOT, check, entry, only_run_dir, patch_run, summary
+from tests.conftest import (CONFIGS, NO_SUPPORT, QUICK, ROOT, check, entry, only_run_dir,
+                            patch_run, summary)
 
 LONG = ["--set", "scenarios.legendre_fit.steps=100000000", "--no-progress"]
 
@@ -34,7 +35,7 @@ def run_main(tmp_path, *args):
 
 # -- divergence ----------------------------------------------------------------------------
 def test_a_diverging_loss_stops_at_its_step_and_the_others_still_run(tmp_path):
-    code = run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--dry-run",
+    code = run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT, "--dry-run",
                     "--only", "legendre_fit,my_relu", "--set", "scenarios.legendre_fit.lr=1.0",
                     "--set", "scenarios.legendre_fit.steps=100")
     assert code == 1
@@ -80,7 +81,8 @@ def test_a_finite_run_reports_the_check_passed(tmp_path):
 # -- interrupts -----------------------------------------------------------------------------
 def start_long_run(tmp_path):
     proc = subprocess.Popen([sys.executable, str(ROOT / "runner.py"), "--config",
-                             str(CONFIGS / "all.yaml"), "--only", "legendre_fit,my_relu",
+                             str(CONFIGS / "all.yaml"), *NO_SUPPORT,
+                             "--only", "legendre_fit,my_relu",
                              "--output-dir", str(tmp_path), *LONG],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
@@ -132,7 +134,7 @@ def test_a_signal_outside_a_loop_stops_the_run_after_that_scenario(tmp_path, mon
         os.kill(os.getpid(), signal.SIGINT)  # as if Ctrl-C came during its checks
         return result
     patch_run(monkeypatch, "multiply_add", run_then_signal)
-    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--dry-run",
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT, "--dry-run",
                     "--only", "my_relu,multiply_add,lenet") == 130
     data = summary(only_run_dir(tmp_path))
     assert data["status"] == "interrupted"
@@ -145,7 +147,7 @@ def test_an_out_of_memory_error_fails_that_scenario_only(tmp_path, monkeypatch):
     def oom(cfg, ctx):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
     patch_run(monkeypatch, "lenet", oom)
-    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--dry-run",
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT, "--dry-run",
                     "--only", "lenet,my_exp") == 1
     data = summary(only_run_dir(tmp_path))
     lenet = entry(data, "lenet")
@@ -159,8 +161,8 @@ TRAINING = ",".join(n for n, s in registry().items() if s.trains)
 
 
 def test_same_config_and_seed_give_bit_identical_results(tmp_path, dry_run):
-    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--dry-run", "--device", "cpu",
-                    "--only", TRAINING) == 0
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT, "--dry-run",
+                    "--device", "cpu", "--only", TRAINING) == 0  # matrices touch no result
     a, b = dry_run.dir, only_run_dir(tmp_path)
     for scenario in TRAINING.split(","):
         assert (a / scenario / "metrics.csv").read_bytes() == \
@@ -176,7 +178,8 @@ def test_same_config_and_seed_give_bit_identical_results(tmp_path, dry_run):
 
 
 def test_a_different_seed_changes_the_random_scenarios(tmp_path, dry_run):
-    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--only", "my_relu,lenet",
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT,
+                    "--only", "my_relu,lenet",
                     "--dry-run", "--seed", "1") == 0
     s0, s1 = dry_run.summary, summary(only_run_dir(tmp_path))
     assert s1["seed"] == 1
@@ -330,7 +333,7 @@ def test_a_scenario_calling_sys_exit_is_an_error_of_that_scenario(tmp_path, monk
     def leaves(cfg, ctx):
         raise SystemExit(3)
     patch_run(monkeypatch, "my_exp", leaves)
-    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--dry-run",
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT, "--dry-run",
                     "--only", "my_exp,linear_function") == 1
     data = summary(only_run_dir(tmp_path))
     assert entry(data, "my_exp")["error"] == "SystemExit: 3"
@@ -643,7 +646,8 @@ def tiny_disk(tmp_path):
 
 
 def test_a_full_disk_loses_no_result_and_leaves_no_temp_file(tiny_disk, capsys):
-    assert run_main(tiny_disk / "out", "--config", CONFIGS / "all.yaml", "--dry-run") == 1
+    assert run_main(tiny_disk / "out", "--config", CONFIGS / "all.yaml", "--dry-run",
+                    *NO_SUPPORT) == 1
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err and "Logging error" not in err
     run_dir = only_run_dir(tiny_disk / "out")
@@ -711,7 +715,7 @@ def test_an_entry_whose_folder_cannot_be_made_does_not_stop_the_run(tmp_path, mo
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_mkdir(self, *args, **kwargs)
     monkeypatch.setattr(Path, "mkdir", mkdir)
-    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--dry-run",
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT, "--dry-run",
                     "--only", "my_exp,autograd_internals") == 1
     s = summary(only_run_dir(tmp_path))
     assert s["status"] == "failed"
@@ -811,7 +815,7 @@ def test_group_signals_leave_the_helper_and_the_resource_tracker_alone(tmp_path)
 ])
 def test_sizes_that_would_exhaust_memory_are_config_errors(tmp_path, capsys, sets, words):
     args = [a for s in sets for a in ("--set", s)]
-    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *args) == 2
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT, *args) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1, err
     assert list(tmp_path.iterdir()) == []
@@ -839,7 +843,7 @@ def test_terminal_control_characters_are_shown_not_obeyed(tmp_path, capsys):
     handler.emit(logging.LogRecord("x", logging.ERROR, "", 0, "boom \x1b[31mred\x07\tok", (),
                                    None))
     assert stream.getvalue() == "boom \\x1b[31mred\\x07\tok\n"
-    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", "--only", "a\x1b[31mb") == 2
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT, "--only", "a\x1b[31mb") == 2
     assert "\x1b" not in capsys.readouterr().err
 
 

@@ -234,20 +234,20 @@ class Context:
             self.trace_checks.append(trace.agrees(traced))
             explanation += "\n" + trace.explain(traced)
         self.explanations.append(explanation)
-        self.artifacts.submit(f"{self.cfg.id}/{name}.pdf/.svg", graphs.render_files, source, self.dir / name,
-                              shutil.which("dot"))
+        self.artifacts.submit(f"{self.cfg.id}/{name}.pdf/.svg", graphs.render_files, source,
+                              self.dir / name, shutil.which("dot"))
         return source
 
     def plot(self, filename: str, x: Sequence[float], series: Mapping[str, Sequence[float]],
              **labels: Any) -> None:
         """A line plot (title=, xlabel=, ylabel=, logy=) saved in the scenario's folder."""
-        self.artifacts.submit(f"{self.cfg.id}/{filename}", plots.line_plot, self.dir / filename, list(x),
-                              {k: list(v) for k, v in series.items()}, **labels)
+        self.artifacts.submit(f"{self.cfg.id}/{filename}", plots.line_plot, self.dir / filename,
+                              list(x), {k: list(v) for k, v in series.items()}, **labels)
 
     def animate(self, filename: str, x: Sequence[float],
                 frames: Sequence[tuple[str, Sequence[float]]],
                 fixed: Mapping[str, Sequence[float]], **labels: Any) -> None:
         """An animated GIF: one moving curve (a frame per (caption, y)) over `fixed` curves."""
-        self.artifacts.submit(f"{self.cfg.id}/{filename}", plots.animation, self.dir / filename, list(x),
-                              [(c, list(y)) for c, y in frames],
+        self.artifacts.submit(f"{self.cfg.id}/{filename}", plots.animation, self.dir / filename,
+                              list(x), [(c, list(y)) for c, y in frames],
                               {k: list(v) for k, v in fixed.items()}, **labels)

@@ -1,8 +1,9 @@
 """Watch backward run: one real backward over a graph, with a hook on every node.
 
 `record(outputs, names)` runs one backward over the graph behind `outputs` (retain_graph=True,
-gradient 1 for each output element, as the documents' `out.backward(torch.ones(...))`), with `Node.register_prehook` and `Node.register_hook` on every
-node the graph walk reaches, AccumulateGrad included. It records the order in which the engine
+gradient 1 for each output element, as the documents' `out.backward(torch.ones(...))`), with
+`Node.register_prehook` and `Node.register_hook` on every node the graph walk reaches,
+AccumulateGrad included. It records the order in which the engine
 runs the nodes, what each receives (grad_outputs) and what it sends along each of its
 next_functions (grad_inputs). The leaves' `.grad` are set aside before and put back after, so the
 scenario's own backward sees them as it left them.
