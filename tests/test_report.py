@@ -283,3 +283,15 @@ def test_the_backward_stepper_in_a_real_browser(dry_run, tmp_path):
         assert errors == []
     finally:
         driver.quit()
+
+
+def test_the_report_shows_each_functions_support_matrix(dry_run):
+    """A table per scenario with Functions: a column per Function, a row per capability, the
+    status in each cell with its detail on hover, and why-not-ok folded below."""
+    page = (dry_run.dir / "report.html").read_text()
+    section = page.split('<section class="scenario" id="my_exp">', 1)[1].split("</section>")[0]
+    table = section.split('<table class="support">', 1)[1].split("</table>")[0]
+    assert "<th>MyExp</th><th>MyExpModern</th>" in table
+    assert table.count("<tr>") == 1 + 9  # the header and one row per capability
+    assert '<td class="sup-unsupported" title="RuntimeError: In order to use an ' in table
+    assert "<summary>Why not ok</summary>" in section
