@@ -39,9 +39,15 @@ REFUSALS = [
     (r"custom `?jvp`?", "torch.compile (Dynamo) cannot trace a Function that defines jvp"),
     (r"once_differentiable|trying to differentiate twice",
      "write backward with differentiable torch ops, without @once_differentiable"),
-    (r"[Uu]nsupported|not supported|not implemented|NotImplemented",
-     "torch does not support this here"),
+    (r"returning a view \(or an input as-is\) but the jvp is not returning a view",
+     "make jvp return a view too (e.g. x_t.view_as(x_t))"),
+    (r"called random operation while in randomness error mode",
+     "vmap needs randomness='different' or 'same' for a random forward"),
+    (r"data-dependent expression|[Dd]ata-dependent",
+     "a Python branch on a tensor's value cannot be compiled with fullgraph=True"),
 ]
+# exception types that are torch refusing, whatever their words (Dynamo's graph breaks)
+REFUSING_TYPES = {"Unsupported": "torch.compile (Dynamo) cannot trace this with fullgraph=True"}
 RTOL32, ATOL32 = 1e-4, 1e-5  # float32 against float64: what float32 rounding allows
 
 
@@ -60,22 +66,27 @@ def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
            rows: Sequence[str] = CAPABILITIES) -> dict[str, Row]:
     """The support matrix of `fn` (a Function's apply) at `inputs` (their requires_grad kept)."""
     device = device or torch.device("cpu")
-    xs = {k: v.detach().to(device=device, dtype=torch.float64).requires_grad_(v.requires_grad)
-          for k, v in inputs.items()}
+    xs = {k: v.detach().to(device=device, dtype=torch.float64).clone()  # never the caller's
+          .requires_grad_(v.requires_grad) for k, v in inputs.items()}
     too = too_big(fn, xs, "the Jacobian checks")
-    runs = {"backward": lambda: backward(fn, xs), "double_backward": lambda: double(fn, xs),
-            "forward_ad": lambda: forward_ad(fn, xs, reference),
-            "func_grad": lambda: func_grad(fn, xs, reference),
-            "vmap": lambda: vmap(fn, xs), "compile": lambda: compiled(fn, xs),
-            "float32": lambda: float32(fn, xs, reference),
-            "noncontiguous": lambda: noncontiguous(fn, xs), "cuda": lambda: cuda(fn, xs)}
+    runs = {"backward": backward, "double_backward": double,
+            "forward_ad": lambda f, x: forward_ad(f, x, reference),
+            "func_grad": lambda f, x: func_grad(f, x, reference), "vmap": vmap,
+            "compile": compiled, "float32": lambda f, x: float32(f, x, reference),
+            "noncontiguous": noncontiguous, "cuda": cuda}
     out = {}
     for name in rows:
         if too and name in ("backward", "double_backward", "forward_ad"):
             out[name] = Row("skipped", too)
-        else:
-            out[name] = attempt(runs[name])
+        elif not needing(xs) and name in GRADIENT_ROWS:
+            out[name] = Row("skipped", "no input requires grad")
+        else:  # fresh copies: a Function that changes an input in place changes only these
+            fresh = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in xs.items()}
+            out[name] = attempt(lambda: runs[name](fn, fresh))
     return out
+
+
+GRADIENT_ROWS = ("backward", "double_backward", "forward_ad", "func_grad")
 
 
 def attempt(run: Callable[[], str | None]) -> Row:
@@ -90,12 +101,14 @@ def attempt(run: Callable[[], str | None]) -> Row:
     except KeyboardInterrupt:
         raise
     except Exception as e:
-        text = one_line(e)
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
         for pattern, hint in REFUSALS:
             if re.search(pattern, str(e)):
-                first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
                 return Row("unsupported", f"{type(e).__name__}: {first[:300]} -> {hint}")
-        return Row("fails", text)
+        if type(e).__name__ in REFUSING_TYPES:
+            return Row("unsupported", f"{type(e).__name__}: {first[:300]} -> "
+                                      f"{REFUSING_TYPES[type(e).__name__]}")
+        return Row("fails", one_line(e))
     if detail is None:
         return Row("ok", "")
     if detail.startswith("skipped: "):
@@ -138,9 +151,15 @@ def same(what: str, got: Any, want: Any, rtol: float = 1e-7, atol: float = 1e-9)
             raise Mismatch(f"{label} differs: max abs err {err:.3g}")
 
 
+def same_layout(v: torch.Tensor) -> torch.Tensor:
+    """A copy of `v` with its strides, gaps included (clone() would close the gaps)."""
+    out = torch.empty_strided(v.size(), v.stride(), dtype=v.dtype, device=v.device)
+    return out.copy_(v.detach())
+
+
 def grads_of(f: Callable, xs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     """d f(*xs) / d x for each input that requires grad, by backward."""
-    fresh = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in xs.items()}
+    fresh = {k: same_layout(v).requires_grad_(v.requires_grad) for k, v in xs.items()}
     wrt = [fresh[k] for k in needing(xs)]
     return torch.autograd.grad(f(*fresh.values()), wrt, allow_unused=True)
 
@@ -162,6 +181,15 @@ def backward(fn, xs) -> str:
 
 
 def double(fn, xs) -> str:
+    # a backward under @once_differentiable: its gradients carry a DelayedError, which only
+    # fires when the incoming gradient requires grad (gradgradcheck would read zeros instead)
+    outs = tensors(fn(*xs.values()))
+    seeds = [torch.ones_like(o).requires_grad_() for o in outs if o.requires_grad]
+    firsts = torch.autograd.grad([o for o in outs if o.requires_grad], [xs[k] for k in needing(xs)],
+                                 seeds, create_graph=True, allow_unused=True)
+    if any(g is not None and type(g.grad_fn).__name__ == "Error" for g in firsts):
+        raise RuntimeError("trying to differentiate twice a function that was marked with "
+                           "@once_differentiable")
     checked(torch.autograd.gradgradcheck, fn, xs)
     return "gradgradcheck"
 
@@ -211,6 +239,15 @@ def vmap(fn, xs) -> str:
     loop = [tensors(fn(*[b[i] for b in batched])) for i in range(3)]
     want = tuple(torch.stack([row[j] for row in loop]) for j in range(len(loop[0])))
     same("vmap value", got, want)
+    last = [b.movedim(0, -1) for b in batched]  # the batch as the last dim (in_dims=-1)
+    same("vmap value (batch in the last dim)",
+         torch.func.vmap(fn, in_dims=tuple(-1 for _ in last))(*last), want)
+    if len(xs) > 1:  # the first input shared by the whole batch (in_dims=None)
+        first = next(iter(xs.values())).detach()
+        shared = [tensors(fn(first, *[b[i] for b in batched[1:]])) for i in range(3)]
+        same("vmap value (first input unbatched, in_dims None)",
+             torch.func.vmap(fn, in_dims=(None, *[0] * (len(xs) - 1)))(first, *batched[1:]),
+             tuple(torch.stack([row[j] for row in shared]) for j in range(len(shared[0]))))
     names = needing(xs)
     if not names:
         return "values match a loop over the batch"
@@ -242,13 +279,19 @@ def compiled(fn, xs) -> str:
 
 def float32(fn, xs, reference) -> str:
     x32 = {k: v.detach().float().requires_grad_(v.requires_grad) for k, v in xs.items()}
+    # the same numbers in float64: the Function's own float32 error, not its inputs' rounding
+    x64 = {k: v.detach().double().requires_grad_(v.requires_grad) for k, v in x32.items()}
     base = reference or fn
-    ws = weights(tensors(base(*xs.values())))
-    same("float32 value", tensors(fn(*x32.values())), tensors(base(*[v.detach()
-                                                                     for v in xs.values()])),
+    ws = weights(tensors(base(*x64.values())))
+    outs = tensors(fn(*x32.values()))
+    wrong = [str(o.dtype).removeprefix("torch.") for o in outs if o.is_floating_point()
+             and o.dtype != torch.float32]
+    if wrong:
+        raise Mismatch(f"float32 inputs give {', '.join(wrong)} outputs")
+    same("float32 value", outs, tensors(base(*[v.detach() for v in x64.values()])),
          RTOL32, ATOL32)
     for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), x32),
-                       grads_of(scalar(base, ws), xs)):
+                       grads_of(scalar(base, ws), x64)):
         if a is not None and a.dtype != torch.float32:
             raise Mismatch(f"float32 grad of {k} is {str(a.dtype).removeprefix('torch.')}")
         same(f"float32 grad of {k}", a, b, RTOL32, ATOL32)
@@ -259,7 +302,7 @@ def noncontiguous(fn, xs) -> str:
     gapped = {k: torch.stack([v.detach(), v.detach()], -1)[..., 0].requires_grad_(v.requires_grad)
               if v.dim() else v for k, v in xs.items()}  # every other element: stride 2
     if all(v.is_contiguous() for v in gapped.values()):
-        return "skipped: only 0-d inputs, which are always contiguous"
+        return "skipped: only 0-d or empty inputs, which are contiguous whatever their strides"
     ws = weights(tensors(fn(*xs.values())))
     same("non-contiguous value", fn(*[v.detach() for v in gapped.values()]),
          fn(*[v.detach() for v in xs.values()]))
