@@ -89,7 +89,7 @@ def start_long_run(tmp_path):
     while time.time() < deadline:  # wait until the training loop runs
         logs = list(tmp_path.glob("*/run.log"))
         if logs and "start legendre_fit" in logs[0].read_text():
-            time.sleep(1.0)  # set-up (graph, checks) done: the loop runs
+            time.sleep(0.6)  # set-up (graph, its traced backward) done: the loop runs
             return proc
         time.sleep(0.1)
     proc.kill()
