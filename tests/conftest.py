@@ -87,9 +87,10 @@ def dry_run(tmp_path_factory) -> Run:
 
 @pytest.fixture(scope="session")
 def full_run(tmp_path_factory) -> Run:
-    """all.yaml at full size, once per session: the documents' numbers."""
+    """all.yaml at full size, once per session: the documents' numbers (the support matrices,
+    which do not depend on sizes, run in the dry run and in tests/test_support.py)."""
     return run_captured(tmp_path_factory.mktemp("full"), "--config", CONFIGS / "all.yaml",
-                        "--device", "cpu")
+                        "--device", "cpu", *NO_SUPPORT)
 
 
 @pytest.fixture
