@@ -277,16 +277,20 @@ def compiled(device: torch.device, steps: int) -> list[dict]:
 
 
 def legendre_inputs(device):
+    from demos.functions import LegendrePolynomial3
+
     x = torch.linspace(-math.pi, math.pi, 2000, device=device)
     return [x, torch.sin(x)] + [torch.tensor(v, device=device, requires_grad=True)
-                                for v in (0., -1., 0., .3)]
+                                for v in (0., -1., 0., .3)] + [LegendrePolynomial3.apply]
 
 
 def relu_inputs(device):
+    from demos.functions import MyReLU
+
     g = torch.Generator().manual_seed(0)
     return [torch.randn(64, 1000, generator=g).to(device), torch.randn(64, 10, generator=g).to(
         device), torch.randn(1000, 100, generator=g).to(device).requires_grad_(),
-            torch.randn(100, 10, generator=g).to(device).requires_grad_()]
+            torch.randn(100, 10, generator=g).to(device).requires_grad_(), MyReLU.apply]
 
 
 def machine(device: torch.device) -> str:
