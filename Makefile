@@ -121,7 +121,7 @@ demo: setup
 	$(PY) runner.py --config configs/all.yaml
 
 test: setup browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 bench: setup
 	$(PY) -m demos.bench --out outputs/bench.json

@@ -16,7 +16,8 @@ from demos.scenarios import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
-QUICK = ROOT / "tests" / "fixtures" / "quick.yaml"  # my_exp without its support matrices
+QUICK = ROOT / "tests" / "fixtures" / "quick.yaml"
+BASELINE = CONFIGS / "baselines" / "all.cpu.yaml"  # all.yaml's values on the CPU  # my_exp without its support matrices
 # for all.yaml runs whose point is not the support matrices (they cost about 2.7 s a run)
 NO_SUPPORT = [a for e in ("legendre_fit", "my_relu", "multiply_add", "my_exp", "linear_function",
                           "custom_function") for a in ("--set", f"scenarios.{e}.support=[]")]
@@ -88,12 +89,24 @@ def dry_run(tmp_path_factory) -> Run:
 @pytest.fixture(scope="session")
 def full_run(tmp_path_factory) -> Run:
     """all.yaml at full size, once per session: the documents' numbers (the support matrices,
-    which do not depend on sizes, run in the dry run and in tests/test_support.py)."""
+    which do not depend on sizes, run in the dry run and in tests/test_support.py), compared
+    with the committed baseline, which was saved with 1 thread (lenet's last digits follow it)."""
     return run_captured(tmp_path_factory.mktemp("full"), "--config", CONFIGS / "all.yaml",
-                        "--device", "cpu", *NO_SUPPORT)
+                        "--device", "cpu", "--set", "threads=1", "--baseline", BASELINE,
+                        *NO_SUPPORT)
 
 
 @pytest.fixture
 def cpu():
     import torch
     return torch.device("cpu")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Captured output with a path whose bytes are not UTF-8 (tests of such folders) stays
+    printable, so that pytest-xdist can send the report from its worker."""
+    outcome = yield
+    report = outcome.get_result()
+    report.sections = [(k, v.encode("utf-8", "backslashreplace").decode("utf-8"))
+                       for k, v in report.sections]

@@ -9,6 +9,7 @@ import typing
 import yaml
 
 from demos.lab.config import RunConfig
+from demos.lab.drift import Tolerance
 from demos.lab.scenario import ScenarioConfig, Target
 from demos.lab.schema import describe
 from demos.scenarios import registry
@@ -45,7 +46,14 @@ def generate() -> str:
     parts = [BEGIN, "", "**Top level**", "", table(RunConfig), "",
              "**Every entry**", "", table(ScenarioConfig), "",
              "**Targets** (under `expect.params` and `expect.metrics`): at least one of `value`, "
-             "`min`, `max`.", "", table(Target)]
+             "`min`, `max`.", "", table(Target), "",
+             "**Targets over a sweep** (under `expect.sweep.metrics.<name>` and "
+             "`expect.sweep.params.<name>`): one target per statistic of the value over the "
+             "seeds, `n`, `mean`, `std`, `min`, `max`; e.g. `test_accuracy: {min: {min: 0.95}}`. "
+             "See \"Runs compared\".", "",
+             "**Tolerances** (under `tolerance`, by key `all`, `metrics`, `params`, "
+             "`metrics.<name>` or `params.<name>`; used by `--baseline` and `--compare`):", "",
+             table(Tolerance)]
     base = {f.name for f in dataclasses.fields(ScenarioConfig)}
     for name, s in registry().items():
         reports = [f"params `{' '.join(s.params)}`"] if s.params else []

@@ -183,7 +183,7 @@ def test_the_index_tidies_a_killed_runs_temp_and_lists_its_folder(tmp_path):
     (tmp_path / ".index.html.abc123.tmp").write_text("half")  # killed while writing the index
     write_index(tmp_path)
     text = (tmp_path / "index.html").read_text()
-    assert "2026-01-01_00-00-02</td><td colspan=\"7\">no summary.json" in text
+    assert "2026-01-01_00-00-02</td><td colspan=\"8\">no summary.json" in text
     assert not (tmp_path / ".index.html.abc123.tmp").exists()
 
 

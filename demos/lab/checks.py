@@ -221,21 +221,7 @@ def expect(targets: Expect, params: Mapping[str, float], metrics: Mapping[str, f
 
 def compare(actual: float, t: Target) -> tuple[bool, str]:
     """Whether `actual` meets the target, and a one-line account of it."""
-    ok, parts = actual == actual, []  # NaN never passes
-    if t.value is not None:
-        rtol, atol = t.rtol, t.atol
-        if rtol is None:  # neither given: rtol 1e-5; one given: the other is 0
-            rtol = 1e-5 if atol is None else 0.0
-        atol = atol or 0.0
-        ok &= abs(actual - t.value) <= atol + rtol * abs(t.value)
-        parts.append(f"expected {fmt(t.value)} (rtol {rtol:g}, atol {atol:g})")
-    if t.min is not None:
-        ok &= actual >= t.min
-        parts.append(f"min {fmt(t.min)}")
-    if t.max is not None:
-        ok &= actual <= t.max
-        parts.append(f"max {fmt(t.max)}")
-    return bool(ok), f"{fmt(actual)}; " + ", ".join(parts)
+    return t.meets(actual)
 
 
 def one_line(e: BaseException, limit: int = 400) -> str:

@@ -46,6 +46,33 @@ def parser(prog: str = "runner.py") -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--open", action="store_true",
                    help="open the run's report.html in a browser at the end (needs a display)")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="compare the run's final metrics and params with this baseline: a "
+                        "value out of tolerance is a failed check (exit 1)")
+    p.add_argument("--save-baseline", metavar="FILE",
+                   help="after the run, write its final metrics and params as a baseline "
+                        "(YAML, to commit beside the config)")
+    p.add_argument("--sweep", metavar="KEY=V1,V2,...", action="append",
+                   help="run the config once per value (repeatable: every combination); keys "
+                        "as in --set; one run folder per point inside a sweep folder, then "
+                        "sweep.json and sweep.html")
+    p.add_argument("--seeds", metavar="LIST",
+                   help="short for --sweep seed=...: 0,1,2 or a range 0-4 (or both: 0-2,7)")
+    p.add_argument("--jobs", metavar="N", type=int, default=1,
+                   help="sweep points run at once, each in its own process with its share "
+                        "of the cores (default 1)")
+    p.add_argument("--shard", metavar="I/N",
+                   help="run only every N-th point of the sweep, starting at point I (0 <= I "
+                        "< N): one slice per machine or job; then --aggregate")
+    p.add_argument("--aggregate", metavar="DIR",
+                   help="build sweep.json and sweep.html from the run folders under DIR")
+    p.add_argument("--run-name", metavar="NAME",
+                   help="the run's (or the sweep's) folder name in --output-dir, instead of "
+                        "the start time; it must not exist yet (for a shard it may)")
+    p.add_argument("--compare", metavar="RUN", nargs="+",
+                   help="compare run folders (the first is the reference): a table of what "
+                        "differs beyond tolerance, and compare.html in --output-dir; exit 0 "
+                        "when they agree, 1 when they differ")
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config and exit")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
@@ -88,10 +115,24 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
     if args.list:
         print(list_scenarios(get_registry()))
         return 0
+    check_combinations(args)
+    if args.compare:
+        from demos.lab.compare import compare_runs
+        code = compare_runs([Path(p) for p in args.compare], Path(args.output_dir))
+        index(Path(args.output_dir))
+        return code
+    if args.aggregate:
+        from demos.lab.aggregate import aggregate
+        return aggregate(Path(args.aggregate), get_registry(), command=[prog, *argv])
     if not args.config:
         raise ConfigError("--config PATH is required (or --list); e.g. --config configs/all.yaml")
     registry = get_registry()
-    cfg = config_mod.load(args.config, registry, args.sets)
+    if args.sweep or args.seeds is not None:
+        from demos.lab.sweep import run_sweep
+        code = run_sweep(args, registry, Path(args.output_dir), stop, command=[prog, *argv])
+        index(Path(args.output_dir))
+        return code
+    cfg = configured = config_mod.load(args.config, registry, args.sets)
     if args.device is not None:
         if not DEVICE_RE.fullmatch(args.device):
             raise ConfigError(f"--device: must be auto, cpu, cuda, cuda:N or mps, "
@@ -108,6 +149,18 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
     if args.print_config:
         print(config_mod.dump(cfg), end="")
         return 0
+    base = None
+    if args.baseline:
+        from demos.lab import baseline
+        base = baseline.load(args.baseline)
+        if base.dry_run != args.dry_run:
+            made, now = (("a --dry-run", "a full run") if base.dry_run else
+                         ("a full run", "a --dry-run"))
+            raise ConfigError(f"--baseline {args.baseline}: saved from {made}, this is {now}; "
+                              f"their values cannot agree")
+    if args.save_baseline:
+        from demos.lab import baseline
+        baseline.check_writable(args.save_baseline)
 
     from demos.lab import artifacts
     stop.deferred = True  # until torch has loaded: a signal is noted, not raised
@@ -135,7 +188,50 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
                 prepare(entry, f"scenarios[{i}]")
             except ConfigError as e:
                 raise ConfigError(f"{args.config}: {e}") from None
+    if base is not None:
+        from demos.lab.baseline import Comparison
+        base = Comparison(args.baseline, base, configured.scenarios,
+                          [e.id for e in cfg.scenarios], str(device))
     progress = not args.no_progress and sys.stderr.isatty()
     return execute(cfg, registry, device, note, Path(args.output_dir), source=args.config,
                    command=[prog, *argv], progress=progress, dry_run=args.dry_run,
-                   open_report=args.open, stop=stop)
+                   open_report=args.open, stop=stop, sets=args.sets, baseline=base,
+                   save_baseline=args.save_baseline, run_name=args.run_name)
+
+
+def check_combinations(args: argparse.Namespace) -> None:
+    """Options that only make sense together, or never do: one line each."""
+    sweeping = bool(args.sweep) or args.seeds is not None
+    alone = [o for o, on in (("--compare", args.compare), ("--aggregate", args.aggregate))
+             if on]
+    if len(alone) > 1 or (alone and args.config):
+        raise ConfigError(f"{alone[0]} stands alone: not with "
+                          f"{alone[1] if len(alone) > 1 else '--config'}")
+    for option, value in (("--jobs", args.jobs != 1), ("--shard", args.shard)):
+        if value and not sweeping:
+            raise ConfigError(f"{option}: only for a sweep (--sweep or --seeds)")
+    if not 1 <= args.jobs <= 256:
+        raise ConfigError(f"--jobs: must be from 1 to 256, got {args.jobs}")
+    if sweeping:
+        for option, value in (("--seed", args.seed is not None and args.seeds is not None),
+                              ("--save-baseline", args.save_baseline),
+                              ("--print-config", args.print_config), ("--open", args.open)):
+            if value:
+                raise ConfigError(f"{option}: not with a sweep"
+                                  + (" (--seeds sets every point's seed)" if option == "--seed"
+                                     else ""))
+    if args.run_name is not None:
+        from demos.lab.sweep import NAME_RE
+        if not NAME_RE.fullmatch(args.run_name):
+            raise ConfigError(f"--run-name {show(args.run_name)}: must be a folder-safe name "
+                              f"(letters, digits, _ . = , + -; at most 100)")
+
+
+def index(output_dir: Path) -> None:
+    """Rebuild outputs/index.html so that it lists a new sweep or comparison."""
+    from demos.lab.report import write_index
+    try:
+        write_index(output_dir)
+    except Exception as e:  # a lock held too long, a folder it cannot read: not the work lost
+        print(f"warning: index.html not rebuilt ({e}); the next run rebuilds it",
+              file=sys.stderr)

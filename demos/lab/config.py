@@ -12,11 +12,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from demos.lab.drift import check_keys as check_tolerance_keys
 from demos.lab.scenario import Expect, Registry, ScenarioConfig, Target  # noqa: F401 (re-exported)
 from demos.lab.schema import ConfigError, build, did_you_mean, join, param, show, to_dict
 from demos.lab.user_code import is_path, split_spec
 
 DEVICE_RE = re.compile(r"auto|cpu|mps|cuda(:\d{1,3})?")  # whole strings only: fullmatch
+ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")  # an entry's id, its folder's name
 MAX_CONFIG_BYTES = 1 << 20   # a config is a page of YAML; a megabyte is plenty
 MAX_DEPTH = 64  # levels of nesting: the deepest real config has 8
 MAX_CONFIG_NODES = 100_000   # values after expanding aliases: refuses "billion laughs" bombs
@@ -42,6 +44,19 @@ class RunConfig:
         if not DEVICE_RE.fullmatch(self.device):
             raise ConfigError(f"{join(where, 'device')}: must be auto, cpu, cuda, cuda:N or mps, "
                               f"got {show(self.device)}")
+
+
+def auto_threads(cores: int) -> int:
+    """`threads: auto`: 1 on up to 2 cores (two threads wait on each other as soon as anything
+    else wants a core), else half the cores, at most 8 (the scenarios' tensors are small)."""
+    return 1 if cores <= 2 else min(8, cores // 2)
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
 
 
 def read_yaml(path: str) -> Any:
@@ -310,18 +325,21 @@ def build_entry(raw: Any, where: str, registry: Registry, bases: Bases) -> Scena
     entry = build(scenario.config, raw, where)
     if entry.id is None:
         entry.id = name
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}", entry.id):
+    if not ID_RE.fullmatch(entry.id):
         raise ConfigError(f"{where}.id: must be a folder-safe name (letters, digits, _ . -; at "
                           f"most 100), got {show(entry.id)}")
     if entry.id in RUN_FILES:
         raise ConfigError(f"{where}.id: '{entry.id}' is a file of the run folder itself; "
                           f"choose another id")
+    check_tolerance_keys(entry.tolerance, {"params": scenario.params, "metrics": scenario.metrics},
+               f"{where}.tolerance")
     for kind, known in (("params", scenario.params), ("metrics", scenario.metrics)):
-        for key in getattr(entry.expect, kind):
-            if key not in known:
-                what = "param" if kind == "params" else "metric"
-                raise ConfigError(f"{where}.expect.{kind}.{key}: {name} has no {what} "
-                                  f"'{key}'{did_you_mean(key, known)}")
+        for targets, at in ((entry.expect, "expect"), (entry.expect.sweep, "expect.sweep")):
+            for key in getattr(targets, kind):
+                if key not in known:
+                    what = "param" if kind == "params" else "metric"
+                    raise ConfigError(f"{where}.{at}.{kind}.{key}: {name} has no {what} "
+                                      f"'{key}'{did_you_mean(key, known)}")
     return entry
 
 

@@ -8,6 +8,7 @@ from typing import Iterator
 
 import torch
 
+from demos.lab.config import auto_threads, available_cores  # noqa: F401 (re-exported)
 from demos.lab.schema import ConfigError
 
 
@@ -42,19 +43,6 @@ def mps_available() -> bool:
 def check_device(device: torch.device) -> torch.device:
     """Where float64 checks run: the run's device, but CPU for MPS (it has no float64)."""
     return torch.device("cpu") if device.type == "mps" else device
-
-
-def auto_threads(cores: int) -> int:
-    """`threads: auto`: 1 on up to 2 cores (two threads wait on each other as soon as anything
-    else wants a core), else half the cores, at most 8 (the scenarios' tensors are small)."""
-    return 1 if cores <= 2 else min(8, cores // 2)
-
-
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 @contextlib.contextmanager

@@ -1,6 +1,8 @@
 """Plots with matplotlib's object-oriented API on the Agg backend; no global pyplot state."""
 from __future__ import annotations
 
+import csv
+import itertools
 import math
 import os
 from pathlib import Path
@@ -91,3 +93,65 @@ def animation(path: Path, x: Sequence[float], frames: Sequence[tuple[str, Sequen
     save_atomic(path, lambda p: images[0].save(p, format="GIF", save_all=True,
                                                append_images=images[1:], duration=durations,
                                                loop=0, optimize=True))
+
+
+def band_plot(path: Path, curves: Sequence[tuple[Sequence[float], Sequence[float]]], *,
+              title: str, xlabel: str = "step", ylabel: str = "loss") -> None:
+    """Many runs' curves as one band: min to max shaded, the mean as a line, at every x that
+    any run logged (each x over the runs that logged it)."""
+    from matplotlib.figure import Figure
+
+    at: dict[float, list[float]] = {}
+    for xs, ys in curves:
+        for x, y in zip(xs, ys):
+            if math.isfinite(y):
+                at.setdefault(x, []).append(y)
+    x = sorted(at)
+    lo, hi = [min(at[v]) for v in x], [max(at[v]) for v in x]
+    mean = [sum(at[v]) / len(at[v]) for v in x]
+    fig = Figure(figsize=(6.4, 4.0), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    ax.fill_between(x, lo, hi, alpha=0.3, linewidth=0, label=f"min–max of {len(curves)} runs")
+    ax.plot(x, mean, label="mean")
+    if wants_log_scale(lo + hi):
+        ax.set_yscale("log")
+    if all(float(v).is_integer() for v in x):  # steps: no ticks at 0.5, 1.5
+        from matplotlib.ticker import MaxNLocator
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    save_atomic(path, lambda p: fig.savefig(p, format="png"))
+
+
+def read_losses(path: Path) -> tuple[list[float], list[float]] | None:
+    """(steps, losses) from a training entry's metrics.csv; None without a readable one."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = [(float(r["step"]), float(r["loss"])) for r in csv.DictReader(f)
+                    if r.get("loss")]
+    except (OSError, ValueError, TypeError, KeyError, csv.Error):
+        return None
+    return ([s for s, _ in rows], [v for _, v in rows]) if rows else None
+
+
+def overlay_plot(path: Path, curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *,
+                 title: str) -> None:
+    """Several runs' loss curves, {run label: (steps, losses)}, overlaid: the first thick and
+    solid, the others dashed, so that identical curves stay visible one over the other."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(6.4, 4.0), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    for (label, (x, y)), style, width in zip(curves.items(), itertools.cycle(("-", "--", ":", "-.")),
+                                             itertools.chain([2.5], itertools.repeat(1.5))):
+        ax.plot(x, y, style, label=label, linewidth=width,
+                marker="o" if len(x) <= 30 else None, markersize=3)
+    if wants_log_scale([v for _, y in curves.values() for v in y]):
+        ax.set_yscale("log")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps: no ticks at 0.5, 1.5
+    ax.set(title=title, xlabel="step", ylabel="loss")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    save_atomic(path, lambda p: fig.savefig(p, format="png"))

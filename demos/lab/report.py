@@ -33,6 +33,7 @@ pre { background: #f3f4f6; padding: 0.8em; overflow: auto; max-height: 32em; }
          font-weight: 600; vertical-align: middle; color: #fff; }
 .passed { background: #2e7d32; } .failed, .error { background: #c62828; }
 .interrupted { background: #ef6c00; } .skipped { background: #78909c; }
+.agree { background: #2e7d32; } .differ { background: #c62828; }
 tr.fail td { background: #fdecea; } tr.fail td:first-child { font-weight: 600; color: #b71c1c; }
 tr.skip td { color: #607080; }
 section.scenario { background: #fff; border: 1px solid #e3e5e8; border-radius: 8px;
@@ -277,6 +278,38 @@ def scenario_section(e: EntrySummary, folder: Path, description: str, config_yam
     return "\n".join(parts)
 
 
+def baseline_section(block: Mapping[str, Any] | None) -> str:
+    """The drift table of --baseline: only what moved, worst first; entries one side lacks."""
+    if not block:
+        return ""
+    src = block.get("from") or {}
+    parts = [f'<section class="scenario" id="baseline"><h2>Baseline {badge(block["status"])}</h2>',
+             f'<p class="doc">Compared with <code>{esc(block["file"])}</code> (run '
+             f'{esc(src.get("run"))}, torch {esc(src.get("torch"))}, {esc(src.get("device"))}, '
+             f'{esc(src.get("threads"))} thread(s), seed {esc(src.get("seed"))}): '
+             f'{block["compared"]} values, {len(block["drift"])} moved.</p>']
+    lacking = [(i, "in the baseline, not in this config") for i in block["only_in_baseline"]]
+    lacking += [(i, "not in the baseline") for i in block["not_in_baseline"]]
+    if block["not_run"]:
+        lacking.append((", ".join(block["not_run"]), "in the baseline, not run here (--only)"))
+    if lacking:
+        parts.append("<ul>" + "".join(f"<li><b>{esc(i)}</b>: {esc(why)}</li>"
+                                      for i, why in lacking) + "</ul>")
+    if block["drift"]:
+        rows = "".join(
+            f'<tr class="{"" if d["within"] else "fail"}"><td>{esc(d["entry"])}</td>'
+            f'<td><code>{esc(d["key"])}</code></td><td>{esc(fmt(d["old"]))}</td>'
+            f'<td>{esc(fmt(d["new"]))}</td><td>{esc(fmt(d["diff"]))}</td>'
+            f'<td>{esc(fmt(d["allowed"]))}</td><td>{"within" if d["within"] else "OUT"}</td></tr>'
+            for d in block["drift"])
+        parts.append('<table class="drift"><tr><th>entry</th><th>value</th><th>baseline</th>'
+                     '<th>now</th><th>difference</th><th>allowed</th><th></th></tr>'
+                     f'{rows}</table>')
+    else:
+        parts.append("<p>Nothing moved: every value is the baseline's.</p>")
+    return "\n".join(parts) + "</section>"
+
+
 def support_table(support: Mapping[str, Mapping[str, Mapping[str, str]]]) -> str:
     """Capabilities down, Functions across; each cell its status, the detail on hover and
     folded below the table for the rows that are not ok."""
@@ -329,6 +362,7 @@ def render_report(run_dir: Path, s: RunSummary, descriptions: Mapping[str, str],
             "device": s.device, "torch": s.torch, "seed": s.seed,
             "dry run": "yes" if s.dry_run else "no", "config": s.config,
             "command": "python " + " ".join(s.command), "started": s.started,
+            "overrides (--set)": " ".join(s.sets) or "none",
             "duration": f"{s.duration_s:.1f} s",
             "determinism": ", ".join(f"{k} {v}" for k, v in s.determinism.items()
                                      if k != "seeded")}
@@ -347,6 +381,7 @@ def render_report(run_dir: Path, s: RunSummary, descriptions: Mapping[str, str],
 <p><a href="summary.json">summary.json</a> <a href="config.yaml">config.yaml</a>
 <a href="run.log">run.log</a> <a href="../index.html">all runs</a></p>
 <nav>{nav}</nav>
+{baseline_section(s.baseline)}
 {chr(10).join(sections)}
 <script>{ZOOM_JS}{STEPPER_JS}</script>
 </body></html>
@@ -470,18 +505,68 @@ def write_index(output_dir: Path) -> list[str]:
             link = (f'<a href="{esc(href)}">{esc(name)}</a>'
                     if (output_dir / name / "report.html").exists() else esc(name))
             rows.append(f"<tr><td>{link}</td><td>{esc(started)}</td><td>{esc(s.get('config'))}"
-                        f"</td><td>{badge(str(s.get('status', '?')))}</td><td>{ok}</td>"
+                        f"</td><td><code>{esc(' '.join(overrides(s)))}</code></td>"
+                        f"<td>{badge(str(s.get('status', '?')))}</td><td>{ok}</td>"
                         f"<td>{len(entries) - ok}</td><td>{esc(s.get('device'))}</td>"
                         f"<td>{'yes' if s.get('dry_run') else ''}</td></tr>")
-        rows += [f'<tr><td>{esc(name)}</td><td colspan="7">no summary.json: still running, or '
+        rows += [f'<tr><td>{esc(name)}</td><td colspan="8">no summary.json: still running, or '
                  f'stopped without one</td></tr>' for name in reversed(unfinished)]
+        others = sweeps_and_comparisons(output_dir, folders)
         page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>autograd-demos runs</title>
 <style>{CSS}</style></head><body><h1>Runs</h1>
-<table><tr><th>run</th><th>started</th><th>config</th><th>status</th><th>passed</th>
-<th>failed</th><th>device</th><th>dry run</th></tr>
+{others}
+<table><tr><th>run</th><th>started</th><th>config</th><th>overrides (--set)</th><th>status</th>
+<th>passed</th><th>failed</th><th>device</th><th>dry run</th></tr>
 {chr(10).join(rows)}
 </table></body></html>
 """
         write_atomic(output_dir / "index.html", page)
     return sorted(skipped)
+
+
+def overrides(s: dict[str, Any]) -> list[str]:
+    """A run's --set overrides: summary.json's `sets`, or read off the command of a run from
+    before summaries had them."""
+    sets = s.get("sets")
+    if isinstance(sets, list):
+        return [str(x) for x in sets]
+    command = [str(a) for a in s.get("command") or [] if isinstance(a, str)]
+    return [b for a, b in zip(command, command[1:]) if a == "--set"]
+
+
+def sweeps_and_comparisons(output_dir: Path, folders: list[Path]) -> str:
+    """The index's tables of sweep folders (sweep.json) and comparisons (compare.json)."""
+    sweeps, comparisons = [], []
+    for p in sorted(folders, key=lambda p: p.name, reverse=True):
+        href = lambda f: esc(quote(os.fsencode(f"./{p.name}/{f}")))  # noqa: E731
+        if (p / "sweep.json").is_file() or p.name.startswith("sweep_"):
+            data = read_run(p / "sweep.json")
+            if data is None:
+                sweeps.append(f"<tr><td>{esc(p.name)}</td><td colspan=\"4\">no sweep.json yet: "
+                              f"running, or shards not yet aggregated (--aggregate)</td></tr>")
+                continue
+            axes = "; ".join(f"{k} = {', '.join(map(str, v))}"
+                             for k, v in (data.get("axes") or {}).items())
+            sweeps.append(f'<tr><td><a href="{href("sweep.html")}">{esc(p.name)}</a></td>'
+                          f"<td>{esc(data.get('config'))}</td><td>{esc(axes)}</td>"
+                          f"<td>{len(data.get('points') or [])}</td>"
+                          f"<td>{badge(str(data.get('status', '?')))}</td></tr>")
+        elif (p / "compare.json").is_file():
+            data = read_run(p / "compare.json") or {}
+            runs = [str(r.get("label", r.get("run_id", "?"))) if isinstance(r, dict) else str(r)
+                    for r in data.get("runs") or []]
+            status = "agree" if data.get("agree") else "differ"
+            comparisons.append(f'<tr><td><a href="{href("compare.html")}">{esc(p.name)}</a>'
+                               f"</td><td>{esc(', '.join(runs))}</td>"
+                               f"<td>{badge(status)}</td></tr>")
+    parts = []
+    if sweeps:
+        parts.append("<h2>Sweeps</h2><table><tr><th>sweep</th><th>config</th><th>swept</th>"
+                     "<th>runs</th><th>status</th></tr>" + "".join(sweeps) + "</table>")
+    if comparisons:
+        parts.append("<h2>Comparisons</h2><table><tr><th>comparison</th><th>runs</th>"
+                     "<th></th></tr>" + "".join(comparisons) + "</table>")
+    if parts:
+        parts.append("<h2>Runs</h2>")
+    return "\n".join(parts)

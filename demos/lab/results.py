@@ -96,6 +96,8 @@ class RunSummary:
     started: str
     duration_s: float
     scenarios: list[EntrySummary]
+    sets: list[str] = field(default_factory=list)   # the --set overrides, as given
+    baseline: dict[str, Any] | None = None           # --baseline: what moved (demos.lab.baseline)
 
     @property
     def passed(self) -> int:
@@ -104,6 +106,8 @@ class RunSummary:
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["scenarios"] = [e.to_json() for e in self.scenarios]
+        if data["baseline"] is None:
+            del data["baseline"]
         return finite(data)
 
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import socket
 import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any, Sequence
 
 import torch
 
@@ -21,11 +23,11 @@ from demos.lab.config import RunConfig, dump, entry_dict
 from demos.lab.console import entry_lines, open_log, run_line
 from demos.lab.device import torch_settings
 from demos.lab.artifacts import Artifacts
+from demos.lab.baseline import Comparison, describe_drift, save
 from demos.lab.entry import Services, list_files, run_entry
-from demos.lab.files import overwrite, write_atomic
+from demos.lab.files import make_named_dir, make_run_dir, overwrite, write_atomic  # noqa: F401 (tests patch it here)
 from demos.lab.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EntrySummary, RunSummary
 from demos.lab.scenario import Registry
-from demos.lab.schema import ConfigError
 from demos.lab.signals import StopRequest, handle_signals
 
 EXIT_CODES = {"passed": EXIT_OK, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
@@ -40,31 +42,14 @@ def printable(text: str) -> str:
     return data.decode("utf-8", "replace").replace("\ufffd", "?")
 
 
-def make_run_dir(output_dir: Path, now: dt.datetime) -> Path:
-    """A new folder named after the start time; never an existing one (-1, -2, ... if taken)."""
-    try:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        base = now.strftime("%Y-%m-%d_%H-%M-%S")
-        for i in range(10_000):
-            path = output_dir / (base if i == 0 else f"{base}-{i}")
-            try:
-                path.mkdir()
-                return path
-            except FileExistsError:
-                continue
-    except OSError as e:
-        raise ConfigError(f"--output-dir {output_dir}: cannot create the run folder: "
-                          f"{e.strerror or e}") from None
-    raise ConfigError(f"--output-dir {output_dir}: too many runs started at {base}")
-
-
 class Run:
     """One invocation of the runner over a validated config."""
 
     def __init__(self, cfg: RunConfig, registry: Registry, device: torch.device,
                  device_note: str, run_dir: Path, *, source: str, command: list[str],
                  progress: bool, dry_run: bool, open_report: bool = False,
-                 stop: StopRequest | None = None):
+                 stop: StopRequest | None = None, sets: Sequence[str] = (),
+                 baseline: Comparison | None = None, save_baseline: str | None = None):
         self.cfg, self.registry, self.device, self.dir = cfg, registry, device, run_dir
         # as text that strict JSON readers take: a path's bytes that are not UTF-8 become "?"
         self.source, self.command = printable(source), [printable(a) for a in command]
@@ -75,6 +60,8 @@ class Run:
         self.status = "passed"
         self.stop = stop or StopRequest()
         self.artifacts = Artifacts(self.warn_once)
+        self.sets = [printable(a) for a in sets]
+        self.baseline, self.save_baseline = baseline, save_baseline
 
     def warn_once(self, message: str) -> None:
         if message not in self.warned:
@@ -99,6 +86,11 @@ class Run:
                                   self.dir.name, torch.__version__, self.device_note,
                                   determinism["cpu_threads"], self.cfg.seed,
                                   ", dry run" if self.dry_run else "")
+                    if self.baseline:
+                        for note in self.baseline.notes(torch.__version__, str(self.device),
+                                                        determinism["cpu_threads"],
+                                                        self.cfg.seed):
+                            self.log.warning("baseline: %s", note)
                     try:
                         self.run_entries()
                     finally:
@@ -113,7 +105,15 @@ class Run:
 
     def finish(self, started: float, determinism: dict) -> None:
         """summary.json, report.html and the index; then the closing lines, once."""
+        if self.baseline and self.status != "interrupted":
+            block = self.baseline.block()
+            for line in describe_drift(block):
+                self.log.info("%s", line)
+            if block["status"] == "failed" and self.status == "passed":
+                self.status = "failed"
         summary = self.summary(started, determinism)
+        if self.save_baseline:
+            self.write_baseline(summary)
         self.write_summary(summary)
         report_path = self.write_report(summary)
         if self.stop.requested and self.status != "interrupted":  # a signal while finishing
@@ -135,6 +135,8 @@ class Run:
                 self.not_run()
                 return
             summary = run_entry(entry, self.registry[entry.scenario], services)
+            if self.baseline:
+                self.compare_to_baseline(summary)
             self.entries.append(summary)
             self.write_summary(self.summary(self.started, self.determinism, "running"),
                                final=False)
@@ -145,6 +147,17 @@ class Run:
             if summary.status == "interrupted" or self.stop.requested:
                 self.not_run()
                 return
+
+    def compare_to_baseline(self, e: EntrySummary) -> None:
+        """The entry's values against the baseline: its checks, and its status."""
+        found = self.baseline.check(e)
+        log = logging.getLogger(f"demos.scenario.{e.id}")
+        for c in found:
+            log.info("check %s: %s: %s", {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed],
+                     c.name, c.detail)
+        e.checks += found
+        if e.status == "passed" and any(c.passed is False for c in found):
+            e.status = "failed"
 
     def not_run(self) -> None:
         """The run was interrupted: say which entries it did not reach."""
@@ -163,6 +176,18 @@ class Run:
                     self.log.error("%s is now an error: %s", e.id, message)
                     if self.status == "passed":
                         self.status = "failed"
+
+    def write_baseline(self, summary: RunSummary) -> None:
+        """--save-baseline: the run's values, unless it was interrupted."""
+        if self.status == "interrupted":
+            self.log.warning("baseline not saved: the run was interrupted")
+            return
+        try:
+            self.log.info("%s", save(self.save_baseline, summary,
+                                     {e.id: e.scenario for e in self.cfg.scenarios}))
+        except OSError as e:
+            self.log.error("could not save the baseline %s: %s", self.save_baseline, e)
+            self.status = summary.status = "failed"
 
     def write_summary(self, summary: RunSummary, final: bool = True) -> None:
         """summary.json: at the start and after every entry (status "running"), padded with
@@ -196,7 +221,8 @@ class Run:
             device=str(self.device), seed=self.cfg.seed, dry_run=self.dry_run,
             determinism=determinism, config=self.source, command=self.command,
             started=dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
-            duration_s=round(time.time() - started, 3), scenarios=self.entries)
+            duration_s=round(time.time() - started, 3), scenarios=self.entries, sets=self.sets,
+            baseline=self.baseline.block() if self.baseline and status is None else None)
 
     def write_report(self, summary: RunSummary, index: bool = True) -> Path | None:
         """report.html in the run folder, and the runs' index.html beside the run folders."""
@@ -240,7 +266,8 @@ def open_in_browser(path: Path) -> str:
 
 def execute(cfg: RunConfig, registry: Registry, device: torch.device, device_note: str,
             output_dir: Path, *, source: str, command: list[str], progress: bool,
-            dry_run: bool, open_report: bool = False, stop: StopRequest | None = None) -> int:
+            dry_run: bool, open_report: bool = False, stop: StopRequest | None = None,
+            run_name: str | None = None, **options: Any) -> int:
     """Make the run folder and run every entry; return the exit code.
 
     The run's signal handler is in place before the folder exists: from then on a signal
@@ -249,7 +276,8 @@ def execute(cfg: RunConfig, registry: Registry, device: torch.device, device_not
     stop = stop or StopRequest()
     with handle_signals(stop):
         stop.run_began = True
-        run_dir = make_run_dir(output_dir, dt.datetime.now())
+        run_dir = (make_named_dir(output_dir, run_name) if run_name else
+                   make_run_dir(output_dir, dt.datetime.now()))
         return Run(cfg, registry, device, device_note, run_dir, source=source, command=command,
                    progress=progress, dry_run=dry_run, open_report=open_report,
-                   stop=stop).execute()
+                   stop=stop, **options).execute()

@@ -11,7 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from demos.lab.schema import ConfigError, param
+from demos.lab.drift import Tolerance
+from demos.lab.schema import ConfigError, did_you_mean, param
 
 
 @dataclass
@@ -33,12 +34,53 @@ class Target:
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ConfigError(f"{where}: min {self.min} is above max {self.max}")
 
+    def meets(self, actual: float) -> tuple[bool, str]:
+        """Whether `actual` meets the target, and a one-line account of it."""
+        ok, parts = actual == actual, []  # NaN never passes
+        if self.value is not None:
+            rtol, atol = self.rtol, self.atol
+            if rtol is None:  # neither given: rtol 1e-5; one given: the other is 0
+                rtol = 1e-5 if atol is None else 0.0
+            atol = atol or 0.0
+            ok &= abs(actual - self.value) <= atol + rtol * abs(self.value)
+            parts.append(f"expected {self.value:.8g} (rtol {rtol:g}, atol {atol:g})")
+        if self.min is not None:
+            ok &= actual >= self.min
+            parts.append(f"min {self.min:.8g}")
+        if self.max is not None:
+            ok &= actual <= self.max
+            parts.append(f"max {self.max:.8g}")
+        return bool(ok), f"{actual:.8g}; " + ", ".join(parts)
+
+
+STATS = ("n", "mean", "std", "min", "max")  # what a sweep reports of each value over its points
+
+
+@dataclass
+class SweepExpect:
+    """Expected statistics of final values over a sweep's points, e.g. test_accuracy:
+    {min: {min: 0.95}}: the lowest over the seeds is at least 0.95."""
+    params: dict[str, dict[str, Target]] = param({}, "by param name, then statistic "
+                                                     "(n, mean, std, min, max)")
+    metrics: dict[str, dict[str, Target]] = param({}, "by metric name, then statistic "
+                                                      "(n, mean, std, min, max)")
+
+    def validate(self, where: str) -> None:
+        for kind in ("params", "metrics"):
+            for name, stats in getattr(self, kind).items():
+                for stat in stats:
+                    if stat not in STATS:
+                        raise ConfigError(f"{where}.{kind}.{name}.{stat}: not a statistic; "
+                                          f"use {', '.join(STATS)}{did_you_mean(stat, STATS)}")
+
 
 @dataclass
 class Expect:
     """Expected final values, by name: the scenario's params and metrics."""
     params: dict[str, Target] = param({}, "expected final parameters, by name")
     metrics: dict[str, Target] = param({}, "expected final metrics, by name")
+    sweep: SweepExpect = param(SweepExpect(), "expected statistics over the points of a sweep "
+                                              "(--seeds, --sweep); ignored by a single run")
 
 
 @dataclass
@@ -50,6 +92,9 @@ class ScenarioConfig:
     log_every: int = param(1, "record metrics every N steps (the last step always)", ge=1)
     expect: Expect = param(Expect(), "expected values (params: and metrics:, each "
                                      "{name: target}), checked after the run")
+    tolerance: dict[str, Tolerance] = param({}, "how far this entry's values may move under "
+                                                "--baseline and --compare, by key: all, "
+                                                "metrics, params, metrics.<name>, params.<name>")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,151 @@
+"""--save-baseline and --baseline: values saved, compared within tolerances, drift named."""
+import contextlib
+import io
+
+import yaml
+
+from demos.lab import baseline
+from demos.lab.drift import Drift, resolve, Tolerance
+from tests.conftest import BASELINE, CONFIGS, check, entry, run_captured, run_main
+
+# legendre_fit alone, tiny and without its support matrices: a run in a fraction of a second
+FIT = ("--config", CONFIGS / "legendre_fit.yaml", "--dry-run", "--device", "cpu",
+       "--set", "scenarios.legendre_fit.support=[]")
+
+
+def save(tmp_path, out="saved"):
+    path = tmp_path / "base.yaml"
+    run = run_captured(tmp_path / out, *FIT, "--save-baseline", path)
+    assert run.code == 0, run.out + run.err
+    return path, run
+
+
+def edit(path, change):
+    data = yaml.safe_load(path.read_text())
+    change(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def test_all_yaml_matches_the_committed_baseline(full_run):
+    block = full_run.summary["baseline"]
+    assert block["status"] == "passed", block
+    assert block["compared"] == sum(len(e["metrics"]) + len(e["params"])
+                                    for e in full_run.summary["scenarios"]) > 30
+    assert block["drift"] == []  # CPU, one thread: bit-identical
+    assert baseline.load(str(BASELINE)).threads == 1
+    assert all(check(e, "baseline")["passed"] for e in full_run.summary["scenarios"])
+
+
+def test_a_saved_baseline_holds_the_run_and_a_second_run_matches_it(tmp_path):
+    path, first = save(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    fit = entry(first.summary, "legendre_fit")
+    assert data["scenarios"]["legendre_fit"]["params"] == fit["params"]  # exact floats
+    assert data["scenarios"]["legendre_fit"]["metrics"] == fit["metrics"]
+    assert data["dry_run"] is True and data["device"] == "cpu" and data["seed"] == 0
+    assert path.read_text().startswith("# autograd-demos baseline")
+    again = run_captured(tmp_path / "again", *FIT, "--baseline", path)
+    assert again.code == 0, again.out + again.err
+    c = check(entry(again.summary, "legendre_fit"), "baseline")
+    assert c["passed"] and "5 value(s) within tolerance" in c["detail"] and "identical" in c["detail"]
+
+
+def test_drift_beyond_tolerance_fails_naming_old_new_and_difference(tmp_path):
+    path, first = save(tmp_path)
+    b = entry(first.summary, "legendre_fit")["params"]["b"]
+    edit(path, lambda d: d["scenarios"]["legendre_fit"]["params"].update(b=b * 1.001))
+    edit(path, lambda d: d["scenarios"]["legendre_fit"]["metrics"].update(
+        final_loss=d["scenarios"]["legendre_fit"]["metrics"]["final_loss"] * (1 + 1e-8)))
+    run = run_captured(tmp_path / "drift", *FIT, "--baseline", path)
+    assert run.code == 1
+    c = check(entry(run.summary, "legendre_fit"), "baseline params.b")
+    assert c["passed"] is False
+    assert f"old {b * 1.001:.10g}, new {b:.10g}, diff" in c["detail"] and "allowed" in c["detail"]
+    assert "FAIL baseline params.b: old" in run.out
+    drift = run.summary["baseline"]["drift"]  # what moved, worst first: b out, the loss within
+    assert [(d["key"], d["within"]) for d in drift] == [("params.b", False),
+                                                        ("metrics.final_loss", True)]
+    html = (run.dir / "report.html").read_text()
+    assert 'class="drift"' in html and "params.b" in html and ">OUT<" in html
+
+
+def test_tolerances_from_the_file_and_the_config_by_key(tmp_path):
+    path, first = save(tmp_path)
+    b = entry(first.summary, "legendre_fit")["params"]["b"]
+    edit(path, lambda d: d["scenarios"]["legendre_fit"]["params"].update(b=b * 1.001))
+    edit(path, lambda d: d["scenarios"]["legendre_fit"].update(
+        tolerance={"params.b": {"rtol": 1e-2}}))
+    assert run_captured(tmp_path / "file", *FIT, "--baseline", path).code == 0
+    # the config's key wins over the file's: tighter again, fails
+    tight = run_captured(tmp_path / "cfg", *FIT, "--baseline", path, "--set",
+                         "scenarios.legendre_fit.tolerance={params.b: {rtol: 1.0e-5}}")
+    assert tight.code == 1 and "rtol 1e-05" in check(entry(tight.summary, "legendre_fit"),
+                                                      "baseline params.b")["detail"]
+    # saving again keeps the file's tolerances
+    save(tmp_path, "resaved")
+    assert yaml.safe_load(path.read_text())["scenarios"]["legendre_fit"]["tolerance"] == {
+        "params.b": {"rtol": 1e-2}}
+
+
+def test_tolerance_lookup_most_specific_key_first():
+    tables = [{"params": Tolerance(rtol=0.1)}, {"params.b": Tolerance(atol=0.5), "all": Tolerance(rtol=9, atol=9)}]
+    assert resolve("params.b", tables, cpu=True) == (0.1, 0.5)
+    assert resolve("metrics.x", tables, cpu=True) == (9, 9)
+    assert resolve("metrics.x", [], cpu=True) == (1e-6, 1e-9)
+    assert resolve("metrics.x", [], cpu=False) == (1e-4, 1e-6)
+    nan = float("nan")
+    assert Drift("e", "metrics.x", nan, nan, 0, 0).within
+    assert not Drift("e", "metrics.x", 1.0, nan, 1, 1).within
+    assert not Drift("e", "metrics.x", None, 1.0, 1, 1).within
+
+
+def test_entries_on_one_side_only_are_named(tmp_path):
+    path, _ = save(tmp_path)
+    edit(path, lambda d: d["scenarios"].update(ghost={"metrics": {"x": 1.0}}))
+    run = run_captured(tmp_path / "ghost", *FIT, "--baseline", path)
+    assert run.code == 1 and run.summary["baseline"]["only_in_baseline"] == ["ghost"]
+    assert "ghost: in the baseline, not in this config" in run.out
+    edit(path, lambda d: d.update(scenarios={"ghost": {"metrics": {"x": 1.0}}}))
+    run = run_captured(tmp_path / "new", *FIT, "--baseline", path)
+    c = check(entry(run.summary, "legendre_fit"), "baseline")
+    assert run.code == 1 and c["passed"] is False and "not in" in c["detail"]
+
+
+def test_entries_left_out_by_only_are_noted_not_failed(tmp_path):
+    base = tmp_path / "all.yaml"
+    run = run_captured(tmp_path / "two", "--config", CONFIGS / "all.yaml", "--dry-run",
+                       "--only", "computation_graph,autograd_internals", "--save-baseline", base)
+    assert run.code == 0
+    one = run_captured(tmp_path / "one", "--config", CONFIGS / "all.yaml", "--dry-run",
+                       "--only", "computation_graph", "--baseline", base)
+    assert one.code == 0, one.out
+    assert one.summary["baseline"]["not_run"] == ["autograd_internals"]
+
+
+def refused(output_dir, *args):
+    """Run what must be refused before any work; return (exit code, stderr)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = run_main(output_dir, *args)
+    return code, err.getvalue()
+
+
+def test_bad_baselines_are_one_line_errors(tmp_path):
+    path, _ = save(tmp_path)
+    (tmp_path / "notbase.yaml").write_text("seed: 3\n")
+    for name, words in {"nope.yaml": "no such file", "notbase.yaml": "not a baseline"}.items():
+        code, err = refused(tmp_path / name, *FIT, "--baseline", tmp_path / name)
+        assert code == 2 and words in err and err.count("\n") == 1, err
+    edit(path, lambda d: d["scenarios"]["legendre_fit"].update(tolerance={"params.z": {"rtol": 1}}))
+    code, err = refused(tmp_path / "key", *FIT, "--baseline", path)
+    assert code == 2 and "scenarios.legendre_fit.tolerance.params.z: not a value" in err, err
+    edit(path, lambda d: d["scenarios"]["legendre_fit"].pop("tolerance"))
+    code, err = refused(tmp_path / "full", *FIT[:2], *FIT[3:], "--baseline", path)
+    assert code == 2 and "saved from a --dry-run, this is a full run" in err, err
+    code, err = refused(tmp_path / "dir", *FIT, "--save-baseline", tmp_path)
+    assert code == 2 and "is a directory" in err
+    code, err = refused(tmp_path / "cfg", *FIT, "--set",
+                        "scenarios.legendre_fit.tolerance={metrics.los: {rtol: 1}}")
+    assert code == 2 and "did you mean 'metrics.final_loss'" in err, err
+    for name in ("nope.yaml", "notbase.yaml", "key", "full", "dir", "cfg"):
+        assert not (tmp_path / name).is_dir()  # refused before any run folder

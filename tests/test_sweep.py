@@ -1,0 +1,166 @@
+"""Sweeps end to end (--seeds, --sweep, --jobs, --shard, --aggregate) and their parsing."""
+import contextlib
+import io
+import json
+import shutil
+import statistics
+
+import pytest
+import yaml
+
+from demos.cli import main
+from demos.lab import sweep
+from demos.lab.aggregate import stats
+from tests.conftest import ROOT
+
+SWEEP = ROOT / "tests" / "fixtures" / "sweep.yaml"  # my_relu, tiny: a point in about 2 s
+
+
+def cli(*args):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([*map(str, args)])
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory):
+    """Three seeds, two at a time: the sweep the tests below look at."""
+    out = tmp_path_factory.mktemp("sweep")
+    code, text, err = cli("--config", SWEEP, "--seeds", "0-2", "--jobs", "2",
+                          "--output-dir", out)
+    folders = [p for p in out.iterdir() if p.name.startswith("sweep_")]
+    return code, text + err, folders[0] if len(folders) == 1 else None
+
+
+def test_a_seed_sweep_runs_one_ordinary_run_per_point_and_aggregates_them(seeds):
+    code, text, folder = seeds
+    assert code == 0, text
+    data = json.loads((folder / "sweep.json").read_text())
+    assert [p["seed"] for p in data["points"]] == [0, 1, 2]
+    assert [p["sets"][0] for p in data["points"]] == ["seed=0", "seed=1", "seed=2"]
+    assert data["axes"] == {"seed": ["0", "1", "2"]} and len(data["groups"]) == 1
+    finals = []
+    for p in data["points"]:  # each point is a whole run folder, with its report
+        s = json.loads((folder / p["run"] / "summary.json").read_text())
+        assert s["status"] == "passed" and (folder / p["run"] / "report.html").is_file()
+        assert s["determinism"]["cpu_threads"] == 1  # 2 jobs share the 2 cores
+        finals.append(s["scenarios"][0]["metrics"]["final_loss"])
+    assert len(set(finals)) == 3  # the seed reached the random start
+    got = data["groups"][0]["scenarios"]["my_relu"]["metrics"]["final_loss"]
+    assert got["n"] == 3 and got["min"] == min(finals) and got["max"] == max(finals)
+    assert got["mean"] == pytest.approx(statistics.fmean(finals))
+    assert got["std"] == pytest.approx(statistics.stdev(finals))
+    checks = {c["name"]: c["passed"] for c in data["groups"][0]["checks"]}
+    assert checks == {"sweep my_relu metrics.final_loss max": True,
+                      "sweep my_relu metrics.final_loss n": True}
+    assert "my_relu metrics.final_loss: mean" in text and "PASSED: 3 runs, 0 failed" in text
+
+
+def test_the_sweep_page_and_the_index(seeds):
+    _, _, folder = seeds
+    page = (folder / "sweep.html").read_text()
+    assert page.count("/report.html") == 3 and 'src="loss_g0_my_relu.png"' in page
+    assert (folder / "loss_g0_my_relu.png").read_bytes().startswith(b"\x89PNG")
+    index = (folder.parent / "index.html").read_text()
+    assert f"./{folder.name}/sweep.html" in index and "seed = 0, 1, 2" in index
+    points = (folder / "index.html").read_text()  # the sweep's own index of its points
+    assert "seed=1" in points and points.count("/report.html") == 3
+
+
+def test_expectations_over_the_seeds_fail_and_aggregate_rebuilds(seeds, tmp_path):
+    _, _, folder = seeds
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    (copy / "sweep.json").unlink()
+    first = sorted(p for p in copy.iterdir() if p.is_dir())[0] / "config.yaml"
+    cfg = yaml.safe_load(first.read_text())
+    cfg["scenarios"][0]["expect"]["sweep"]["metrics"]["final_loss"] = {"max": {"max": 1.0}}
+    first.write_text(yaml.safe_dump(cfg))
+    code, text, _ = cli("--aggregate", copy)
+    assert code == 1 and "FAIL sweep my_relu metrics.final_loss max:" in text
+    data = json.loads((copy / "sweep.json").read_text())
+    assert data["status"] == "failed" and data["groups"][0]["scenarios"] == json.loads(
+        (folder / "sweep.json").read_text())["groups"][0]["scenarios"]
+
+
+def test_shards_then_aggregate_group_by_the_other_keys(tmp_path):
+    lrs = ("--sweep", "scenarios.my_relu.lr=1e-3,2e-3", "--seeds", "0")
+    for shard in ("0/2", "1/2"):
+        code, text, _ = cli("--config", SWEEP, *lrs, "--shard", shard, "--output-dir", tmp_path)
+        assert code == 0 and "--aggregate" in text, text
+    [folder] = [p for p in tmp_path.iterdir() if p.is_dir()]  # every shard, one folder
+    assert not (folder / "sweep.json").exists()
+    code, text, _ = cli("--aggregate", folder)
+    data = json.loads((folder / "sweep.json").read_text())
+    assert code == 1 and [g["sets"] for g in data["groups"]] == [
+        ["scenarios.my_relu.lr=1e-3"], ["scenarios.my_relu.lr=2e-3"]]
+    assert [g["scenarios"]["my_relu"]["metrics"]["final_loss"]["n"]
+            for g in data["groups"]] == [1, 1]
+    # n: {value: 3} cannot hold for one run a group
+    assert any(c["passed"] is False for g in data["groups"] for c in g["checks"])
+
+
+def test_parsing():
+    assert sweep.parse_seeds("0-2,7,1") == ["0", "1", "2", "7"]
+    assert sweep.split_values("1,[2, 3],'a,b'") == ["1", "[2, 3]", "'a,b'"]
+    assert sweep.parse_shard("1/4") == (1, 4)
+    assert sweep.point_name(3, ["scenarios.lenet.lr=1e-3", "seed=2"], 2) == "03_lr=1e-3,seed=2"
+    assert stats([1.0, float("nan"), 3.0]) == {"n": 2, "mean": 2.0, "std": 2 ** 0.5,
+                                               "min": 1.0, "max": 3.0}
+    assert stats([]) == {"n": 0}
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--seeds", "3-1"), "--seeds 3-1: expected seeds like 0,1,2 or a range 0-4"),
+    (("--sweep", "seed"), "--sweep seed: expected KEY=V1,V2,..."),
+    (("--seeds", "0", "--shard", "2/2"), "--shard 2/2: expected I/N with 0 <= I < N"),
+    (("--seeds", "0", "--jobs", "0"), "--jobs: must be from 1 to 256"),
+    (("--jobs", "2",), "--jobs: only for a sweep"),
+    (("--seeds", "0-1", "--seed", "3"), "--seed: not with a sweep"),
+    (("--sweep", "scenarios.my_relu.lrr=1,2"), "sweep point 0_lrr=1: "),
+    (("--sweep", "scenarios.my_relu.lr=1,-2"), "scenarios[0].lr: must be > 0, got -2.0"),
+    (("--seeds", "0", "--save-baseline", "b.yaml"), "--save-baseline: not with a sweep"),
+])
+def test_bad_sweeps_are_one_line_errors_before_anything_runs(tmp_path, args, words):
+    code, out, err = cli("--config", SWEEP, *args, "--output-dir", tmp_path)
+    assert code == 2 and words in err and err.count("\n") == 1, err
+    assert not any(tmp_path.iterdir())
+
+
+def test_aggregate_of_a_folder_without_runs_is_an_error(tmp_path):
+    code, _, err = cli("--aggregate", tmp_path)
+    assert code == 2 and "no finished run folders" in err
+
+
+@pytest.mark.slow
+def test_sweep_compare_and_index_pages_in_a_real_browser(seeds, tmp_path):
+    """Every link and image of sweep.html, compare.html and the index resolves; in Chromium the
+    images load and nothing is logged."""
+    from urllib.parse import unquote
+
+    from tests.test_report import browser, links_of
+
+    _, _, folder = seeds
+    points = sorted(p for p in folder.iterdir() if p.is_dir())
+    code, _, _ = cli("--compare", points[0], points[1], "--output-dir", folder.parent)
+    assert code == 1  # two seeds: their losses differ
+    [compared] = folder.parent.glob("compare_*")
+    pages = [folder / "sweep.html", compared / "compare.html", folder.parent / "index.html"]
+    for page in pages:
+        for ref in links_of(page).refs:
+            target = page.parent / unquote(ref.split("#")[0])
+            assert "://" not in ref and target.exists(), (page, ref)
+    driver = browser()
+    try:
+        for i, page in enumerate(pages):
+            driver.get(page.as_uri())
+            images = driver.execute_script(
+                "return Array.from(document.images).map(i => [i.complete, i.naturalWidth])")
+            assert all(done and width > 0 for done, width in images), (page, images)
+            assert len(images) == (0 if page.name == "index.html" else 1), page
+            errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+            assert errors == [], page
+            assert driver.save_screenshot(str(tmp_path / f"page{i}.png"))
+    finally:
+        driver.quit()
