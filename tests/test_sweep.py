@@ -164,3 +164,37 @@ def test_sweep_compare_and_index_pages_in_a_real_browser(seeds, tmp_path):
             assert driver.save_screenshot(str(tmp_path / f"page{i}.png"))
     finally:
         driver.quit()
+
+
+@pytest.mark.slow
+def test_a_signal_stops_the_running_points_and_starts_no_new_one(tmp_path):
+    """Ctrl-C reaches the sweep: each running point stops at a step boundary and writes its
+    summary; the points not started are named; exit 130; no child left behind."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "runner.py"), "--config", SWEEP, "--seeds", "0-2",
+         "--jobs", "2", "--set", "scenarios.my_relu.steps=100000000", "--run-name", "s",
+         "--output-dir", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:  # both running points are in their training loops
+        logs = list(tmp_path.glob("s/*/run.log"))
+        if len(logs) == 2 and all("start my_relu" in p.read_text() for p in logs):
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "not run (interrupted): 2_seed=2" in out and "SIGINT: the running points" in err
+    for point in ("0_seed=0", "1_seed=1"):
+        s = json.loads((tmp_path / "s" / point / "summary.json").read_text())
+        assert s["status"] == "interrupted" and s["scenarios"][0]["steps"] > 0
+    assert not (tmp_path / "s" / "2_seed=2").exists()
+    assert json.loads((tmp_path / "s" / "sweep.json").read_text())["status"] == "failed"
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(tmp_path) not in ps  # no point left running

@@ -127,6 +127,7 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
     if not args.config:
         raise ConfigError("--config PATH is required (or --list); e.g. --config configs/all.yaml")
     registry = get_registry()
+    base = load_baseline(args)
     if args.sweep or args.seeds is not None:
         from demos.lab.sweep import run_sweep
         code = run_sweep(args, registry, Path(args.output_dir), stop, command=[prog, *argv])
@@ -149,18 +150,6 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
     if args.print_config:
         print(config_mod.dump(cfg), end="")
         return 0
-    base = None
-    if args.baseline:
-        from demos.lab import baseline
-        base = baseline.load(args.baseline)
-        if base.dry_run != args.dry_run:
-            made, now = (("a --dry-run", "a full run") if base.dry_run else
-                         ("a full run", "a --dry-run"))
-            raise ConfigError(f"--baseline {args.baseline}: saved from {made}, this is {now}; "
-                              f"their values cannot agree")
-    if args.save_baseline:
-        from demos.lab import baseline
-        baseline.check_writable(args.save_baseline)
 
     from demos.lab import artifacts
     stop.deferred = True  # until torch has loaded: a signal is noted, not raised
@@ -197,6 +186,23 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
                    command=[prog, *argv], progress=progress, dry_run=args.dry_run,
                    open_report=args.open, stop=stop, sets=args.sets, baseline=base,
                    save_baseline=args.save_baseline, run_name=args.run_name)
+
+
+def load_baseline(args: argparse.Namespace):
+    """--baseline's file, read and validated before any work; --save-baseline's path checked."""
+    from demos.lab import baseline
+
+    if args.save_baseline:
+        baseline.check_writable(args.save_baseline)
+    if not args.baseline:
+        return None
+    base = baseline.load(args.baseline)
+    if base.dry_run != args.dry_run:
+        made, now = (("a --dry-run", "a full run") if base.dry_run else
+                     ("a full run", "a --dry-run"))
+        raise ConfigError(f"--baseline {args.baseline}: saved from {made}, this is {now}; "
+                          f"their values cannot agree")
+    return base
 
 
 def check_combinations(args: argparse.Namespace) -> None:

@@ -210,6 +210,17 @@ class Children:
                 proc.send_signal(sig)
 
 
+def stop_with_parent() -> None:
+    """In a point's process, on Linux: SIGTERM when the sweep dies, even by SIGKILL, so that
+    no point trains on for nobody (it stops at a step boundary and writes its summary)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
 def run_points(plan: Plan, folder: Path, stop: StopRequest) -> dict[str, int]:
     """Run the plan's points, `jobs` at a time; their exit codes by name."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -217,13 +228,13 @@ def run_points(plan: Plan, folder: Path, stop: StopRequest) -> dict[str, int]:
     children, codes = Children(stop), {}
     todo = list(plan.points)
     with signal_handler(children):
-        while todo or children.running:
+        while children.running or (todo and not stop.requested):
             while todo and len(children.running) < plan.jobs and not stop.requested:
                 name, sets = todo.pop(0)
                 out = tempfile.TemporaryFile()
                 proc = subprocess.Popen(plan.command(name, sets, folder), env=env, stdout=out,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=stop_with_parent)
                 children.running[name] = (proc, out, time.monotonic())
             for name, (proc, out, began) in list(children.running.items()):
                 if proc.poll() is not None:
