@@ -151,9 +151,11 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
         print(config_mod.dump(cfg), end="")
         return 0
 
-    from demos.lab import artifacts
+    from demos.lab import artifacts, distributed
+    world = distributed.from_env()  # under torchrun: which rank this process is
     stop.deferred = True  # until torch has loaded: a signal is noted, not raised
-    artifacts.pool()  # the drawing helper starts now, beside torch's import
+    if world.primary:
+        artifacts.pool()  # the drawing helper starts now, beside torch's import
     try:
         from demos.lab.device import resolve  # the heavy imports (torch) start here
         from demos.lab.run import execute
@@ -177,6 +179,18 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
                 prepare(entry, f"scenarios[{i}]")
             except ConfigError as e:
                 raise ConfigError(f"{args.config}: {e}") from None
+    if world.active:
+        for i, entry in enumerate(cfg.scenarios):  # e.g. a global batch the ranks can share
+            check = getattr(entry, "check_world", None)
+            if registry[entry.scenario].data_parallel and check is not None:
+                try:
+                    check(world.size, f"scenarios[{i}]")
+                except ConfigError as e:
+                    raise ConfigError(f"{args.config}: {e}") from None
+        world, device = distributed.join(world, device)
+        if not world.primary:
+            from demos.lab.follower import follow
+            return follow(cfg, registry, device, world, stop)
     if base is not None:
         from demos.lab.baseline import Comparison
         base = Comparison(args.baseline, base, configured.scenarios,
@@ -185,7 +199,7 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
     return execute(cfg, registry, device, note, Path(args.output_dir), source=args.config,
                    command=[prog, *argv], progress=progress, dry_run=args.dry_run,
                    open_report=args.open, stop=stop, sets=args.sets, baseline=base,
-                   save_baseline=args.save_baseline, run_name=args.run_name)
+                   save_baseline=args.save_baseline, run_name=args.run_name, world=world)
 
 
 def load_baseline(args: argparse.Namespace):
@@ -218,6 +232,11 @@ def check_combinations(args: argparse.Namespace) -> None:
             raise ConfigError(f"{option}: only for a sweep (--sweep or --seeds)")
     if not 1 <= args.jobs <= 256:
         raise ConfigError(f"--jobs: must be from 1 to 256, got {args.jobs}")
+    if sweeping or alone:
+        from demos.lab.distributed import from_env
+        if from_env().active:
+            raise ConfigError(f"{'a sweep' if sweeping else alone[0]}: not under torchrun; "
+                              f"run it as one process")
     if sweeping:
         for option, value in (("--seed", args.seed is not None and args.seeds is not None),
                               ("--save-baseline", args.save_baseline),

@@ -20,6 +20,7 @@ from demos.lab.artifacts import Artifacts
 from demos.lab.results import Check, Result  # noqa: F401 (scenarios may import Result here)
 from demos.lab.scenario import ScenarioConfig
 from demos.lab.device import check_device
+from demos.lab.distributed import SINGLE, World
 from demos.lab.files import save_atomic
 from demos.lab.signals import StopRequest
 
@@ -52,8 +53,11 @@ class Context:
                  log: logging.Logger, *, seed: int, progress: bool = False,
                  warn_once: Callable[[str], None] | None = None,
                  stop: StopRequest | None = None, finite_every: int | None = None,
-                 forbid_sync: bool = False, artifacts: Artifacts | None = None):
+                 forbid_sync: bool = False, artifacts: Artifacts | None = None,
+                 world: World = SINGLE):
         self.cfg, self.device, self.dir, self.log, self.seed = cfg, device, folder, log, seed
+        # under torchrun: which rank this is; only rank 0 (world.primary) writes files
+        self.world = world
         self.check_device = check_device(device)
         self.progress = progress
         self.warn_once = warn_once or log.warning
@@ -200,7 +204,9 @@ class Context:
     def save_state(self, filename: str, state: dict[str, Any]) -> None:
         """torch.save `state` into the scenario's folder, atomically. A file that cannot be
         written (a full disk) does not stop the scenario: its entry ends as an error that says
-        so, with everything else it found."""
+        so, with everything else it found. Under torchrun, rank 0 alone writes."""
+        if not self.world.primary:
+            return
         try:
             save_atomic(self.dir / filename, lambda path: torch.save(state, path))
         except (OSError, RuntimeError) as e:  # torch reports a full disk as a RuntimeError
@@ -221,8 +227,11 @@ class Context:
         backward runs over the graph with every node hooked (see demos.lab.trace): its steps go
         to backward.json and explain.txt, and a check compares them with the leaves' .grad
         (which it leaves as they were). Call this before `backward()`, which frees what the
-        graph saved (see demos.lab.graphs). Returns the graphviz source.
+        graph saved (see demos.lab.graphs). Returns the graphviz source; under torchrun, on
+        the ranks but 0, nothing is drawn and it returns "".
         """
+        if not self.world.primary:
+            return ""
         explanation = walk.explain(output, names, title=name)
         source = graphs.make_graph(output, names)
         traced = trace.record(output, names, title=name)
@@ -241,6 +250,8 @@ class Context:
     def plot(self, filename: str, x: Sequence[float], series: Mapping[str, Sequence[float]],
              **labels: Any) -> None:
         """A line plot (title=, xlabel=, ylabel=, logy=) saved in the scenario's folder."""
+        if not self.world.primary:
+            return
         self.artifacts.submit(f"{self.cfg.id}/{filename}", plots.line_plot, self.dir / filename,
                               list(x), {k: list(v) for k, v in series.items()}, **labels)
 
@@ -248,6 +259,8 @@ class Context:
                 frames: Sequence[tuple[str, Sequence[float]]],
                 fixed: Mapping[str, Sequence[float]], **labels: Any) -> None:
         """An animated GIF: one moving curve (a frame per (caption, y)) over `fixed` curves."""
+        if not self.world.primary:
+            return
         self.artifacts.submit(f"{self.cfg.id}/{filename}", plots.animation, self.dir / filename,
                               list(x), [(c, list(y)) for c, y in frames],
                               {k: list(v) for k, v in fixed.items()}, **labels)

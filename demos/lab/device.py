@@ -46,14 +46,16 @@ def check_device(device: torch.device) -> torch.device:
 
 
 @contextlib.contextmanager
-def torch_settings(threads: int | str, deterministic: bool) -> Iterator[dict]:
+def torch_settings(threads: int | str, deterministic: bool, share: int = 1) -> Iterator[dict]:
     """Torch's global settings for a run, restored afterwards; yields them as recorded.
 
     Only what was asked for is touched: reading or setting deterministic algorithms imports
     torch's compiler stack (2 s), so that happens only with `deterministic: true`.
     """
     before_threads = torch.get_num_threads()
-    torch.set_num_threads(auto_threads(available_cores()) if threads == "auto" else int(threads))
+    # `share` processes on this machine (torchrun's ranks): auto gives each its part
+    cores = max(1, available_cores() // share)
+    torch.set_num_threads(auto_threads(cores) if threads == "auto" else int(threads))
     before = None
     if deterministic:
         before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark)

@@ -18,6 +18,7 @@ from demos.lab import plots
 from demos.lab.artifacts import Artifacts
 from demos.lab.config import entry_dict
 from demos.lab.context import Context, Diverged, Interrupted
+from demos.lab.distributed import SINGLE, World
 from demos.lab.files import write_atomic, write_csv, write_json
 from demos.lab.results import Check, EntrySummary, Result, Timing
 from demos.lab.scenario import Scenario, ScenarioConfig
@@ -35,6 +36,7 @@ class Services:
     stop: StopRequest
     warn_once: Callable[[str], None]
     artifacts: Artifacts
+    world: World = SINGLE
 
 
 def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySummary:
@@ -47,7 +49,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
     log = logging.getLogger(f"demos.scenario.{entry.id}")
     log.info("start %s (%s): %s", entry.id, entry.scenario, entry_dict(entry))
     ctx = Context(entry, s.device, folder, log, seed=s.seed, progress=s.progress,
-                  warn_once=s.warn_once, stop=s.stop, artifacts=s.artifacts)
+                  warn_once=s.warn_once, stop=s.stop, artifacts=s.artifacts, world=s.world)
     torch.manual_seed(s.seed)
     result, error, status, diverged = None, None, "passed", None
     try:
@@ -62,6 +64,9 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
         result = getattr(e, "result", None)  # what the scenario kept from before the stop
     except (Exception, SystemExit) as e:  # a user's Function may call sys.exit()
         status, error = "error", checks_mod.one_line(e)
+        if s.world.active and s.stop.requested:  # torchrun stopped every rank: a peer that
+            status = "interrupted"              # left its collective first failed this one
+            error = f"interrupted by {s.stop.requested} (the other ranks stopped: {error})"
         log.error("%s raised:\n%s", entry.id, traceback.format_exc(),
                   extra={"console": False})  # run.log only: the console says one line
         if s.device.type == "cuda":

@@ -23,11 +23,14 @@ from demos.lab.config import RunConfig, dump, entry_dict
 from demos.lab.console import entry_lines, open_log, run_line
 from demos.lab.device import torch_settings
 from demos.lab.artifacts import Artifacts
+from demos.lab import distributed
 from demos.lab.baseline import Comparison, describe_drift, save
+from demos.lab.distributed import SINGLE, World
 from demos.lab.entry import Services, list_files, run_entry
 from demos.lab.files import make_named_dir, make_run_dir, overwrite, write_atomic  # noqa: F401 (tests patch it here)
 from demos.lab.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EntrySummary, RunSummary
 from demos.lab.scenario import Registry
+from demos.lab.schema import ConfigError
 from demos.lab.signals import StopRequest, handle_signals
 
 EXIT_CODES = {"passed": EXIT_OK, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
@@ -49,7 +52,8 @@ class Run:
                  device_note: str, run_dir: Path, *, source: str, command: list[str],
                  progress: bool, dry_run: bool, open_report: bool = False,
                  stop: StopRequest | None = None, sets: Sequence[str] = (),
-                 baseline: Comparison | None = None, save_baseline: str | None = None):
+                 baseline: Comparison | None = None, save_baseline: str | None = None,
+                 world: World = SINGLE):
         self.cfg, self.registry, self.device, self.dir = cfg, registry, device, run_dir
         # as text that strict JSON readers take: a path's bytes that are not UTF-8 become "?"
         self.source, self.command = printable(source), [printable(a) for a in command]
@@ -62,6 +66,7 @@ class Run:
         self.artifacts = Artifacts(self.warn_once)
         self.sets = [printable(a) for a in sets]
         self.baseline, self.save_baseline = baseline, save_baseline
+        self.world = world
 
     def warn_once(self, message: str) -> None:
         if message not in self.warned:
@@ -73,7 +78,8 @@ class Run:
         started = time.time()
         try:
             with handle_signals(self.stop):  # from the first line to the last
-                with torch_settings(self.cfg.threads, self.cfg.deterministic) as determinism:
+                with torch_settings(self.cfg.threads, self.cfg.deterministic,
+                                    self.world.local_size) as determinism:
                     self.started, self.determinism = started, determinism
                     self.write_summary(self.summary(started, determinism, "running"), final=False)
                     try:
@@ -86,6 +92,12 @@ class Run:
                                   self.dir.name, torch.__version__, self.device_note,
                                   determinism["cpu_threads"], self.cfg.seed,
                                   ", dry run" if self.dry_run else "")
+                    if self.world.active:
+                        parallel = [e.id for e in self.cfg.scenarios
+                                    if self.registry[e.scenario].data_parallel]
+                        self.log.info("torchrun: rank 0 of %d (%s); data-parallel on every rank: "
+                                      "%s; the rest on rank 0 only", self.world.size,
+                                      self.world.backend, ", ".join(parallel) or "none")
                     if self.baseline:
                         for note in self.baseline.notes(torch.__version__, str(self.device),
                                                         determinism["cpu_threads"],
@@ -128,7 +140,7 @@ class Run:
 
     def run_entries(self) -> None:
         services = Services(self.device, self.dir, self.cfg.seed, self.dry_run, self.progress,
-                            self.stop, self.warn_once, self.artifacts)
+                            self.stop, self.warn_once, self.artifacts, self.world)
         width = max(len(e.id) for e in self.cfg.scenarios)
         for entry in self.cfg.scenarios:
             if self.stop.requested:  # it came while the run folder was being made
@@ -222,6 +234,8 @@ class Run:
             determinism=determinism, config=self.source, command=self.command,
             started=dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
             duration_s=round(time.time() - started, 3), scenarios=self.entries, sets=self.sets,
+            world={"size": self.world.size, "backend": self.world.backend}
+            if self.world.active else None,
             baseline=self.baseline.block() if self.baseline and status is None else None)
 
     def write_report(self, summary: RunSummary, index: bool = True) -> Path | None:
@@ -276,8 +290,14 @@ def execute(cfg: RunConfig, registry: Registry, device: torch.device, device_not
     stop = stop or StopRequest()
     with handle_signals(stop):
         stop.run_began = True
-        run_dir = (make_named_dir(output_dir, run_name) if run_name else
-                   make_run_dir(output_dir, dt.datetime.now()))
+        world = options.get("world", SINGLE)
+        try:
+            run_dir = (make_named_dir(output_dir, run_name) if run_name else
+                       make_run_dir(output_dir, dt.datetime.now()))
+        except ConfigError:
+            distributed.share(world, None)  # the other ranks learn there is no run
+            raise
+        distributed.share(world, str(run_dir))
         return Run(cfg, registry, device, device_note, run_dir, source=source, command=command,
                    progress=progress, dry_run=dry_run, open_report=open_report,
                    stop=stop, **options).execute()

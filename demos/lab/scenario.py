@@ -111,6 +111,9 @@ class Scenario:
     # prepare(cfg, where): once the run starts, before any entry runs (never while a config
     # loads): e.g. load the user's code; a ConfigError here is exit 2 like any config error
     prepare: Callable[[Any, str], None] | None = None
+    # under torchrun: runs on every rank (it uses ctx.world: DDP, a DistributedSampler);
+    # any other scenario runs on rank 0 only
+    data_parallel: bool = False
 
     @property
     def about(self) -> str:

@@ -10,6 +10,7 @@ one SGD step) is replayed as checks.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -51,6 +52,21 @@ class Config(ScenarioConfig):
     resume: str | None = param(None, "continue from this checkpoint (a .pt saved by lenet): "
                                      "weights, optimizer and shuffling state", path="file")
     compile: bool = param(False, "run the network through torch.compile")
+    bucket_cap_mb: float = param(25.0, "under torchrun: the size of DDP's gradient buckets, in "
+                                       "MiB (smaller: more buckets, all-reduced as backward "
+                                       "reaches them)", gt=0, le=10**4)
+    mistake: Literal["none", "no_allreduce", "local_batch", "rank_lr"] = param(
+        "none", "under torchrun: a deliberate DDP mistake, to see the checks catch it: "
+                "no_allreduce (gradients stay local), local_batch (each rank takes the whole "
+                "batch), rank_lr (the ranks but 0 step with twice the lr)")
+
+    def check_world(self, size: int, where: str) -> None:
+        """Under torchrun with `size` processes: what data-parallel training needs."""
+        if self.batch_size % size:
+            raise ConfigError(f"{where}.batch_size: {self.batch_size} is the global batch; it "
+                              f"must divide among the {size} processes")
+        if self.resume is not None:
+            raise ConfigError(f"{where}.resume: not under torchrun (resume a single process)")
 
     def validate(self, where: str) -> None:
         if self.resume is not None and not os.path.isfile(self.resume):
@@ -254,8 +270,13 @@ def accuracy(model, x, labels, test):
 
 
 def train_steps(cfg: Config, ctx: Context, model, opt, x, labels, shuffles: Shuffles, test,
-                n_batches: int, start: int, net: Net) -> None:
-    """The training loop: a mini-batch per step, the test accuracy after each epoch."""
+                n_batches: int, start: int, net: Net, batch_size: int, sync=contextlib.nullcontext,
+                after_step=None) -> None:
+    """The training loop: a mini-batch per step, the test accuracy after each epoch.
+
+    Under torchrun, `batch_size` is this rank's share, `sync` is DDP's no_sync for the
+    no_allreduce mistake, and `after_step(t)` keeps the weights the equivalence check needs.
+    """
     import torch.nn.functional as F
 
     order = None
@@ -263,12 +284,15 @@ def train_steps(cfg: Config, ctx: Context, model, opt, x, labels, shuffles: Shuf
         epoch, i = divmod(t, n_batches)
         if order is None or i == 0:
             order = shuffles(epoch)
-        batch = order[i * cfg.batch_size:(i + 1) * cfg.batch_size]
-        loss = F.cross_entropy(model(x[batch]), labels[batch])
-        ctx.record(t, loss=loss)
-        opt.zero_grad()
-        loss.backward()
+        batch = order[i * batch_size:(i + 1) * batch_size]
+        with sync():
+            loss = F.cross_entropy(model(x[batch]), labels[batch])
+            ctx.record(t, loss=loss)
+            opt.zero_grad()
+            loss.backward()  # under DDP: buckets all-reduced as their grads accumulate
         opt.step()
+        if after_step is not None:
+            after_step(t)
         if i == n_batches - 1:
             ctx.record(t, always=True, epoch=epoch + 1,
                        test_accuracy=accuracy(model, x, labels, test))
@@ -298,16 +322,20 @@ def run(cfg: Config, ctx: Context) -> Result:
     labels, train, test = labels.to(ctx.device), train.to(ctx.device), test.to(ctx.device)
     n_test = len(test)
     n_batches = -(-len(train) // cfg.batch_size)
-    if cfg.optimizer == "adam":
-        opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    else:
-        opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    def make_optimizer(module, lr):
+        if cfg.optimizer == "adam":
+            return torch.optim.Adam(module.parameters(), lr=lr)
+        return torch.optim.SGD(module.parameters(), lr=lr, momentum=cfg.momentum)
+
+    if ctx.world.active:
+        return run_parallel(cfg, ctx, net, make_optimizer, x, labels, train, test, found)
+    opt = make_optimizer(net, cfg.lr)
     start = resume(cfg, ctx, net, opt, n_batches) if cfg.resume else 0
     model = torch.compile(net) if cfg.compile else net  # shares net's parameters
 
     try:
         train_steps(cfg, ctx, model, opt, x, labels, Shuffles(train, g), test, n_batches,
-                    start, net)
+                    start, net, cfg.batch_size)
     except Interrupted as stop:  # keep what was earned: a checkpoint to resume from, the checks
         ctx.save_state("checkpoint.pt", state(cfg, ctx, net, opt, ctx.steps_run // n_batches,
                                               ctx.steps_run))
@@ -315,17 +343,69 @@ def run(cfg: Config, ctx: Context) -> Result:
         raise
     ctx.save_state("checkpoint.pt", state(cfg, ctx, net, opt, cfg.epochs,
                                           cfg.epochs * n_batches))
+    return finish(cfg, ctx, net, train, n_test, found)
 
+
+def finish(cfg: Config, ctx: Context, net: Net, train, n_test: int, found: list[Check],
+           **extra) -> Result:
+    """The accuracy plot and the result, after training."""
     epochs = [row for row in ctx.history() if "test_accuracy" in row]
     ctx.plot("accuracy.png", [r["epoch"] for r in epochs],
              {"test accuracy": [r["test_accuracy"] for r in epochs]},
              title=f"LeNet on {len(train)} {cfg.dataset} images, tested on {n_test}",
              xlabel="epoch",
              ylabel="test accuracy", logy=False, markers=True)
+    n_params = sum(p.numel() for p in net.parameters())
     return Result(
         metrics={"final_loss": ctx.last("loss"), "test_accuracy": ctx.last("test_accuracy"),
                  "parameters": float(n_params)},
-        checks=found)
+        checks=found, **extra)
+
+
+def run_parallel(cfg: Config, ctx: Context, net: Net, make_optimizer, x, labels, train, test,
+                 found: list[Check]) -> Result:
+    """Under torchrun: DDP, each rank its slice of every global batch; then the checks that
+    make it trustworthy (see demos.parallel). Every rank runs this; rank 0 reports."""
+    import contextlib
+
+    from demos import parallel
+    from demos.lab import checks
+    from demos.lab.distributed import same_everywhere
+
+    world = ctx.world
+    model = parallel.wrap(net, ctx, cfg.bucket_cap_mb)  # rank 0's weights, on every rank
+    start = {k: v.clone() for k, v in net.state_dict().items()}
+    lr = cfg.lr * (2 if cfg.mistake == "rank_lr" and world.rank > 0 else 1)
+    opt = make_optimizer(net, lr)
+    shuffles = parallel.RankShuffles(train, world.size, world.rank, ctx.seed)
+    batch = parallel.local_batch(cfg, world.size)
+    n_batches = -(-len(shuffles) // batch)
+    k = min(parallel.EQUIVALENCE_STEPS, cfg.epochs * n_batches)
+    kept = {}
+
+    def keep(t: int) -> None:
+        if t == k - 1:
+            kept["weights"] = parallel.flat(net)
+
+    sync = model.no_sync if cfg.mistake == "no_allreduce" else contextlib.nullcontext
+    train_steps(cfg, ctx, model, opt, x, labels, shuffles, test, n_batches, 0, net, batch,
+                sync, keep)
+    ctx.save_state("checkpoint.pt", state(cfg, ctx, net, opt, cfg.epochs,
+                                          cfg.epochs * n_batches))
+    same, detail = same_everywhere(world, parallel.flat(net))  # every rank takes part
+    sizes = parallel.buckets(model)
+    found.append(checks.check("weights identical on every rank", same, detail))
+    if world.primary:
+        one = parallel.reference(cfg, ctx, start, make_optimizer, x, labels, train, k)
+        found.append(checks.check("DDP equals one process over the first steps",
+                                  *parallel.equivalence(kept["weights"], one,
+                                                        parallel.flat_state(start), k)))
+    note = (f"{len(sizes)} gradient bucket(s) ({', '.join(f'{b:,}' for b in sizes)} bytes; cap "
+            f"{cfg.bucket_cap_mb:g} MiB), all-reduced over {world.size} ranks ({world.backend}) "
+            f"while backward runs; {batch} images per rank and step")
+    ctx.log.info("  DDP: %s", note)
+    return finish(cfg, ctx, net, train, len(test), found,
+                  inspection={"DDP": note, "gradient buckets": len(sizes)})
 
 
 SCENARIO = Scenario(
@@ -333,4 +413,4 @@ SCENARIO = Scenario(
     metrics=("final_loss", "test_accuracy", "parameters"),
     files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt", "accuracy.png",
            "checkpoint.pt"),
-    dry_run={"epochs": 1})
+    dry_run={"epochs": 1}, data_parallel=True)

@@ -1,0 +1,121 @@
+"""LeNet data-parallel under torchrun: DDP around the Net, a DistributedSampler per rank, and
+the checks that make it trustworthy.
+
+DDP registers a hook on every parameter's AccumulateGrad node (the node document 002 shows
+backward() ending in). When backward has accumulated the gradients of a bucket's parameters,
+the hook starts that bucket's all-reduce while backward goes on to the earlier layers; by the
+time backward returns, every rank holds the same averaged gradients, so the same optimizer step
+keeps the weights the same everywhere. Each rank takes batch_size / world_size images a step,
+its slice of one seeded permutation: the global batch and its order are one process's.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+if TYPE_CHECKING:
+    from demos.lab.context import Context
+
+# deliberate mistakes, to see each check catch one: every rank skips the all-reduce (the
+# gradients stay local); each rank takes the whole batch_size (the global batch doubles);
+# the ranks but 0 step with twice the learning rate
+MISTAKES = ("none", "no_allreduce", "local_batch", "rank_lr")
+EQUIVALENCE_STEPS = 5  # steps of DDP compared with one process
+EQUIVALENCE_RTOL = 1e-3  # summation order alone: up to 7e-5 seen; a wrong batch: 0.6
+
+
+class RankShuffles:
+    """Each epoch's order of one rank's training images: its DistributedSampler slice of a
+    permutation of the training split, seeded with the run's seed and redrawn per epoch."""
+
+    def __init__(self, train: torch.Tensor, size: int, rank: int, seed: int):
+        from torch.utils.data import DistributedSampler
+
+        self.train = train
+        self.sampler = DistributedSampler(range(len(train)), num_replicas=size, rank=rank,
+                                          shuffle=True, seed=seed)
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __call__(self, epoch: int) -> torch.Tensor:
+        self.sampler.set_epoch(epoch)
+        return self.train[torch.tensor(list(self.sampler), device=self.train.device)]
+
+
+def local_batch(cfg: Any, size: int) -> int:
+    """Images per rank and step: the configured batch_size is the global batch."""
+    return cfg.batch_size if cfg.mistake == "local_batch" else cfg.batch_size // size
+
+
+def flat(net: torch.nn.Module) -> torch.Tensor:
+    """Every parameter in one vector (a copy)."""
+    return torch.cat([p.detach().reshape(-1) for p in net.parameters()]).clone()
+
+
+def flat_state(state: dict) -> torch.Tensor:
+    """A state_dict's parameters in one vector, in the order of flat()."""
+    return torch.cat([v.reshape(-1) for v in state.values()])
+
+
+def wrap(net: torch.nn.Module, ctx: Context, bucket_cap_mb: float):
+    """The Net in DDP: rank 0's weights broadcast to every rank, gradient hooks in place."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+    return DDP(net, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
+
+
+def buckets(model: Any) -> list[int]:
+    """The bytes of each gradient bucket DDP all-reduces. DDP rebuilds its buckets after the
+    first backward, in the order the gradients arrived; these are the rebuilt ones (the
+    reducer's; DDP's logging data keeps the first layout)."""
+    try:
+        return [b.buffer().numel() * b.buffer().element_size()
+                for b in model.reducer._get_zeros_like_grad_buckets()]
+    except (AttributeError, RuntimeError):  # another torch: the layout DDP started with
+        sizes = str(model._get_ddp_logging_data().get("bucket_sizes", ""))
+        return [int(s) for s in sizes.split(",") if s.strip().isdigit()]
+
+
+def reference(cfg: Any, ctx: Context, start: dict, make_optimizer: Callable, x: torch.Tensor,
+              labels: torch.Tensor, train: torch.Tensor, steps: int) -> torch.Tensor:
+    """One process, the same global batches in the same order: the weights after `steps`."""
+    import torch.nn.functional as F
+
+    from demos.models import Net
+
+    size, seed = ctx.world.size, ctx.seed
+    net = Net().to(ctx.device)
+    net.load_state_dict(start)
+    opt = make_optimizer(net, cfg.lr)
+    ranks = [RankShuffles(train, size, r, seed) for r in range(size)]
+    per_rank = cfg.batch_size // size  # what each rank should take
+    n_batches = math.ceil(len(ranks[0]) / per_rank)
+    orders: dict[int, list[torch.Tensor]] = {}
+    for t in range(steps):
+        epoch, i = divmod(t, n_batches)
+        if epoch not in orders:
+            orders = {epoch: [r(epoch) for r in ranks]}
+        batch = torch.cat([o[i * per_rank:(i + 1) * per_rank] for o in orders[epoch]])
+        loss = F.cross_entropy(net(x[batch]), labels[batch])  # the mean over the global batch
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return flat(net)
+
+
+def equivalence(ddp: torch.Tensor, one: torch.Tensor, start: torch.Tensor,
+                steps: int) -> tuple[bool, str]:
+    """The DDP weights after `steps` against one process's: the distance between them, as a
+    share of the distance the weights travelled. Summation order alone leaves ~1e-4 of it
+    (Adam turns a gradient's sign into a whole step, so single weights can differ by more);
+    another batch or order leaves ~1."""
+    moved = (one - start).norm().item()
+    gap = (ddp - one).norm().item() / moved if moved else float((ddp != one).any())
+    worst = (ddp - one).abs().max().item()
+    return gap <= EQUIVALENCE_RTOL, (f"after {steps} steps, |DDP - one process| is {gap:.2g} of "
+                                     f"the distance travelled (at most {EQUIVALENCE_RTOL:g}; "
+                                     f"largest single difference {worst:.2g})")
