@@ -2,6 +2,7 @@
 import contextlib
 import io
 
+import pytest
 import yaml
 
 from demos.lab import baseline
@@ -26,6 +27,7 @@ def edit(path, change):
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
+@pytest.mark.xdist_group("full_run")  # one worker computes the session's full run
 def test_all_yaml_matches_the_committed_baseline(full_run):
     block = full_run.summary["baseline"]
     assert block["status"] == "passed", block
@@ -149,3 +151,25 @@ def test_bad_baselines_are_one_line_errors(tmp_path):
     assert code == 2 and "did you mean 'metrics.final_loss'" in err, err
     for name in ("nope.yaml", "notbase.yaml", "key", "full", "dir", "cfg"):
         assert not (tmp_path / name).is_dir()  # refused before any run folder
+
+
+def test_saving_over_another_file_or_a_partial_run_keeps_what_it_must(tmp_path):
+    config = tmp_path / "fit.yaml"
+    config.write_text((CONFIGS / "legendre_fit.yaml").read_text())
+    code, err = refused(tmp_path / "over", "--config", config, "--dry-run",
+                        "--save-baseline", config)
+    assert code == 2 and "is the config being run" in err
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    code, err = refused(tmp_path / "notes", *FIT, "--save-baseline", notes)
+    assert code == 2 and "exists and is not a baseline" in err and notes.read_text() == "my notes\n"
+    # a baseline of two entries, re-saved from a run of one (--only): the other stays
+    path = tmp_path / "two.yaml"
+    two = ("--config", CONFIGS / "all.yaml", "--dry-run", "--only")
+    assert run_captured(tmp_path / "a", *two, "computation_graph,autograd_internals",
+                        "--save-baseline", path).code == 0
+    edit(path, lambda d: d["scenarios"]["autograd_internals"].update(tolerance={"all": {"rtol": 0.5}}))
+    run = run_captured(tmp_path / "b", *two, "computation_graph", "--save-baseline", path)
+    assert "kept from before (not run): autograd_internals" in run.out
+    kept = yaml.safe_load(path.read_text())["scenarios"]["autograd_internals"]
+    assert kept["tolerance"] == {"all": {"rtol": 0.5}} and kept["metrics"]["e"] == 20.0

@@ -14,6 +14,7 @@ from demos.lab import distributed
 from demos.lab.schema import ConfigError
 from tests.conftest import CONFIGS, ROOT, check, entry, only_run_dir
 
+pytestmark = pytest.mark.xdist_group("ddp")  # one worker runs the module's torchrun
 DDP = ROOT / "tests" / "fixtures" / "ddp.yaml"
 CHECKS = ("weights identical on every rank", "DDP equals one process over the first steps")
 
@@ -94,7 +95,7 @@ def test_no_rank_is_left_hanging(tmp_path, how):
         if logs and "DDP" not in logs[0].read_text() and "start lenet" in logs[0].read_text():
             break
         time.sleep(0.2)
-    time.sleep(2)  # in the training loop
+    time.sleep(1)  # in the training loop
     if how == "SIGINT to torchrun":
         proc.send_signal(signal.SIGINT)
     else:
@@ -124,11 +125,17 @@ def test_torchrun_environment():
             distributed.from_env(bad)
 
 
-def test_a_global_batch_the_ranks_cannot_share_is_a_config_error(tmp_path):
-    proc = torchrun("--config", CONFIGS / "lenet_ddp.yaml", "--set",
-                    "scenarios.lenet.batch_size=63", "--output-dir", tmp_path)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode != 0
-    assert ("error: " + str(CONFIGS / "lenet_ddp.yaml") + ": scenarios[0].batch_size: 63 is the "
-            "global batch; it must divide among the 2 processes") in err
+def test_a_global_batch_the_ranks_cannot_share_is_a_config_error(tmp_path, monkeypatch, capsys):
+    """Every rank checks it before joining the process group: as rank 0 of 2 here."""
+    from demos.cli import main
+
+    for name, value in (("WORLD_SIZE", "2"), ("RANK", "0"), ("LOCAL_RANK", "0"),
+                        ("LOCAL_WORLD_SIZE", "2")):
+        monkeypatch.setenv(name, value)
+    code = main(["--config", str(CONFIGS / "lenet_ddp.yaml"), "--set",
+                 "scenarios.lenet.batch_size=63", "--output-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err == (f"error: {CONFIGS / 'lenet_ddp.yaml'}: scenarios[0].batch_size: "
+                                 f"63 is the global batch; it must divide among the 2 "
+                                 f"processes\n")
     assert not any(tmp_path.iterdir())

@@ -100,6 +100,7 @@ def test_the_console_script_is_installed():
     assert proc.returncode == 0 and proc.stdout.split()[0] in registry()
 
 
+@pytest.mark.xdist_group("full_run")  # one worker computes the session's full run
 def test_all_yaml_reproduces_the_documents(full_run):
     assert full_run.code == 0, full_run.out + full_run.err
     data = full_run.summary

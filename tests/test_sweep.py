@@ -13,6 +13,7 @@ from demos.lab import sweep
 from demos.lab.aggregate import stats
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.xdist_group("sweep")  # one worker runs the module's sweep
 SWEEP = ROOT / "tests" / "fixtures" / "sweep.yaml"  # my_relu, tiny: a point in about 2 s
 
 
@@ -100,7 +101,7 @@ def test_shards_then_aggregate_group_by_the_other_keys(tmp_path):
     # a dry run's targets are reported, not evaluated (n: {value: 3} would fail here)
     checks = [c for g in data["groups"] for c in g["checks"]]
     assert len(checks) == 4 and all(c["passed"] is None for c in checks)
-    assert "not evaluated in --dry-run (1; expected 3" in checks[1]["detail"]
+    assert "not evaluated: --dry-run (1; expected 3" in checks[1]["detail"]
 
 
 def test_parsing():
@@ -119,7 +120,11 @@ def test_parsing():
     (("--seeds", "0", "--shard", "2/2"), "--shard 2/2: expected I/N with 0 <= I < N"),
     (("--seeds", "0", "--jobs", "0"), "--jobs: must be from 1 to 256"),
     (("--jobs", "2",), "--jobs: only for a sweep"),
-    (("--seeds", "0-1", "--seed", "3"), "--seed: not with a sweep"),
+    (("--seeds", "0-1", "--seed", "3"), "--sweep seed: also fixed by --seed 3"),
+    (("--sweep", "scenarios.my_relu.lr=1,2", "--set", "scenarios.my_relu.lr=3"),
+     "--sweep scenarios.my_relu.lr: also fixed by --set scenarios.my_relu.lr=3"),
+    (("--seeds", "0-99999999999"), "--seeds 0-99999999999: more than 1000 seeds"),
+    (("--seeds", "0-1", "--device", "gpu"), "--device: must be auto, cpu, cuda, cuda:N or mps"),
     (("--sweep", "scenarios.my_relu.lrr=1,2"), "sweep point 0_lrr=1: "),
     (("--sweep", "scenarios.my_relu.lr=1,-2"), "scenarios[0].lr: must be > 0, got -2.0"),
     (("--seeds", "0", "--save-baseline", "b.yaml"), "--save-baseline: not with a sweep"),
@@ -197,6 +202,16 @@ def test_a_signal_stops_the_running_points_and_starts_no_new_one(tmp_path):
         s = json.loads((tmp_path / "s" / point / "summary.json").read_text())
         assert s["status"] == "interrupted" and s["scenarios"][0]["steps"] > 0
     assert not (tmp_path / "s" / "2_seed=2").exists()
-    assert json.loads((tmp_path / "s" / "sweep.json").read_text())["status"] == "failed"
+    data = json.loads((tmp_path / "s" / "sweep.json").read_text())
+    assert data["status"] == "interrupted" and data["not_run"] == ["2_seed=2"]
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(tmp_path) not in ps  # no point left running
+
+
+def test_compare_and_aggregate_stand_alone(tmp_path):
+    for args, words in ((("--aggregate", tmp_path, "--seeds", "0-1"),
+                         "--aggregate stands alone: not with --seeds"),
+                        (("--compare", tmp_path, tmp_path, "--save-baseline", "b.yaml"),
+                         "--compare stands alone: not with --save-baseline")):
+        code, _, err = cli(*args)
+        assert code == 2 and words in err, err

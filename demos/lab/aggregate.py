@@ -37,9 +37,11 @@ class PointRun:
         return [str(s) for s in sets] if isinstance(sets, list) else []
 
     @property
-    def group(self) -> tuple[str, ...]:
-        """Its sets but the seed: runs with the same group differ only in their seed."""
-        return tuple(s for s in self.sets if s.partition("=")[0].strip() != "seed")
+    def group(self) -> tuple[Any, ...]:
+        """Its config, whether a dry run, and its sets but the seed: runs with the same group
+        differ only in their seed."""
+        return (str(self.summary.get("config")), bool(self.summary.get("dry_run")),
+                *(s for s in self.sets if s.partition("=")[0].strip() != "seed"))
 
 
 def find_runs(root: Path) -> list[PointRun]:
@@ -47,8 +49,8 @@ def find_runs(root: Path) -> list[PointRun]:
     runs = []
     for here, dirs, files in os.walk(root):
         depth = len(Path(here).relative_to(root).parts)
-        dirs[:] = sorted(d for d in dirs if depth < MAX_DEPTH and
-                         not os.path.islink(os.path.join(here, d)))
+        dirs[:] = sorted(d for d in dirs if depth < MAX_DEPTH and not d.startswith(".") and
+                         not os.path.islink(os.path.join(here, d)))  # .x: set aside
         if depth and "summary.json" in files:
             s = read_run(Path(here) / "summary.json")
             if s and "run_id" in s and s.get("status") != "running":
@@ -57,13 +59,28 @@ def find_runs(root: Path) -> list[PointRun]:
     return sorted(runs, key=lambda r: str(r.dir))
 
 
-def stats(values: list[float]) -> dict[str, float]:
-    """n, mean, std (sample), min, max of the finite values."""
-    xs = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+def finite(v: Any) -> float | None:
+    """A value read from a summary as a finite float, or None (null, NaN, text, too large)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        v = float(v)
+    except OverflowError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def stats(values: list[Any]) -> dict[str, float]:
+    """n, mean, std (sample), min, max of the finite values (inf where they overflow)."""
+    xs = [x for x in map(finite, values) if x is not None]
     if not xs:
         return {"n": 0}
-    return {"n": len(xs), "mean": statistics.fmean(xs),
-            "std": statistics.stdev(xs) if len(xs) > 1 else 0.0, "min": min(xs), "max": max(xs)}
+    try:
+        mean = statistics.fmean(xs)
+        std = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    except OverflowError:  # values near the float limit
+        mean, std = math.fsum(x / len(xs) for x in xs), math.inf
+    return {"n": len(xs), "mean": mean, "std": std, "min": min(xs), "max": max(xs)}
 
 
 def summarise(runs: list[PointRun]) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
@@ -72,15 +89,17 @@ def summarise(runs: list[PointRun]) -> dict[str, dict[str, dict[str, dict[str, f
     for r in runs:
         for e in r.summary.get("scenarios", []):
             for kind in ("metrics", "params"):
-                for name, v in (e.get(kind) or {}).items():
+                found = e.get(kind)
+                for name, v in (found.items() if isinstance(found, dict) else ()):
                     values.setdefault(str(e.get("id")), {}).setdefault(kind, {}).setdefault(
                         name, []).append(v if v is not None else math.nan)
     return {entry: {kind: {name: stats(v) for name, v in names.items()}
                     for kind, names in kinds.items()} for entry, kinds in values.items()}
 
 
-def sweep_checks(table: dict, expects: dict[str, Any], dry_run: bool) -> list[Check]:
-    """The config's `expect.sweep` targets against one group's statistics."""
+def sweep_checks(table: dict, expects: dict[str, Any], skip: str | None) -> list[Check]:
+    """The config's `expect.sweep` targets against one group's statistics; reported, not
+    evaluated, with `skip` (why)."""
     out = []
     for entry, sweep in expects.items():
         for kind in ("metrics", "params"):
@@ -89,11 +108,12 @@ def sweep_checks(table: dict, expects: dict[str, Any], dry_run: bool) -> list[Ch
                 for stat, target in targets.items():
                     label = f"sweep {entry} {kind}.{name} {stat}"
                     if stat not in got:
-                        out.append(Check(label, False, f"no finite value over {got['n']} runs"))
+                        out.append(Check(label, None if skip else False,
+                                         f"no finite value over {got['n']} runs"))
                         continue
                     passed, detail = target.meets(got[stat])
-                    out.append(Check(label, None, f"not evaluated in --dry-run ({detail})")
-                               if dry_run else Check(label, passed, f"{detail} over {got['n']} runs"))
+                    out.append(Check(label, None, f"not evaluated: {skip} ({detail})") if skip
+                               else Check(label, passed, f"{detail} over {got['n']} runs"))
     return out
 
 
@@ -109,7 +129,8 @@ def expectations(run: PointRun, registry: Registry) -> tuple[dict[str, Any], str
 
 
 def build(folder: Path, runs: list[PointRun], registry: Registry,
-          command: Iterable[str] = ()) -> dict[str, Any]:
+          command: Iterable[str] = (), interrupted: bool = False,
+          not_run: Iterable[str] = ()) -> dict[str, Any]:
     """sweep.json's data."""
     groups: dict[tuple[str, ...], list[PointRun]] = {}
     for r in runs:
@@ -120,41 +141,61 @@ def build(folder: Path, runs: list[PointRun], registry: Registry,
             k, _, v = s.partition("=")
             keys.setdefault(k.strip(), set()).add(v)
     axes = {k: sorted(v) for k, v in keys.items() if len(v) > 1}
-    expects, note = expectations(runs[0], registry)
-    dry_run = any(r.summary.get("dry_run") for r in runs)
-    out_groups = []
+    configs = list(dict.fromkeys(str(r.summary.get("config")) for r in runs))
+    notes, out_groups = [], []
     for key, members in groups.items():
         table = summarise(members)
+        expects, note = expectations(members[0], registry)
+        notes += [note] if note and note not in notes else []
+        skip = ("the sweep was interrupted" if interrupted else
+                "--dry-run" if members[0].summary.get("dry_run") else None)
+        label = [s for s in key[2:] if s.partition("=")[0].strip() in axes]
         out_groups.append({
-            "sets": [s for s in key if s.partition("=")[0].strip() in axes],
+            "sets": label, "config": key[0], "dry_run": key[1],
             "runs": [rel(folder, r.dir) for r in members], "scenarios": table,
-            "checks": [c.__dict__ for c in sweep_checks(table, expects, dry_run)]})
+            "checks": [c.__dict__ for c in sweep_checks(table, expects, skip)]})
+    if len(configs) > 1 or len({g["dry_run"] for g in out_groups}) > 1:
+        notes.append("these runs come from different configs or mix dry and full runs: each "
+                     "group holds one kind")
     failed_runs = [rel(folder, r.dir) for r in runs if r.summary.get("status") != "passed"]
     failed_checks = any(c["passed"] is False for g in out_groups for c in g["checks"])
-    return {"folder": str(folder), "command": list(command), "config": runs[0].summary.get(
-                "config"), "dry_run": dry_run,
-            "status": "failed" if failed_runs or failed_checks else "passed",
-            "axes": axes, "notes": [note] if note else [],
+    status = ("interrupted" if interrupted else
+              "failed" if failed_runs or failed_checks else "passed")
+    return {"folder": str(folder), "command": list(command), "config": configs[0],
+            "configs": configs, "dry_run": any(g["dry_run"] for g in out_groups),
+            "status": status, "axes": axes, "notes": notes, "not_run": list(not_run),
             "points": [{"run": rel(folder, r.dir), "sets": r.sets,
                         "status": r.summary.get("status"), "seed": r.summary.get("seed"),
                         "duration_s": r.summary.get("duration_s")} for r in runs],
             "failed_runs": failed_runs, "groups": out_groups}
 
 
+def group_label(g: dict[str, Any], data: dict[str, Any]) -> str:
+    """What sets a group apart: its swept values, and its config where there are several."""
+    parts = list(g["sets"])
+    if len(data["configs"]) > 1:
+        parts.insert(0, g["config"])
+    if g["dry_run"] and not all(x["dry_run"] for x in data["groups"]):
+        parts.append("dry run")
+    return ", ".join(parts) or "all runs"
+
+
 def rel(folder: Path, path: Path) -> str:
     return Path(os.path.relpath(path, folder)).as_posix()
 
 
-def aggregate(folder: Path, registry: Registry, command: Iterable[str] = ()) -> int:
+def aggregate(folder: Path, registry: Registry, command: Iterable[str] = (),
+              interrupted: bool = False, not_run: Iterable[str] = ()) -> int:
     """Write sweep.json and sweep.html for the runs under `folder`; print the table; return
     the exit code (1 when a run failed or a sweep expectation is not met)."""
     if not folder.is_dir():
-        raise ConfigError(f"--aggregate {folder}: no such folder")
+        raise ConfigError(f"--aggregate {folder}: " + ("not a folder" if folder.exists()
+                                                       else "no such folder"))
     runs = find_runs(folder)
     if not runs:
         raise ConfigError(f"--aggregate {folder}: no finished run folders (with summary.json) "
                           f"under it")
-    data = build(folder, runs, registry, command)
+    data = build(folder, runs, registry, command, interrupted, not_run)
     write_atomic(folder / "sweep.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
     from demos.lab.sweep_page import write_page
 
@@ -169,7 +210,7 @@ def console_lines(data: dict[str, Any]) -> list[str]:
     """The statistics of every group, then the failed runs and checks."""
     lines = []
     for g in data["groups"]:
-        head = ", ".join(g["sets"]) or "all runs"
+        head = group_label(g, data)
         lines.append(f"{head} ({len(g['runs'])} runs):")
         for entry, kinds in g["scenarios"].items():
             for kind, names in kinds.items():
@@ -181,6 +222,8 @@ def console_lines(data: dict[str, Any]) -> list[str]:
         lines += [f"  {'FAIL' if c['passed'] is False else 'pass' if c['passed'] else 'skip'} "
                   f"{c['name']}: {c['detail']}" for c in g["checks"]]
     lines += [f"failed run: {r}" for r in data["failed_runs"]]
+    lines += [f"not run (interrupted): {r}" for r in data["not_run"]]
+    lines += [f"note: {n}" for n in data["notes"]]
     lines.append(f"{data['status'].upper()}: {len(data['points'])} runs, "
                  f"{len(data['failed_runs'])} failed")
     return lines

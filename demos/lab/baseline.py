@@ -60,7 +60,12 @@ class BaselineFile:
     scenarios: dict[str, BaselineEntry] = param({}, "the entries, by id")
 
     def validate(self, where: str) -> None:
-        BaselineEntry(tolerance=self.tolerance).validate(where)  # only all / metrics / params
+        for key in self.tolerance:  # any entry's values: all, a kind, or kind.<name>
+            kind, dot, name = key.partition(".")
+            if key != "all" and not (kind in KINDS and (name or not dot)):
+                raise ConfigError(f"{join(join(where, 'tolerance'), key)}: not a tolerance "
+                                  f"key; use all, metrics, params, metrics.<name> or "
+                                  f"params.<name>")
 
 
 def load(path: str) -> BaselineFile:
@@ -77,11 +82,20 @@ def load(path: str) -> BaselineFile:
         raise ConfigError(f"{path}: {e}") from None
 
 
-def check_writable(path: str) -> None:
-    """Refuse, before any work, a --save-baseline path that cannot become a file."""
+def check_writable(path: str, config: str | None = None) -> None:
+    """Refuse, before any work, a --save-baseline path that cannot become a file, or whose
+    file is something else (the config itself; a file that is not a baseline)."""
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise ConfigError(f"--save-baseline {path}: is a directory; name a file")
+    if config and os.path.exists(path) and os.path.samefile(path, config):
+        raise ConfigError(f"--save-baseline {path}: is the config being run")
+    if os.path.exists(path):
+        try:
+            load(path)
+        except ConfigError as e:
+            raise ConfigError(f"--save-baseline {path}: exists and is not a baseline this "
+                              f"could replace ({e}); remove it or name another file") from None
     if not os.path.isdir(folder):
         raise ConfigError(f"--save-baseline {path}: no folder {folder}")
     if not os.access(folder, os.W_OK):
@@ -161,14 +175,16 @@ def save(path: str, summary: RunSummary, scenarios: dict[str, str]) -> str:
 
     from demos.lab.files import write_atomic
 
-    try:
+    try:  # check_writable made sure a file there is a baseline; it may have changed since
         old = load(path) if os.path.exists(path) else None
     except ConfigError:
-        old = None  # not a baseline we can read: replaced whole
+        old = None
     kept, left = {}, []
     for e in summary.scenarios:
         if e.status not in ("passed", "failed"):
             left.append(f"{e.id} ({e.status})")
+            if old is not None and e.id in old.scenarios:
+                kept[e.id] = prune(to_dict(old.scenarios[e.id]))  # its last good values
             continue
         entry: dict[str, Any] = {"scenario": scenarios.get(e.id, e.scenario),
                                  "metrics": dict(e.metrics), "params": dict(e.params)}
@@ -182,13 +198,18 @@ def save(path: str, summary: RunSummary, scenarios: dict[str, str]) -> str:
             "dry_run": summary.dry_run}
     if old is not None and old.tolerance:
         data["tolerance"] = to_dict(old.tolerance)
+    ran = {e.id for e in summary.scenarios}
+    carried = [i for i in (old.scenarios if old else {}) if i not in ran]
+    for i in carried:  # not run this time (--only): kept as they were
+        kept[i] = prune(to_dict(old.scenarios[i]))
     data["scenarios"] = kept
     text = HEADER.format(config=summary.config, path=path) + yaml.safe_dump(
         prune(data), sort_keys=False, default_flow_style=False, allow_unicode=True)
     write_atomic(Path(path), text)
     values = sum(len(v["metrics"]) + len(v.get("params", {})) for v in kept.values())
     return (f"baseline saved: {path} ({len(kept)} entries, {values} values)" +
-            (f"; left out: {', '.join(left)}" if left else ""))
+            (f"; not replaced: {', '.join(left)}" if left else "") +
+            (f"; kept from before (not run): {', '.join(carried)}" if carried else ""))
 
 
 def prune(data: Any) -> Any:

@@ -34,6 +34,9 @@ def parser(prog: str = "runner.py") -> argparse.ArgumentParser:
     p.add_argument("--device", metavar="DEV",
                    help="auto (cuda > mps > cpu) | cpu | cuda | cuda:N | mps; overrides the config")
     p.add_argument("--seed", metavar="N", type=int, help="seed; overrides the config")
+    p.add_argument("--threads", metavar="N|auto",
+                   help="CPU threads for torch; overrides the config (a sweep's --jobs sets it "
+                        "for its points)")
     p.add_argument("--output-dir", metavar="DIR", default="outputs",
                    help="where run folders go (default: outputs)")
     p.add_argument("--only", metavar="ID[,ID...]", action="append",
@@ -126,6 +129,7 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
         return aggregate(Path(args.aggregate), get_registry(), command=[prog, *argv])
     if not args.config:
         raise ConfigError("--config PATH is required (or --list); e.g. --config configs/all.yaml")
+    check_overrides(args)
     registry = get_registry()
     base = load_baseline(args)
     if args.sweep or args.seeds is not None:
@@ -135,14 +139,11 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
         return code
     cfg = configured = config_mod.load(args.config, registry, args.sets)
     if args.device is not None:
-        if not DEVICE_RE.fullmatch(args.device):
-            raise ConfigError(f"--device: must be auto, cpu, cuda, cuda:N or mps, "
-                              f"got {show(args.device)}")
         cfg.device = args.device
     if args.seed is not None:
-        if not 0 <= args.seed <= MAX_INT:
-            raise ConfigError(f"--seed: must be from 0 to {MAX_INT:.0e}, got {args.seed}")
         cfg.seed = args.seed
+    if args.threads is not None:
+        cfg.threads = "auto" if args.threads == "auto" else int(args.threads)
     if args.only:
         cfg = config_mod.select(cfg, ",".join(args.only), args.config)
     if args.dry_run:
@@ -207,7 +208,7 @@ def load_baseline(args: argparse.Namespace):
     from demos.lab import baseline
 
     if args.save_baseline:
-        baseline.check_writable(args.save_baseline)
+        baseline.check_writable(args.save_baseline, args.config)
     if not args.baseline:
         return None
     base = baseline.load(args.baseline)
@@ -219,14 +220,42 @@ def load_baseline(args: argparse.Namespace):
     return base
 
 
+def check_overrides(args: argparse.Namespace) -> None:
+    """--device, --seed and --threads, before anything runs (a sweep passes them on)."""
+    if args.device is not None and not DEVICE_RE.fullmatch(args.device):
+        raise ConfigError(f"--device: must be auto, cpu, cuda, cuda:N or mps, "
+                          f"got {show(args.device)}")
+    if args.seed is not None and not 0 <= args.seed <= MAX_INT:
+        raise ConfigError(f"--seed: must be from 0 to {MAX_INT:.0e}, got {args.seed}")
+    if args.threads is not None and args.threads != "auto" and not (
+            args.threads.isdigit() and 1 <= int(args.threads) <= 1024):
+        raise ConfigError(f"--threads: must be auto or a number from 1 to 1024, got "
+                          f"{show(args.threads)}")
+
+
+# what each option is set to when given (for "X: not with Y")
+GIVEN = {"--config": lambda a: a.config, "--set": lambda a: a.sets,
+         "--device": lambda a: a.device is not None, "--seed": lambda a: a.seed is not None,
+         "--threads": lambda a: a.threads is not None, "--only": lambda a: a.only,
+         "--dry-run": lambda a: a.dry_run, "--baseline": lambda a: a.baseline is not None,
+         "--save-baseline": lambda a: a.save_baseline is not None,
+         "--sweep": lambda a: a.sweep, "--seeds": lambda a: a.seeds is not None,
+         "--jobs": lambda a: a.jobs != 1, "--shard": lambda a: a.shard,
+         "--run-name": lambda a: a.run_name is not None, "--open": lambda a: a.open,
+         "--print-config": lambda a: a.print_config}
+
+
 def check_combinations(args: argparse.Namespace) -> None:
     """Options that only make sense together, or never do: one line each."""
     sweeping = bool(args.sweep) or args.seeds is not None
     alone = [o for o, on in (("--compare", args.compare), ("--aggregate", args.aggregate))
              if on]
-    if len(alone) > 1 or (alone and args.config):
-        raise ConfigError(f"{alone[0]} stands alone: not with "
-                          f"{alone[1] if len(alone) > 1 else '--config'}")
+    others = alone[1:] + [o for o, given in GIVEN.items() if given(args)]
+    if alone and others:  # e.g. --compare A B --save-baseline F: nothing would be saved
+        raise ConfigError(f"{alone[0]} stands alone: not with {others[0]}")
+    for option in ("--baseline", "--save-baseline"):
+        if getattr(args, option[2:].replace("-", "_")) == "":
+            raise ConfigError(f"{option}: an empty path; name a file")
     for option, value in (("--jobs", args.jobs != 1), ("--shard", args.shard)):
         if value and not sweeping:
             raise ConfigError(f"{option}: only for a sweep (--sweep or --seeds)")
@@ -238,13 +267,19 @@ def check_combinations(args: argparse.Namespace) -> None:
             raise ConfigError(f"{'a sweep' if sweeping else alone[0]}: not under torchrun; "
                               f"run it as one process")
     if sweeping:
-        for option, value in (("--seed", args.seed is not None and args.seeds is not None),
-                              ("--save-baseline", args.save_baseline),
+        swept = [a.partition("=")[0].strip() for a in args.sweep or []]
+        swept += ["seed"] if args.seeds is not None else []
+        fixed = {a.partition("=")[0].strip(): f"--set {a}" for a in args.sets}
+        fixed.update({k: f"--{k} {v}" for k, v in (("seed", args.seed), ("device", args.device),
+                                                  ("threads", args.threads)) if v is not None})
+        for key in swept:
+            if key in fixed:
+                raise ConfigError(f"--sweep {key}: also fixed by {fixed[key]}; sweep it or fix "
+                                  f"it, not both")
+        for option, value in (("--save-baseline", args.save_baseline),
                               ("--print-config", args.print_config), ("--open", args.open)):
             if value:
-                raise ConfigError(f"{option}: not with a sweep"
-                                  + (" (--seeds sets every point's seed)" if option == "--seed"
-                                     else ""))
+                raise ConfigError(f"{option}: not with a sweep")
     if args.run_name is not None:
         from demos.lab.sweep import NAME_RE
         if not NAME_RE.fullmatch(args.run_name):

@@ -83,7 +83,7 @@ def load_runs(run_dirs: list[Path]) -> list[Run]:
     for path in run_dirs:
         why = ("no such folder" if not path.exists() else "not a folder" if not path.is_dir()
                else "no readable summary.json: not a run folder"
-               if read_run(path / "summary.json") is None else None)
+               if "run_id" not in (read_run(path / "summary.json") or {}) else None)
         if why:
             raise ConfigError(f"--compare {path}: {why}")
         if path.resolve() in seen:

@@ -111,6 +111,7 @@ def leave(world: World) -> None:
 def rank_log(run_dir: Path, world: World) -> tuple[logging.Logger, Any]:
     """A follower's logger: its lines into rank<N>.log in the run folder, errors also on
     stderr (torchrun shows them); returns it and its closer."""
+    run_dir.mkdir(parents=True, exist_ok=True)  # another node without a shared file system
     log = logging.getLogger(f"demos.rank{world.rank}")
     log.setLevel(logging.INFO)
     log.propagate = False

@@ -115,7 +115,7 @@ class Drift:
 
         return {"entry": self.entry, "key": self.key, "old": plain(self.old),
                 "new": plain(self.new), "diff": plain(None if self.missing else self.diff),
-                "allowed": self.allowed, "within": self.within}
+                "allowed": plain(self.allowed), "within": self.within}
 
 
 def num(x: float | str | None) -> str:
@@ -125,7 +125,12 @@ def num(x: float | str | None) -> str:
 
 def as_float(x: object) -> float:
     """A value read back from summary.json or a baseline: null (non-finite) is NaN."""
-    return math.nan if x is None else float(x)
+    if x is None:
+        return math.nan
+    try:
+        return float(x)
+    except OverflowError:  # an integer beyond any float
+        return math.inf if x > 0 else -math.inf
 
 
 def compare_values(entry: str, old: Mapping[str, Mapping[str, object]],

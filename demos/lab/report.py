@@ -556,7 +556,7 @@ def sweeps_and_comparisons(output_dir: Path, folders: list[Path]) -> str:
             data = read_run(p / "compare.json") or {}
             runs = [str(r.get("label", r.get("run_id", "?"))) if isinstance(r, dict) else str(r)
                     for r in data.get("runs") or []]
-            status = "agree" if data.get("agree") else "differ"
+            status = {True: "agree", False: "differ"}.get(data.get("agree"), "?")
             comparisons.append(f'<tr><td><a href="{href("compare.html")}">{esc(p.name)}</a>'
                                f"</td><td>{esc(', '.join(runs))}</td>"
                                f"<td>{badge(status)}</td></tr>")

@@ -68,9 +68,10 @@ def parse_seeds(text: str) -> list[str]:
         m = re.fullmatch(r"\s*(\d{1,12})\s*(?:-\s*(\d{1,12})\s*)?", part)
         if not m or (m[2] and int(m[2]) < int(m[1])):
             raise ConfigError(f"--seeds {text}: expected seeds like 0,1,2 or a range 0-4")
-        seeds += range(int(m[1]), int(m[2] or m[1]) + 1)
-        if len(seeds) > MAX_POINTS:
+        first, last = int(m[1]), int(m[2] or m[1])
+        if last - first + len(seeds) >= MAX_POINTS:
             raise ConfigError(f"--seeds {text}: more than {MAX_POINTS} seeds")
+        seeds += range(first, last + 1)
     return [str(s) for s in dict.fromkeys(seeds)]
 
 
@@ -103,10 +104,10 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
     def command(self, name: str, sets: list[str], folder: Path) -> list[str]:
-        extra = [*sets, *([f"threads={self.threads}"] if self.threads else [])]
+        threads = ["--threads", str(self.threads)] if self.threads else []
         return [sys.executable, "-m", "demos", "--config", self.config, "--output-dir",
-                str(folder), "--run-name", name, "--no-progress", *self.runner_args,
-                *(a for s in extra for a in ("--set", s))]
+                str(folder), "--run-name", name, "--no-progress", *self.runner_args, *threads,
+                *(a for s in sets for a in ("--set", s))]
 
 
 def make_plan(args: Any, registry: Registry) -> Plan:
@@ -140,13 +141,14 @@ def make_plan(args: Any, registry: Registry) -> Plan:
         points = [p for i, p in enumerate(points) if i % shard[1] == shard[0]]
     runner_args = [a for s in args.sets for a in ("--set", s)]
     for flag, value in (("--device", args.device), ("--seed", args.seed),
-                        ("--baseline", args.baseline)):
+                        ("--threads", args.threads), ("--baseline", args.baseline)):
         if value is not None:
             runner_args += [flag, str(value)]
     runner_args += [a for o in args.only or [] for a in ("--only", o)]
     runner_args += ["--dry-run"] if args.dry_run else []
     plan = Plan(args.config, axes, points, total, runner_args, jobs=args.jobs, shard=shard)
-    plan.threads, note = share_cores(args.jobs, base.threads, "threads" in keys)
+    plan.threads, note = share_cores(args.jobs, base.threads,
+                                     "threads" in keys or args.threads is not None)
     plan.notes += [note] if note else []
     return plan
 
@@ -221,12 +223,16 @@ def stop_with_parent() -> None:
             pass
 
 
-def run_points(plan: Plan, folder: Path, stop: StopRequest) -> dict[str, int]:
-    """Run the plan's points, `jobs` at a time; their exit codes by name."""
+def run_points(plan: Plan, folder: Path, stop: StopRequest) -> tuple[dict[str, int], list[str]]:
+    """Run the plan's points, `jobs` at a time; their exit codes by name, and the points an
+    interruption left unstarted."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[2]), *filter(None, [os.environ.get("PYTHONPATH")])])}
     children, codes = Children(stop), {}
-    todo = list(plan.points)
+    todo = [p for p in plan.points if not already_done(folder / p[0])]
+    for point in plan.points:
+        if point not in todo:
+            print(f"{point[0]}: finished by an earlier try; kept")
     with signal_handler(children):
         while children.running or (todo and not stop.requested):
             while todo and len(children.running) < plan.jobs and not stop.requested:
@@ -245,7 +251,25 @@ def run_points(plan: Plan, folder: Path, stop: StopRequest) -> dict[str, int]:
             time.sleep(0.05)
     for name, _ in todo:
         print(f"not run (interrupted): {name}")
-    return codes
+    return codes, [name for name, _ in todo]
+
+
+def already_done(point: Path) -> bool:
+    """A point a retried shard need not run again: its run finished (passed or failed). A
+    folder it left unfinished is moved aside (`.<name>.unfinished-N`), so it can run anew."""
+    from demos.lab.report import read_run
+
+    if not point.exists():
+        return False
+    s = read_run(point / "summary.json")
+    if s and s.get("status") in ("passed", "failed"):
+        return True
+    for i in range(1, 1000):
+        aside = point.with_name(f".{point.name}.unfinished-{i}")
+        if not aside.exists():
+            point.rename(aside)
+            return False
+    raise ConfigError(f"{point}: unfinished, and too many earlier tries beside it")
 
 
 def report_point(name: str, code: int, out: Any, seconds: float, folder: Path, done: int,
@@ -253,8 +277,10 @@ def report_point(name: str, code: int, out: Any, seconds: float, folder: Path, d
     """One line per finished point; what went wrong when it has no run to show for it."""
     from demos.lab.report import read_run
 
-    s = read_run(folder / name / "summary.json")
+    s = read_run(folder / name / "summary.json") if code in (0, 1, 130) else None
     status = str(s.get("status")) if s else f"no run (exit {code})"
+    if status == "running":  # killed before it could write its summary
+        status = "killed"
     failed = [f"{e.get('id')} {e.get('status')}" for e in (s or {}).get("scenarios", [])
               if e.get("status") != "passed"]
     print(f"[{done}/{total}] {name}: {status.upper()} in {seconds:.1f} s"
@@ -281,7 +307,7 @@ def run_sweep(args: Any, registry: Registry, output_dir: Path, stop: StopRequest
           + (f", {plan.threads} thread(s) each" if plan.threads else ""), flush=True)
     for note in plan.notes:
         print(f"warning: {note}")
-    codes = run_points(plan, folder, stop)
+    codes, not_run = run_points(plan, folder, stop)
     if stop.requested:
         code = EXIT_INTERRUPTED
     else:
@@ -290,5 +316,9 @@ def run_sweep(args: Any, registry: Registry, output_dir: Path, stop: StopRequest
         print(f"shard {plan.shard[0]}/{plan.shard[1]} done; once every shard is: python "
               f"runner.py --aggregate {folder}")
         return code
-    summary_code = aggregate.aggregate(folder, registry, command=command)
+    if not aggregate.find_runs(folder):
+        print(f"no point finished a run; nothing to aggregate in {folder}")
+        return code if code != EXIT_OK else EXIT_FAILED
+    summary_code = aggregate.aggregate(folder, registry, command=command,
+                                       interrupted=bool(stop.requested), not_run=not_run)
     return code if code != EXIT_OK else summary_code

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from demos.lab.aggregate import group_label
 from demos.lab.config import ID_RE
 from demos.lab.files import write_atomic
 from demos.lab.report import CSS, badge, checks_table, esc, fmt
@@ -24,7 +25,7 @@ def bands(folder: Path, data: dict[str, Any]) -> dict[tuple[int, str], str]:
                                   for r in g["runs"]) if c and c[0]]
             if curves:
                 name = f"loss_g{gi}_{entry}.png"
-                label = ", ".join(g["sets"]) or "all runs"
+                label = group_label(g, data)
                 band_plot(folder / name, curves, title=f"{entry}: loss, {label}")
                 out[(gi, entry)] = name
     return out
@@ -52,7 +53,7 @@ def write_page(folder: Path, data: dict[str, Any], runs: list[Any]) -> None:
     axes = "; ".join(f"{k} = {', '.join(v)}" for k, v in data["axes"].items()) or "none"
     groups = []
     for gi, g in enumerate(data["groups"]):
-        parts = [f'<section class="scenario"><h2>{esc(", ".join(g["sets"]) or "All runs")} '
+        parts = [f'<section class="scenario"><h2>{esc(group_label(g, data))} '
                  f'({len(g["runs"])} runs)</h2>']
         if g["checks"]:
             parts += ["<h3>Checks over the runs</h3>",
@@ -65,6 +66,8 @@ def write_page(folder: Path, data: dict[str, Any], runs: list[Any]) -> None:
                              f'max shaded, mean as a line</figcaption></figure>')
         groups.append("\n".join(parts) + "</section>")
     notes = "".join(f"<p class=\"error-text\">{esc(n)}</p>" for n in data["notes"])
+    if data["not_run"]:
+        notes += f"<p>Not run (interrupted): {esc(', '.join(data['not_run']))}</p>"
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
