@@ -121,7 +121,7 @@ demo: setup
 	$(PY) runner.py --config configs/all.yaml
 
 test: setup browser
-	$(PY) -m pytest -q -n auto --dist loadgroup
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 bench: setup
 	$(PY) -m demos.bench --out outputs/bench.json

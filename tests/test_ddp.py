@@ -14,7 +14,6 @@ from demos.lab import distributed
 from demos.lab.schema import ConfigError
 from tests.conftest import CONFIGS, ROOT, check, entry, only_run_dir
 
-pytestmark = pytest.mark.xdist_group("ddp")  # one worker runs the module's torchrun
 DDP = ROOT / "tests" / "fixtures" / "ddp.yaml"
 CHECKS = ("weights identical on every rank", "DDP equals one process over the first steps")
 
@@ -68,6 +67,21 @@ def test_two_processes_train_lenet_as_one(ddp_run):
 def test_each_mistake_is_caught_by_its_check(ddp_run, mistake, caught):
     e = entry(json.loads((ddp_run[2] / "summary.json").read_text()), mistake)
     assert e["status"] == "failed" and statuses(e) == caught
+
+
+def test_rank_0_failing_alone_leaves_no_rank_waiting(ddp_run):
+    """rank 0 raises mid-training: it gives the process group up (rank 1's all-reduce fails at
+    once, and rank 1 ends quietly), the data-parallel entries after it do not run, and the
+    entries for rank 0 only still do."""
+    code, text, run_dir = ddp_run
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert entry(s, "rank0_raises")["status"] == "error"
+    assert "rank 0 fails alone at step 3" in entry(s, "rank0_raises")["error"]
+    assert entry(s, "after")["error"] == ("not run: the process group was given up after "
+                                          "rank0_raises failed")
+    assert entry(s, "my_exp")["status"] == "passed"
+    assert "rank0_raises: rank 0 gave the process group up" in (run_dir / "rank1.log").read_text()
+    assert "failed (exitcode: 1) local_rank: 0" in text  # torchrun: rank 0 failed, rank 1 not
 
 
 def test_accuracy_and_buckets(ddp_run):

@@ -11,11 +11,13 @@ import torch
 
 from demos.functions import LegendrePolynomial3
 from demos.cli import main
+from demos.lab.baseline import load as load_baseline
 from demos.lab.config import load
 from demos.lab.run import make_run_dir
 from demos.lab.schema import ConfigError
 from demos.scenarios import registry
-from tests.conftest import (CONFIGS, NO_SUPPORT, QUICK, ROOT, check, entry, only_run_dir,
+from tests.conftest import (BASELINE, CONFIGS, NO_SUPPORT, QUICK, ROOT, check, entry,
+                            only_run_dir,
                             patch_run, run_captured, run_cli, summary)
 from tests.wrong_functions import P3MissingFactor
 
@@ -100,7 +102,6 @@ def test_the_console_script_is_installed():
     assert proc.returncode == 0 and proc.stdout.split()[0] in registry()
 
 
-@pytest.mark.xdist_group("full_run")  # one worker computes the session's full run
 def test_all_yaml_reproduces_the_documents(full_run):
     assert full_run.code == 0, full_run.out + full_run.err
     data = full_run.summary
@@ -245,3 +246,13 @@ def test_training_steps_never_sync_the_gpu(tmp_path, name):
     scenario.run(cfg, ctx)
     ctx.artifacts.wait()
     assert ctx.steps_run > 0 and ctx.steps_run == getattr(cfg, "steps", ctx.steps_run)
+
+
+def test_all_yaml_matches_the_committed_baseline(full_run):
+    block = full_run.summary["baseline"]
+    assert block["status"] == "passed", block
+    assert block["compared"] == sum(len(e["metrics"]) + len(e["params"])
+                                    for e in full_run.summary["scenarios"]) > 30
+    assert block["drift"] == []  # CPU, one thread: bit-identical
+    assert load_baseline(str(BASELINE)).threads == 1
+    assert all(check(e, "baseline")["passed"] for e in full_run.summary["scenarios"])

@@ -13,7 +13,6 @@ from demos.lab import sweep
 from demos.lab.aggregate import stats
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.xdist_group("sweep")  # one worker runs the module's sweep
 SWEEP = ROOT / "tests" / "fixtures" / "sweep.yaml"  # my_relu, tiny: a point in about 2 s
 
 

@@ -189,18 +189,26 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
                 except ConfigError as e:
                     raise ConfigError(f"{args.config}: {e}") from None
         world, device = distributed.join(world, device)
+        if device.type == "cuda":
+            note = f"{note}; under torchrun each rank takes the GPU of its local rank: {device}"
         if not world.primary:
             from demos.lab.follower import follow
-            return follow(cfg, registry, device, world, stop)
+            try:
+                return follow(cfg, registry, device, world, stop)
+            finally:
+                distributed.leave(world)
     if base is not None:
         from demos.lab.baseline import Comparison
         base = Comparison(args.baseline, base, configured.scenarios,
                           [e.id for e in cfg.scenarios], str(device))
     progress = not args.no_progress and sys.stderr.isatty()
-    return execute(cfg, registry, device, note, Path(args.output_dir), source=args.config,
-                   command=[prog, *argv], progress=progress, dry_run=args.dry_run,
-                   open_report=args.open, stop=stop, sets=args.sets, baseline=base,
-                   save_baseline=args.save_baseline, run_name=args.run_name, world=world)
+    try:
+        return execute(cfg, registry, device, note, Path(args.output_dir), source=args.config,
+                       command=[prog, *argv], progress=progress, dry_run=args.dry_run,
+                       open_report=args.open, stop=stop, sets=args.sets, baseline=base,
+                       save_baseline=args.save_baseline, run_name=args.run_name, world=world)
+    finally:
+        distributed.leave(world)
 
 
 def load_baseline(args: argparse.Namespace):

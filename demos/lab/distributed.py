@@ -74,10 +74,12 @@ def join(world: World, device: Any) -> tuple[World, Any]:
     from demos.lab.schema import ConfigError
 
     if device.type == "cuda":
-        if torch.cuda.device_count() < world.local_size:
+        count = torch.cuda.device_count()
+        if count != 1 and count < world.local_size:
             raise ConfigError(f"torchrun: {world.local_size} processes on this node, "
-                              f"{torch.cuda.device_count()} GPU(s): one GPU per process")
-        device = torch.device("cuda", world.local_rank)
+                              f"{count} GPU(s): one GPU per process")
+        # one GPU visible (CUDA_VISIBLE_DEVICES set per process): that one
+        device = torch.device("cuda", 0 if count == 1 else world.local_rank)
         torch.cuda.set_device(device)
         backend = "nccl"
     elif device.type == "cpu":
@@ -102,10 +104,58 @@ def share(world: World, value: Any) -> Any:
 
 
 def leave(world: World) -> None:
+    """Leave the process group (at the end, or to abandon it: a peer blocked in a collective
+    with this rank then gets an error at once instead of waiting for TIMEOUT_S)."""
     import torch.distributed as dist
 
     if world.active and dist.is_initialized():
         dist.destroy_process_group()
+
+
+# Rank 0 says, through the process group's key-value store, when each data-parallel entry
+# starts, or that it gave the process group up (after such an entry failed on it): the other
+# ranks never wait in a collective for an entry rank 0 is not running.
+def _store():
+    import torch.distributed as dist
+
+    return dist.distributed_c10d._get_default_store()
+
+
+def start_entry(world: World, entry_id: str) -> None:
+    """Rank 0: the data-parallel entry `entry_id` starts now."""
+    if world.active:
+        _store().set(f"demos/entry/{entry_id}", "start")
+
+
+def give_up(world: World, entry_ids: list[str]) -> None:
+    """Rank 0: these data-parallel entries will not run; leave the process group, so a rank
+    blocked in a collective with this one gets an error now, not after TIMEOUT_S."""
+    if not world.active:
+        return
+    try:
+        store = _store()
+        for entry_id in entry_ids:
+            store.set(f"demos/entry/{entry_id}", "lost")
+        store.set("demos/given-up", "1")
+    finally:
+        leave(world)
+
+
+def wait_for_entry(world: World, entry_id: str) -> bool:
+    """A follower: wait, however long rank 0's entries before it take, until rank 0 starts
+    the data-parallel entry `entry_id` (True) or gives it up (False). torchrun ends this
+    process if rank 0 dies first."""
+    key = f"demos/entry/{entry_id}"
+    _store().wait([key], dt.timedelta(days=7))
+    return _store().get(key) == b"start"
+
+
+def rank0_gave_up(world: World) -> bool:
+    """A follower, after a collective failed: whether rank 0 left the group on purpose."""
+    try:
+        return bool(_store().check(["demos/given-up"]))
+    except Exception:  # the store went with rank 0
+        return False
 
 
 def rank_log(run_dir: Path, world: World) -> tuple[logging.Logger, Any]:

@@ -47,23 +47,29 @@ def run_entries(cfg: RunConfig, registry: Registry, device: torch.device, world:
         scenario = registry[entry.scenario]
         if not scenario.data_parallel:
             continue
+        if not distributed.wait_for_entry(world, entry.id):
+            log.info("%s: rank 0 gave the process group up; nothing more to run", entry.id)
+            return EXIT_OK  # rank 0 reports why
         log.info("start %s (%s)", entry.id, entry.scenario)
         ctx = Context(entry, device, run_dir / entry.id, log, seed=cfg.seed, stop=stop,
                       world=world)
         torch.manual_seed(cfg.seed)
         try:
             scenario.run(entry, ctx)
-        except Diverged as e:  # rank 0 reports it; the ranks diverge together
-            log.info("%s stopped: %s", entry.id, e)
         except (Interrupted, KeyboardInterrupt):
             log.info("%s interrupted by %s at step %d", entry.id, stop.requested or "SIGINT",
                      ctx.steps_run)
             return EXIT_INTERRUPTED
-        except Exception as e:  # a peer that stopped first shows up here as a collective error
+        except Exception as e:  # a peer that left shows up here as a collective error
             if stop.requested:
                 log.info("%s interrupted by %s (%s)", entry.id, stop.requested, e)
                 return EXIT_INTERRUPTED
-            log.error("%s raised: %s\n%s", entry.id, e, traceback.format_exc())
+            if distributed.rank0_gave_up(world):
+                log.info("%s: rank 0 gave the process group up (%s)", entry.id, e)
+                return EXIT_OK  # rank 0 reports its own failure
+            level = log.info if isinstance(e, Diverged) else log.error
+            level("%s raised: %s\n%s", entry.id, e, traceback.format_exc())
+            distributed.leave(world)  # rank 0, if it waits on this rank, fails now
             return EXIT_FAILED
         else:
             log.info("%s done: %d steps in %.2f s", entry.id, ctx.steps_run, ctx.train_s or 0)

@@ -67,6 +67,8 @@ class Run:
         self.sets = [printable(a) for a in sets]
         self.baseline, self.save_baseline = baseline, save_baseline
         self.world = world
+        self.world_lost: str | None = None  # under torchrun: the entry after which rank 0
+        #                                     gave the process group up
 
     def warn_once(self, message: str) -> None:
         if message not in self.warned:
@@ -146,7 +148,7 @@ class Run:
             if self.stop.requested:  # it came while the run folder was being made
                 self.not_run()
                 return
-            summary = run_entry(entry, self.registry[entry.scenario], services)
+            summary = self.run_one(entry, services)
             if self.baseline:
                 self.compare_to_baseline(summary)
             self.entries.append(summary)
@@ -171,9 +173,35 @@ class Run:
         if e.status == "passed" and any(c.passed is False for c in found):
             e.status = "failed"
 
+    def run_one(self, entry, services: Services) -> EntrySummary:
+        """One entry. Under torchrun, a data-parallel one starts on every rank together; once
+        one has failed on this rank (raised, diverged, interrupted), the process group is
+        given up and the data-parallel entries after it do not run."""
+        parallel = self.world.active and self.registry[entry.scenario].data_parallel
+        if parallel and self.world_lost:
+            return EntrySummary(entry.id, entry.scenario, "error", str(self.device), 0, {}, {},
+                                [], [], None, f"not run: the process group was given up "
+                                              f"after {self.world_lost} failed")
+        if parallel:
+            distributed.start_entry(self.world, entry.id)
+        summary = run_entry(entry, self.registry[entry.scenario], services)
+        if parallel and (summary.status in ("error", "interrupted") or
+                         "diverged_at_step" in summary.metrics):
+            self.give_up(entry.id)
+        return summary
+
+    def give_up(self, after: str) -> None:
+        """Under torchrun: no more data-parallel entries (see run_one)."""
+        if self.world.active and not self.world_lost:
+            self.world_lost = after
+            later = [e.id for e in self.cfg.scenarios[len(self.entries):]
+                     if self.registry[e.scenario].data_parallel]
+            distributed.give_up(self.world, later)
+
     def not_run(self) -> None:
         """The run was interrupted: say which entries it did not reach."""
         self.status = "interrupted"
+        self.give_up("the interruption")
         skipped = [e.id for e in self.cfg.scenarios[len(self.entries):]]
         if skipped:
             self.log.info("not run (interrupted): %s", ", ".join(skipped))

@@ -55,10 +55,11 @@ class Config(ScenarioConfig):
     bucket_cap_mb: float = param(25.0, "under torchrun: the size of DDP's gradient buckets, in "
                                        "MiB (smaller: more buckets, all-reduced as backward "
                                        "reaches them)", gt=0, le=10**4)
-    mistake: Literal["none", "no_allreduce", "local_batch", "rank_lr"] = param(
+    mistake: Literal["none", "no_allreduce", "local_batch", "rank_lr", "rank0_raises"] = param(
         "none", "under torchrun: a deliberate DDP mistake, to see the checks catch it: "
                 "no_allreduce (gradients stay local), local_batch (each rank takes the whole "
-                "batch), rank_lr (the ranks but 0 step with twice the lr)")
+                "batch), rank_lr (the ranks but 0 step with twice the lr); or rank0_raises "
+                "(rank 0 alone fails at step 3: no rank is left waiting)")
 
     def check_world(self, size: int, where: str) -> None:
         """Under torchrun with `size` processes: what data-parallel training needs."""
@@ -67,6 +68,9 @@ class Config(ScenarioConfig):
                               f"must divide among the {size} processes")
         if self.resume is not None:
             raise ConfigError(f"{where}.resume: not under torchrun (resume a single process)")
+        if self.compile:
+            raise ConfigError(f"{where}.compile: not under torchrun (DDP and torch.compile "
+                              f"need their own settings; run it as one process)")
 
     def validate(self, where: str) -> None:
         if self.resume is not None and not os.path.isfile(self.resume):
@@ -329,6 +333,8 @@ def run(cfg: Config, ctx: Context) -> Result:
 
     if ctx.world.active:
         return run_parallel(cfg, ctx, net, make_optimizer, x, labels, train, test, found)
+    if cfg.mistake != "none":
+        ctx.warn_once(f"{cfg.id}: mistake {cfg.mistake} takes effect under torchrun only")
     opt = make_optimizer(net, cfg.lr)
     start = resume(cfg, ctx, net, opt, n_batches) if cfg.resume else 0
     model = torch.compile(net) if cfg.compile else net  # shares net's parameters
@@ -383,7 +389,11 @@ def run_parallel(cfg: Config, ctx: Context, net: Net, make_optimizer, x, labels,
     k = min(parallel.EQUIVALENCE_STEPS, cfg.epochs * n_batches)
     kept = {}
 
-    def keep(t: int) -> None:
+    def keep(t: int) -> None:  # after the optimizer step: .grad is still this step's
+        if cfg.mistake == "rank0_raises" and world.rank == 0 and t == 2:
+            raise RuntimeError("mistake rank0_raises: rank 0 fails alone at step 3")
+        if t == 0:
+            kept["grad"] = parallel.flat_grad(net)
         if t == k - 1:
             kept["weights"] = parallel.flat(net)
 
@@ -398,8 +408,8 @@ def run_parallel(cfg: Config, ctx: Context, net: Net, make_optimizer, x, labels,
     if world.primary:
         one = parallel.reference(cfg, ctx, start, make_optimizer, x, labels, train, k)
         found.append(checks.check("DDP equals one process over the first steps",
-                                  *parallel.equivalence(kept["weights"], one,
-                                                        parallel.flat_state(start), k)))
+                                  *parallel.equivalence(kept, one, parallel.flat_state(start),
+                                                        k)))
     note = (f"{len(sizes)} gradient bucket(s) ({', '.join(f'{b:,}' for b in sizes)} bytes; cap "
             f"{cfg.bucket_cap_mb:g} MiB), all-reduced over {world.size} ranks ({world.backend}) "
             f"while backward runs; {batch} images per rank and step")
