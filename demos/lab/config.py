@@ -328,7 +328,7 @@ def build_entry(raw: Any, where: str, registry: Registry, bases: Bases) -> Scena
     if not ID_RE.fullmatch(entry.id):
         raise ConfigError(f"{where}.id: must be a folder-safe name (letters, digits, _ . -; at "
                           f"most 100), got {show(entry.id)}")
-    if entry.id in RUN_FILES:
+    if entry.id in RUN_FILES or re.fullmatch(r"rank\d+\.log", entry.id):
         raise ConfigError(f"{where}.id: '{entry.id}' is a file of the run folder itself; "
                           f"choose another id")
     check_tolerance_keys(entry.tolerance, {"params": scenario.params, "metrics": scenario.metrics},
