@@ -80,10 +80,24 @@ def patch_run(monkeypatch, name: str, run) -> None:
 
 
 @pytest.fixture(scope="session")
-def dry_run(tmp_path_factory) -> Run:
-    """all.yaml --dry-run, once per session: every scenario's code path and files."""
-    return run_captured(tmp_path_factory.mktemp("dry"), "--config", CONFIGS / "all.yaml",
-                        "--dry-run", "--device", "cpu")
+def dry_run(tmp_path_factory, request) -> Run:
+    """all.yaml --dry-run, once per session, shared by pytest-xdist's workers (the first to
+    get here runs it, under a lock; the others read it): every scenario's code path and files."""
+    import fcntl
+
+    worker = getattr(request.config, "workerinput", None)
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if worker else base  # under xdist: the session's folder, not a worker's
+    done = shared / "dry_run.json"
+    with open(shared / "dry_run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            run = run_captured(shared / "dry", "--config", CONFIGS / "all.yaml", "--dry-run",
+                               "--device", "cpu")
+            done.write_text(json.dumps({"code": run.code, "out": run.out, "err": run.err,
+                                        "dir": str(run.dir)}))
+        saved = json.loads(done.read_text())
+    return Run(saved["code"], saved["out"], saved["err"], Path(saved["dir"]))
 
 
 @pytest.fixture(scope="session")

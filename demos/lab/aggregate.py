@@ -224,7 +224,8 @@ def console_lines(data: dict[str, Any]) -> list[str]:
     lines += [f"failed run: {r}" for r in data["failed_runs"]]
     lines += [f"not run (interrupted): {r}" for r in data["not_run"]]
     lines += [f"note: {n}" for n in data["notes"]]
+    failed_checks = sum(c["passed"] is False for g in data["groups"] for c in g["checks"])
     lines.append(f"{data['status'].upper()}: {len(data['points'])} runs, "
-                 f"{len(data['failed_runs'])} failed")
+                 f"{len(data['failed_runs'])} failed; {failed_checks} sweep check(s) failed")
     return lines
 

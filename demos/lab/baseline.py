@@ -184,7 +184,7 @@ def save(path: str, summary: RunSummary, scenarios: dict[str, str]) -> str:
         if e.status not in ("passed", "failed"):
             left.append(f"{e.id} ({e.status})")
             if old is not None and e.id in old.scenarios:
-                kept[e.id] = prune(to_dict(old.scenarios[e.id]))  # its last good values
+                kept[e.id] = as_saved(old.scenarios[e.id])  # its last good values
             continue
         entry: dict[str, Any] = {"scenario": scenarios.get(e.id, e.scenario),
                                  "metrics": dict(e.metrics), "params": dict(e.params)}
@@ -201,7 +201,7 @@ def save(path: str, summary: RunSummary, scenarios: dict[str, str]) -> str:
     ran = {e.id for e in summary.scenarios}
     carried = [i for i in (old.scenarios if old else {}) if i not in ran]
     for i in carried:  # not run this time (--only): kept as they were
-        kept[i] = prune(to_dict(old.scenarios[i]))
+        kept[i] = as_saved(old.scenarios[i])
     data["scenarios"] = kept
     text = HEADER.format(config=summary.config, path=path) + yaml.safe_dump(
         prune(data), sort_keys=False, default_flow_style=False, allow_unicode=True)
@@ -210,6 +210,11 @@ def save(path: str, summary: RunSummary, scenarios: dict[str, str]) -> str:
     return (f"baseline saved: {path} ({len(kept)} entries, {values} values)" +
             (f"; not replaced: {', '.join(left)}" if left else "") +
             (f"; kept from before (not run): {', '.join(carried)}" if carried else ""))
+
+
+def as_saved(entry: BaselineEntry) -> dict[str, Any]:
+    """An entry of a baseline read back, as save() writes one: empty parts left out."""
+    return {k: v for k, v in prune(to_dict(entry)).items() if v or k == "metrics"}
 
 
 def prune(data: Any) -> Any:

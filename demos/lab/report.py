@@ -363,6 +363,8 @@ def render_report(run_dir: Path, s: RunSummary, descriptions: Mapping[str, str],
             "dry run": "yes" if s.dry_run else "no", "config": s.config,
             "command": "python " + " ".join(s.command), "started": s.started,
             "overrides (--set)": " ".join(s.sets) or "none",
+            **({"processes": f"{s.world['size']} under torchrun ({s.world['backend']}); rank 0 "
+                             f"wrote this run, the others their rank<N>.log"} if s.world else {}),
             "duration": f"{s.duration_s:.1f} s",
             "determinism": ", ".join(f"{k} {v}" for k, v in s.determinism.items()
                                      if k != "seeded")}
@@ -379,13 +381,23 @@ def render_report(run_dir: Path, s: RunSummary, descriptions: Mapping[str, str],
 <h1>Run {esc(s.run_id)} {badge(s.status)}</h1>
 {table(meta, header=False)}
 <p><a href="summary.json">summary.json</a> <a href="config.yaml">config.yaml</a>
-<a href="run.log">run.log</a> <a href="../index.html">all runs</a></p>
+<a href="run.log">run.log</a> {rank_logs(run_dir)}<a href="../index.html">all runs</a></p>
 <nav>{nav}</nav>
 {baseline_section(s.baseline)}
 {chr(10).join(sections)}
 <script>{ZOOM_JS}{STEPPER_JS}</script>
 </body></html>
 """
+
+
+def rank_logs(run_dir: Path) -> str:
+    """Links to the logs of the ranks but 0 (under torchrun), in rank order."""
+    try:
+        names = [p.name for p in run_dir.iterdir() if re.fullmatch(r"rank\d+\.log", p.name)]
+    except OSError:
+        return ""
+    names.sort(key=lambda n: int(n[4:-4]))
+    return "".join(f'<a href="{esc(n)}">{esc(n)}</a> ' for n in names)
 
 
 def write_report(run_dir: Path, summary: RunSummary, descriptions: Mapping[str, str],
@@ -505,7 +517,8 @@ def write_index(output_dir: Path) -> list[str]:
             link = (f'<a href="{esc(href)}">{esc(name)}</a>'
                     if (output_dir / name / "report.html").exists() else esc(name))
             rows.append(f"<tr><td>{link}</td><td>{esc(started)}</td><td>{esc(s.get('config'))}"
-                        f"</td><td><code>{esc(' '.join(overrides(s)))}</code></td>"
+                        f"</td><td><code>{esc(' '.join(overrides(s) + other_options(s)))}"
+                        f"</code></td>"
                         f"<td>{badge(str(s.get('status', '?')))}</td><td>{ok}</td>"
                         f"<td>{len(entries) - ok}</td><td>{esc(s.get('device'))}</td>"
                         f"<td>{'yes' if s.get('dry_run') else ''}</td></tr>")
@@ -516,7 +529,7 @@ def write_index(output_dir: Path) -> list[str]:
 <html lang="en"><head><meta charset="utf-8"><title>autograd-demos runs</title>
 <style>{CSS}</style></head><body><h1>Runs</h1>
 {others}
-<table><tr><th>run</th><th>started</th><th>config</th><th>overrides (--set)</th><th>status</th>
+<table><tr><th>run</th><th>started</th><th>config</th><th>overrides</th><th>status</th>
 <th>passed</th><th>failed</th><th>device</th><th>dry run</th></tr>
 {chr(10).join(rows)}
 </table></body></html>
@@ -533,6 +546,13 @@ def overrides(s: dict[str, Any]) -> list[str]:
         return [str(x) for x in sets]
     command = [str(a) for a in s.get("command") or [] if isinstance(a, str)]
     return [b for a, b in zip(command, command[1:]) if a == "--set"]
+
+
+def other_options(s: dict[str, Any]) -> list[str]:
+    """What else in a run's command changes what it checks: --only, --baseline, --dry-run."""
+    command = [str(a) for a in s.get("command") or [] if isinstance(a, str)]
+    shown = [f"{a} {b}" for a, b in zip(command, command[1:]) if a in ("--only", "--baseline")]
+    return shown
 
 
 def sweeps_and_comparisons(output_dir: Path, folders: list[Path]) -> str:

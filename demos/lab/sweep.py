@@ -303,7 +303,8 @@ def run_sweep(args: Any, registry: Registry, output_dir: Path, stop: StopRequest
     axes = "; ".join(f"{k} = {', '.join(v)}" for k, v in plan.axes)
     part = f" (shard {plan.shard[0]}/{plan.shard[1]}: {len(plan.points)} of them)" \
         if plan.shard else ""
-    print(f"sweep {folder}: {plan.total} points{part}, {axes}; {plan.jobs} at a time"
+    print(f"sweep {folder}: {plan.total} points{part}, {axes}; "
+          f"{min(plan.jobs, len(plan.points))} at a time"
           + (f", {plan.threads} thread(s) each" if plan.threads else ""), flush=True)
     for note in plan.notes:
         print(f"warning: {note}")

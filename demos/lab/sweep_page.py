@@ -76,7 +76,8 @@ def write_page(folder: Path, data: dict[str, Any], runs: list[Any]) -> None:
 <h1>Sweep {esc(Path(data["folder"]).name)} {badge(data["status"])}</h1>
 <table><tr><td>config</td><td>{esc(data["config"])}</td></tr>
 <tr><td>swept</td><td>{esc(axes)}</td></tr>
-<tr><td>runs</td><td>{len(data["points"])}, {len(data["failed_runs"])} failed</td></tr>
+<tr><td>runs</td><td>{len(data["points"])}, {len(data["failed_runs"])} failed; {sum(
+    c["passed"] is False for g in data["groups"] for c in g["checks"])} sweep check(s) failed</td></tr>
 <tr><td>dry run</td><td>{"yes" if data["dry_run"] else "no"}</td></tr>
 <tr><td>command</td><td>{esc(" ".join(data["command"]))}</td></tr></table>
 <p><a href="sweep.json">sweep.json</a> <a href="index.html">the runs' index</a></p>
