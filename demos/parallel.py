@@ -18,10 +18,6 @@ import torch
 if TYPE_CHECKING:
     from demos.lab.context import Context
 
-# deliberate mistakes, to see each check catch one: every rank skips the all-reduce (the
-# gradients stay local); each rank takes the whole batch_size (the global batch doubles);
-# the ranks but 0 step with twice the learning rate; rank 0 fails alone (no rank must hang)
-MISTAKES = ("none", "no_allreduce", "local_batch", "rank_lr", "rank0_raises")
 EQUIVALENCE_STEPS = 5  # steps of DDP compared with one process
 EQUIVALENCE_RTOL = 1e-2  # summation order alone: up to ~1e-3 over 120 seeds; a wrong batch: 0.6
 GRAD_RTOL = 1e-4  # the first gradient, all-reduced: float32 rounding of a sum in another order

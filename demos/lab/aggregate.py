@@ -199,7 +199,7 @@ def aggregate(folder: Path, registry: Registry, command: Iterable[str] = (),
     write_atomic(folder / "sweep.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
     from demos.lab.sweep_page import write_page
 
-    write_page(folder, data, runs)
+    write_page(folder, data)
     for line in console_lines(data):
         print(line)
     print(f"sweep: {folder / 'sweep.html'}")

@@ -81,9 +81,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
     elif ctx.write_errors and status == "interrupted":  # e.g. its checkpoint: not resumable
         error = f"{error}; {'; '.join(ctx.write_errors)}"
     found = finish_checks(entry, ctx, result, diverged, s.dry_run, status == "interrupted")
-    for c in found:
-        log.info("check %s: %s: %s", {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed],
-                 c.name, c.detail)
+    log_checks(log, found)
     if status == "passed" and any(c.passed is False for c in found):
         status = "failed"
     timing = None
@@ -98,6 +96,13 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
         artifacts=[],  # listed once the artifacts are written: see list_files
         timing=timing, error=error, inspection=result.inspection if result else {},
         support=result.support if result else {})
+
+
+def log_checks(log: logging.Logger, found: list[Check]) -> None:
+    """Each check, one line, into run.log."""
+    for c in found:
+        log.info("check %s: %s: %s", {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed],
+                 c.name, c.detail)
 
 
 def write_files(entry: ScenarioConfig, ctx: Context) -> None:

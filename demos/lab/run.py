@@ -26,7 +26,7 @@ from demos.lab.artifacts import Artifacts
 from demos.lab import distributed
 from demos.lab.baseline import Comparison, describe_drift, save
 from demos.lab.distributed import SINGLE, World
-from demos.lab.entry import Services, list_files, run_entry
+from demos.lab.entry import Services, list_files, log_checks, run_entry
 from demos.lab.files import make_named_dir, make_run_dir, overwrite, write_atomic  # noqa: F401 (tests patch it here)
 from demos.lab.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EntrySummary, RunSummary
 from demos.lab.scenario import Registry
@@ -165,10 +165,7 @@ class Run:
     def compare_to_baseline(self, e: EntrySummary) -> None:
         """The entry's values against the baseline: its checks, and its status."""
         found = self.baseline.check(e)
-        log = logging.getLogger(f"demos.scenario.{e.id}")
-        for c in found:
-            log.info("check %s: %s: %s", {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed],
-                     c.name, c.detail)
+        log_checks(logging.getLogger(f"demos.scenario.{e.id}"), found)
         e.checks += found
         if e.status == "passed" and any(c.passed is False for c in found):
             e.status = "failed"

@@ -42,7 +42,7 @@ def stats_table(entry: str, kinds: dict[str, dict[str, dict[str, float]]]) -> st
             f"<th>min</th><th>max</th></tr>{''.join(rows)}</table>")
 
 
-def write_page(folder: Path, data: dict[str, Any], runs: list[Any]) -> None:
+def write_page(folder: Path, data: dict[str, Any]) -> None:
     """sweep.html in `folder`."""
     images = bands(folder, data)
     points = "".join(
