@@ -17,7 +17,7 @@ from demos.scenarios import registry
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 QUICK = ROOT / "tests" / "fixtures" / "quick.yaml"
-BASELINE = CONFIGS / "baselines" / "all.cpu.yaml"  # all.yaml's values on the CPU  # my_exp without its support matrices
+BASELINE = CONFIGS / "baselines" / "all.cpu.yaml"  # all.yaml's values on the CPU, with bands
 # for all.yaml runs whose point is not the support matrices (they cost about 2.7 s a run)
 NO_SUPPORT = [a for e in ("legendre_fit", "my_relu", "multiply_add", "my_exp", "linear_function",
                           "custom_function") for a in ("--set", f"scenarios.{e}.support=[]")]
@@ -104,7 +104,8 @@ def dry_run(tmp_path_factory, request) -> Run:
 def full_run(tmp_path_factory) -> Run:
     """all.yaml at full size, once per session: the documents' numbers (the support matrices,
     which do not depend on sizes, run in the dry run and in tests/test_support.py), compared
-    with the committed baseline, which was saved with 1 thread (lenet's last digits follow it)."""
+    with the committed baseline, whose bands were measured under other kernels and thread
+    counts (tests/test_reproducible.py runs it under those); 1 thread, as it was saved."""
     return run_captured(tmp_path_factory.mktemp("full"), "--config", CONFIGS / "all.yaml",
                         "--device", "cpu", "--set", "threads=1", "--baseline", BASELINE,
                         *NO_SUPPORT)

@@ -52,7 +52,8 @@ def generate() -> str:
              "seeds, `n`, `mean`, `std`, `min`, `max`; e.g. `test_accuracy: {min: {min: 0.95}}`. "
              "See \"Runs compared\".", "",
              "**Tolerances** (under `tolerance`, by key `all`, `metrics`, `params`, "
-             "`metrics.<name>` or `params.<name>`; used by `--baseline` and `--compare`):", "",
+             "`metrics.<name>` or `params.<name>`; each the word `exact` or these fields; used by "
+             "`--baseline` and `--compare`; see \"Reproducible\"):", "",
              table(Tolerance)]
     base = {f.name for f in dataclasses.fields(ScenarioConfig)}
     for name, s in registry().items():

@@ -2,6 +2,7 @@
 import contextlib
 import io
 
+import pytest
 import yaml
 
 from demos.lab.drift import Drift, resolve, Tolerance
@@ -78,14 +79,16 @@ def test_tolerances_from_the_file_and_the_config_by_key(tmp_path):
 
 def test_tolerance_lookup_most_specific_key_first():
     tables = [{"params": Tolerance(rtol=0.1)}, {"params.b": Tolerance(atol=0.5), "all": Tolerance(rtol=9, atol=9)}]
-    assert resolve("params.b", tables, cpu=True) == (0.1, 0.5)
-    assert resolve("metrics.x", tables, cpu=True) == (9, 9)
-    assert resolve("metrics.x", [], cpu=True) == (1e-6, 1e-9)
-    assert resolve("metrics.x", [], cpu=False) == (1e-4, 1e-6)
+    rule = resolve("params.b", tables, same_machine=True)
+    assert (rule.tier, rule.rtol, rule.atol) == ("set", 0.1, 0.5)
+    assert (resolve("metrics.x", tables, same_machine=True).rtol, resolve("metrics.x", tables, same_machine=True).atol) == (9, 9)
+    assert (resolve("metrics.x", [], same_machine=True).rtol, resolve("metrics.x", [], same_machine=True).atol) == (1e-6, 1e-9)
+    assert (resolve("metrics.x", [], same_machine=True, cpu=False).rtol, resolve("metrics.x", [], same_machine=True, cpu=False).atol) == (1e-4, 1e-6)
     nan = float("nan")
-    assert Drift("e", "metrics.x", nan, nan, 0, 0).within
-    assert not Drift("e", "metrics.x", 1.0, nan, 1, 1).within
-    assert not Drift("e", "metrics.x", None, 1.0, 1, 1).within
+    same = resolve("metrics.x", [], same_machine=True)
+    assert Drift("e", "metrics.x", nan, nan, same).within
+    assert not Drift("e", "metrics.x", 1.0, nan, same).within
+    assert not Drift("e", "metrics.x", None, 1.0, same).within
 
 
 def test_entries_on_one_side_only_are_named(tmp_path):
@@ -160,3 +163,72 @@ def test_saving_over_another_file_or_a_partial_run_keeps_what_it_must(tmp_path):
     assert "kept from before (not run): autograd_internals" in run.out
     kept = yaml.safe_load(path.read_text())["scenarios"]["autograd_internals"]
     assert kept["tolerance"] == {"all": {"rtol": 0.5}} and kept["metrics"]["e"] == 20.0
+
+
+def test_a_single_run_baseline_is_exact_to_its_machine_and_says_so_elsewhere(tmp_path):
+    path, first = save(tmp_path)
+    text = path.read_text()
+    assert "exact to one machine" in text and "fingerprint:" in text
+    assert yaml.safe_load(text)["fingerprint"] == first.summary["fingerprint"]
+    b = entry(first.summary, "legendre_fit")["params"]["b"]
+    edit(path, lambda d: d["scenarios"]["legendre_fit"]["params"].update(b=b * (1 + 3e-6)))
+    same = run_captured(tmp_path / "same", *FIT, "--baseline", path)  # same machine: 1e-6
+    assert same.code == 1 and "same machine: rtol 1e-06" in check(
+        entry(same.summary, "legendre_fit"), "baseline params.b")["detail"]
+    edit(path, lambda d: d["fingerprint"].update(capability="AVX2", threads=8))
+    other = run_captured(tmp_path / "other", *FIT, "--baseline", path)  # elsewhere: 1e-5
+    assert other.code == 0, other.out
+    mine = first.summary["fingerprint"]["capability"]
+    assert f"not the baseline's machine (baseline: AVX2, 8 threads; this run: {mine}, 1 thread)" \
+        in other.err and "exact to one machine" in other.err
+    block = other.summary["baseline"]
+    assert block["same_machine"] is False and not block["measured"] and "AVX2" in block["differs"]
+    # exact: the same bits, where the fingerprints match; elsewhere the tier, saying why
+    edit(path, lambda d: d.update(tolerance={"all": "exact"}))
+    fallen = run_captured(tmp_path / "fallen", *FIT, "--baseline", path)
+    assert fallen.code == 0
+    edit(path, lambda d: d.update(fingerprint=first.summary["fingerprint"]))
+    exact = run_captured(tmp_path / "exact", *FIT, "--baseline", path)
+    detail = check(entry(exact.summary, "legendre_fit"), "baseline params.b")["detail"]
+    assert exact.code == 1 and "exact: rtol 0, atol 0" in detail
+
+
+def test_an_ensemble_measures_bands_that_a_later_run_is_judged_by(tmp_path):
+    path = tmp_path / "measured.yaml"
+    run = run_captured(tmp_path / "ens", "--config", CONFIGS / "all.yaml", "--dry-run",
+                       "--device", "cpu", "--only", "legendre_fit,my_relu", "--set",
+                       "scenarios.legendre_fit.support=[]", "--set", "scenarios.my_relu.support=[]",
+                       "--save-baseline", path, "--ensemble", "aten-default,threads2",
+                       "--jobs", "2")
+    assert run.code == 0, run.out + run.err
+    assert "[3/3]" in run.out and "3 runs" in run.out and "entries with bands from 3 runs" in run.out
+    data = yaml.safe_load(path.read_text())
+    assert list(data["ensemble"]) == ["native", "aten-default", "threads2"]
+    assert data["ensemble"]["aten-default"] == "ATEN_CPU_CAPABILITY=default, 1 thread"
+    band = data["scenarios"]["my_relu"]["band"]["metrics.final_loss"]
+    assert band["n"] == 3 and band["min"] <= data["scenarios"]["my_relu"]["metrics"]["final_loss"] <= band["max"]
+    assert "Tolerances measured" in path.read_text()
+    folder = run.dir
+    report = __import__("json").loads((folder / "ensemble.json").read_text())
+    assert report["variants"]["aten-default"]["fingerprint"]["capability"] == "DEFAULT"
+    assert report["variants"]["threads2"]["fingerprint"]["threads"] == 2
+    assert len(report["values"]["my_relu"]["metrics.final_loss"]["runs"]) == 3
+    # a later run is judged by the bands
+    again = run_captured(tmp_path / "again", "--config", CONFIGS / "all.yaml", "--dry-run",
+                         "--device", "cpu", "--only", "legendre_fit,my_relu", "--baseline", path)
+    assert again.code == 0 and again.summary["baseline"]["measured"]
+    assert "by band" in check(entry(again.summary, "my_relu"), "baseline")["detail"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--ensemble",), "--ensemble: only with --save-baseline FILE (it measures the baseline's "
+                      "bands)"),
+    (("--save-baseline", "{tmp}/b.yaml", "--ensemble", "aten-defualt"),
+     "--ensemble: no variant 'aten-defualt' on this CPU (did you mean 'aten-default'?)"),
+    (("--save-baseline", "{tmp}/b.yaml", "--ensemble", "--seeds", "0-1"),
+     "--ensemble: not with --seeds"),
+])
+def test_ensemble_misuse_is_a_one_line_error(tmp_path, args, words):
+    code, err = refused(tmp_path / "out", *FIT, *(a.format(tmp=tmp_path) for a in args))
+    assert code == 2 and err == f"error: {words}\n"
+    assert not (tmp_path / "out").exists()

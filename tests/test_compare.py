@@ -151,3 +151,33 @@ def test_compare_does_not_import_torch(runs, tmp_path):
 def only_compare_folder(out):
     (folder,) = out.glob("compare_*")
     return folder
+
+
+def test_runs_of_other_machines_are_named_and_compared_at_the_arithmetic_tier(runs, tmp_path):
+    a, b = runs
+    move(b, 1 + 3e-6)  # beyond the same machine's 1e-6, within the arithmetic tier's 1e-5
+    assert compare(tmp_path / "same", a, b)[0] == 1
+    edit_summary(b, lambda s: s["fingerprint"].update(capability="AVX2", threads=2))
+    code, out, _ = compare(tmp_path / "other", a, b)
+    assert code == 0, out
+    assert f"not the same machine: run_a: {summary(a)['fingerprint']['capability']}, 1 thread; " \
+           f"run_b: AVX2, 2 threads" in out
+    move(b, 1 + 1e-4)
+    code, out, _ = compare(tmp_path / "far", a, b)
+    row = next(line for line in out.splitlines() if KEY in line)
+    assert code == 1 and row.endswith("arithmetic")
+
+
+def test_a_baselines_bands_judge_the_runs_with_compare(runs, tmp_path):
+    a, b = runs
+    move(b, 1.3)
+    assert compare(tmp_path / "plain", a, b)[0] == 1
+    base = tmp_path / "band.yaml"
+    base.write_text(yaml.safe_dump({"dry_run": True, "scenarios": {"legendre_fit": {
+        "metrics": {"final_loss": 1.0}, "band": {KEY: {"n": 3, "min": 1.0, "max": 1.1,
+                                                      "ratio": 1.5}}}}}))
+    o = io.StringIO()
+    with contextlib.redirect_stdout(o):
+        code = main(["--compare", str(a), str(b), "--baseline", str(base),
+                     "--output-dir", str(tmp_path / "band")])
+    assert code == 0, o.getvalue()

@@ -96,7 +96,7 @@ def error_of(capsys, *argv):
     ("scenarios:\n- scenario: lenet\n  expect: {metrics: {test_accuracy: {min: 0.9, max: 0.5}}}\n",
      "scenarios[0].expect.metrics.test_accuracy: min 0.9 is above max 0.5"),
     ("scenarios:\n- scenario: lenet\n  expect: {metrics: {test_accuracy: {min: 0.9, atol: 1}}}\n",
-     "scenarios[0].expect.metrics.test_accuracy: rtol/atol need a value to compare with"),
+     "scenarios[0].expect.metrics.test_accuracy: rtol/atol/ratio need a value to compare with"),
     ("scenarios:\n- scenario: lenet\n  expect: {metrics: 3}\n",
      "scenarios[0].expect.metrics: must be a mapping, got 3"),
     ("scenarios:\n- scenario: lenet\n  expect: {metrics: {1: {min: 0}}}\n",

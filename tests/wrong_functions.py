@@ -1,6 +1,8 @@
 """Deliberately wrong custom Functions: every check of gradients must catch each of them."""
 import torch
 
+from demos.functions import MyReLU
+
 
 class P3MissingFactor(torch.autograd.Function):
     """P3 whose backward forgets the 1.5: returns (5x^2 - 1) instead of 1.5 (5x^2 - 1)."""
@@ -177,3 +179,12 @@ class SquareFiniteDifference(_SquareBase):
         x, = ctx.saved_tensors
         h = 1e-6
         return g * ((x + h) ** 2 - (x - h) ** 2) / (2 * h)
+
+
+class ReLUScaledBackward(MyReLU):
+    """MyReLU whose backward is 10 % too large: the right mask, a constant factor off."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, = ctx.saved_tensors
+        return grad_output * (x > 0) * 1.1

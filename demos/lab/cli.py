@@ -51,10 +51,15 @@ def parser(prog: str = "runner.py") -> argparse.ArgumentParser:
                    help="open the run's report.html in a browser at the end (needs a display)")
     p.add_argument("--baseline", metavar="FILE",
                    help="compare the run's final metrics and params with this baseline: a "
-                        "value out of tolerance is a failed check (exit 1)")
+                        "value out of tolerance is a failed check (exit 1); with --compare, "
+                        "judge the runs by its tolerances and bands")
     p.add_argument("--save-baseline", metavar="FILE",
                    help="after the run, write its final metrics and params as a baseline "
                         "(YAML, to commit beside the config)")
+    p.add_argument("--ensemble", metavar="all|NAME,...", nargs="?", const="all",
+                   help="with --save-baseline: rerun the config under other kernel levels and "
+                        "thread counts (one process each, --jobs at a time) and save each "
+                        "value's measured band, so that the baseline holds on other machines")
     p.add_argument("--sweep", metavar="KEY=V1,V2,...", action="append",
                    help="run the config once per value (repeatable: every combination); keys "
                         "as in --set; one run folder per point inside a sweep folder, then "
@@ -121,7 +126,8 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
     check_combinations(args)
     if args.compare:
         from demos.lab.compare import compare_runs
-        code = compare_runs([Path(p) for p in args.compare], Path(args.output_dir))
+        code = compare_runs([Path(p) for p in args.compare], Path(args.output_dir),
+                            args.baseline)
         index(Path(args.output_dir))
         return code
     if args.aggregate:
@@ -132,6 +138,11 @@ def run(argv: list[str], get_registry: Callable[[], Registry], prog: str,
     check_overrides(args)
     registry = get_registry()
     base = load_baseline(args)
+    if args.ensemble is not None:
+        from demos.lab.ensemble import run_ensemble
+        code = run_ensemble(args, registry, Path(args.output_dir), stop)
+        index(Path(args.output_dir))
+        return code
     if args.sweep or args.seeds is not None:
         from demos.lab.sweep import run_sweep
         code = run_sweep(args, registry, Path(args.output_dir), stop, command=[prog, *argv])
@@ -247,6 +258,7 @@ GIVEN = {"--config": lambda a: a.config, "--set": lambda a: a.sets,
          "--threads": lambda a: a.threads is not None, "--only": lambda a: a.only,
          "--dry-run": lambda a: a.dry_run, "--baseline": lambda a: a.baseline is not None,
          "--save-baseline": lambda a: a.save_baseline is not None,
+         "--ensemble": lambda a: a.ensemble is not None,
          "--sweep": lambda a: a.sweep, "--seeds": lambda a: a.seeds is not None,
          "--jobs": lambda a: a.jobs != 1, "--shard": lambda a: a.shard,
          "--run-name": lambda a: a.run_name is not None, "--open": lambda a: a.open,
@@ -258,22 +270,32 @@ def check_combinations(args: argparse.Namespace) -> None:
     sweeping = bool(args.sweep) or args.seeds is not None
     alone = [o for o, on in (("--compare", args.compare), ("--aggregate", args.aggregate))
              if on]
-    others = alone[1:] + [o for o, given in GIVEN.items() if given(args)]
+    others = alone[1:] + [o for o, given in GIVEN.items() if given(args)
+                          if not (o == "--baseline" and args.compare)]  # its tolerances
     if alone and others:  # e.g. --compare A B --save-baseline F: nothing would be saved
         raise ConfigError(f"{alone[0]} stands alone: not with {others[0]}")
     for option in ("--baseline", "--save-baseline"):
         if getattr(args, option[2:].replace("-", "_")) == "":
             raise ConfigError(f"{option}: an empty path; name a file")
+    if args.ensemble is not None:
+        if not args.save_baseline:
+            raise ConfigError("--ensemble: only with --save-baseline FILE (it measures the "
+                              "baseline's bands)")
+        for option in ("--sweep", "--seeds", "--shard", "--baseline", "--print-config",
+                       "--open"):
+            if GIVEN[option](args):
+                raise ConfigError(f"--ensemble: not with {option}")
     for option, value in (("--jobs", args.jobs != 1), ("--shard", args.shard)):
-        if value and not sweeping:
-            raise ConfigError(f"{option}: only for a sweep (--sweep or --seeds)")
+        if value and not sweeping and not (option == "--jobs" and args.ensemble is not None):
+            raise ConfigError(f"{option}: only for a sweep (--sweep or --seeds) or an "
+                              f"ensemble")
     if not 1 <= args.jobs <= 256:
         raise ConfigError(f"--jobs: must be from 1 to 256, got {args.jobs}")
-    if sweeping or alone:
+    if sweeping or alone or args.ensemble is not None:
         from demos.lab.distributed import from_env
         if from_env().active:
-            raise ConfigError(f"{'a sweep' if sweeping else alone[0]}: not under torchrun; "
-                              f"run it as one process")
+            what = "a sweep" if sweeping else alone[0] if alone else "--ensemble"
+            raise ConfigError(f"{what}: not under torchrun; run it as one process")
     if sweeping:
         swept = [a.partition("=")[0].strip() for a in args.sweep or []]
         swept += ["seed"] if args.seeds is not None else []

@@ -16,7 +16,8 @@ from typing import Any
 from urllib.parse import quote
 
 from demos.lab.config import ID_RE
-from demos.lab.drift import Drift, Tolerance, compare_values, num
+from demos.lab import fingerprint as fp
+from demos.lab.drift import Band, Drift, TableEntry, compare_values, num
 from demos.lab.files import make_run_dir, write_atomic, write_json
 from demos.lab.plots import overlay_plot, read_losses
 from demos.lab.report import CSS, badge, esc, fmt, read_run
@@ -60,12 +61,20 @@ class Comparison:
         return not self.differences and not self.only
 
 
-def compare_runs(run_dirs: list[Path], output_dir: Path) -> int:
+def compare_runs(run_dirs: list[Path], output_dir: Path, baseline: str | None = None) -> int:
     """Compare the runs in `run_dirs` with the first; print what differs beyond tolerance and
     write compare.html and compare.json into a new folder in `output_dir`. Returns 0 when
-    they agree, 1 when not; raises ConfigError (nothing written) for anything not a run."""
+    they agree, 1 when not; raises ConfigError (nothing written) for anything not a run.
+    `baseline`: a baseline file whose tolerances and measured bands judge the values."""
     runs = load_runs(run_dirs)
-    c = compare(runs, tolerance_tables(runs[0]))
+    tables, bands = tolerance_tables(runs[0]), {}
+    if baseline is not None:
+        from demos.lab.baseline import load
+        base = load(baseline)
+        for i, e in base.scenarios.items():
+            tables.setdefault(i, []).extend([e.tolerance, base.tolerance])
+            bands[i] = e.band
+    c = compare(runs, tables, bands)
     print(console_text(c))
     out = make_run_dir(output_dir, datetime.now(), prefix="compare_")
     plots = draw_losses(runs, out)
@@ -102,7 +111,7 @@ def read_text(path: Path) -> str:
         return ""
 
 
-def tolerance_tables(run: Run) -> dict[str, list[dict[str, Tolerance]]]:
+def tolerance_tables(run: Run) -> dict[str, list[dict[str, TableEntry]]]:
     """Each entry's `tolerance:` table in the run's config.yaml (absent in older runs)."""
     import yaml
 
@@ -115,7 +124,7 @@ def tolerance_tables(run: Run) -> dict[str, list[dict[str, Tolerance]]]:
     tables = {}
     for i, e in enumerate(entries if isinstance(entries, list) else []):
         if isinstance(e, dict) and e.get("tolerance") is not None:
-            tables[str(e.get("id"))] = [convert(dict[str, Tolerance], e["tolerance"],
+            tables[str(e.get("id"))] = [convert(dict[str, TableEntry], e["tolerance"],
                                                 f"{where}: scenarios[{i}].tolerance")]
     return tables
 
@@ -133,16 +142,30 @@ def entry_ids(runs: list[Run]) -> list[str]:
     return list(dict.fromkeys(i for r in runs for i in r.entries))
 
 
-def compare(runs: list[Run], tables: dict[str, list[dict[str, Tolerance]]]) -> Comparison:
-    """Each run's values against the first's, within `tables` (by entry id) or the defaults."""
+def compare(runs: list[Run], tables: dict[str, list[dict[str, TableEntry]]],
+            bands: dict[str, dict[str, Band]] | None = None) -> Comparison:
+    """Each run's values against the first's, within `tables` (by entry id), the measured
+    `bands` (by entry id, then value), or the tier their fingerprints give (demos.lab.drift)."""
     cpu = all(r.summary.get("device") == "cpu" for r in runs)
     ref = runs[0].entries
-    drifts = [[d for i, e in ref.items() if i in r.entries
-               for d in compare_values(i, values(e), values(r.entries[i]), tables.get(i, []), cpu)]
-              for r in runs[1:]]
+    drifts = []
+    for r in runs[1:]:
+        a, b = runs[0].summary.get("fingerprint"), r.summary.get("fingerprint")
+        same, differ = fp.matches(a, b), fp.contrast(a, b, runs[0].label, r.label)
+        drifts.append([d for i, e in ref.items() if i in r.entries
+                       for d in compare_values(i, values(e), values(r.entries[i]),
+                                               tables.get(i, []), same_machine=same, cpu=cpu,
+                                               bands=(bands or {}).get(i), differ=differ)])
     only = {i: [r.label for r in runs if i in r.entries] for i in entry_ids(runs)
             if not all(i in r.entries for r in runs)}
     return Comparison(runs, drifts, only)
+
+
+def machines(c: Comparison) -> list[str]:
+    """A line per run whose fingerprint differs from the first's: how."""
+    a = c.runs[0].summary.get("fingerprint")
+    return [f"not the same machine: {text}" for r in c.runs[1:]
+            if (text := fp.contrast(a, r.summary.get("fingerprint"), c.runs[0].label, r.label))]
 
 
 def console_text(c: Comparison) -> str:
@@ -150,13 +173,14 @@ def console_text(c: Comparison) -> str:
     the verdict."""
     order = entry_ids(c.runs)
     rows = [(label, d.entry, d.key, num(d.old), num(d.new), "" if d.missing else
-             f"{d.diff:+.3g}", f"{d.allowed:.3g}")
+             f"{d.diff:+.3g}", f"{d.allowed:.3g}", d.rule.tier)
             for label, d in sorted(c.differences, key=lambda x: order.index(x[1].entry))]
-    rows = [("run", "entry", "value", "old", "new", "diff", "allowed"), *rows] if rows else []
-    widths = [max((len(r[k]) for r in rows), default=0) for k in range(7)]
+    rows = [("run", "entry", "value", "old", "new", "diff", "allowed", "by"), *rows] if rows \
+        else []
+    widths = [max((len(r[k]) for r in rows), default=0) for k in range(8)]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
     lines += [f"{i}: only in {', '.join(labels)}" for i, labels in c.only.items()]
-    return "\n".join([*lines, verdict(c)])
+    return "\n".join([*lines, *machines(c), verdict(c)])
 
 
 def verdict(c: Comparison) -> str:
@@ -184,7 +208,7 @@ def run_info(r: Run) -> dict[str, Any]:
     return {"run_id": s.get("run_id"), "status": str(s.get("status", "?")),
             "config": s.get("config"), "torch": s.get("torch"), "device": s.get("device"),
             "seed": s.get("seed"), "threads": det.get("cpu_threads") if isinstance(det, dict)
-            else None, "sets": s.get("sets")}
+            else None, "sets": s.get("sets"), "fingerprint": s.get("fingerprint")}
 
 
 def draw_losses(runs: list[Run], out: Path) -> dict[str, str]:
@@ -216,6 +240,7 @@ def render(c: Comparison, out: Path, plots: dict[str, str]) -> str:
 <p>{esc(verdict(c))}.</p>
 <h2>Runs</h2>
 {runs_table(c, out)}
+{"".join(f"<p>{esc(line)}</p>" for line in machines(c))}
 <h2>Config differences</h2>
 {config_diffs(c)}
 <h2>Metrics and params</h2>
@@ -229,10 +254,12 @@ def render(c: Comparison, out: Path, plots: dict[str, str]) -> str:
 
 def runs_table(c: Comparison, out: Path) -> str:
     """A row per run: where, how and with what it ran."""
-    keys = ["config", "torch", "device", "seed", "threads", "sets"]
+    keys = ["config", "torch", "device", "seed", "threads", "sets", "kernels"]
     rows = ["<tr>" + "".join(f"<th>{k}</th>" for k in ["run", "status", *keys]) + "</tr>"]
     for r in c.runs:
         info = run_info(r)
+        info["kernels"] = fp.describe(info["fingerprint"], ("capability", "cpu", "env")) \
+            if isinstance(info["fingerprint"], dict) else None
         if isinstance(info["sets"], list):  # the run's --set overrides (newer runs)
             info["sets"] = " ".join(map(str, info["sets"])) or None
         cells = [report_link(r, out), badge(info["status"]), *(esc(fmt(info[k])) for k in keys)]

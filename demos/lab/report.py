@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 from urllib.parse import quote
 
+from demos.lab import fingerprint
 from demos.lab.files import remove_temps, write_atomic
 from demos.lab.results import Check, EntrySummary, RunSummary
 
@@ -288,6 +289,12 @@ def baseline_section(block: Mapping[str, Any] | None) -> str:
              f'{esc(src.get("run"))}, torch {esc(src.get("torch"))}, {esc(src.get("device"))}, '
              f'{esc(src.get("threads"))} thread(s), seed {esc(src.get("seed"))}): '
              f'{block["compared"]} values, {len(block["drift"])} moved.</p>']
+    if block.get("differs"):
+        how = ("each value is judged against the band its ensemble measured" if
+               block.get("measured") else "the baseline is exact to one machine, so values "
+               "are compared at rtol 1e-5 (the arithmetic tier)")
+        parts.append(f'<p class="doc">Not the baseline\'s machine ({esc(block["differs"])}): '
+                     f'{esc(how)}.</p>')
     lacking = [(i, "in the baseline, not in this config") for i in block["only_in_baseline"]]
     lacking += [(i, "not in the baseline") for i in block["not_in_baseline"]]
     if block["not_run"]:
@@ -300,10 +307,12 @@ def baseline_section(block: Mapping[str, Any] | None) -> str:
             f'<tr class="{"" if d["within"] else "fail"}"><td>{esc(d["entry"])}</td>'
             f'<td><code>{esc(d["key"])}</code></td><td>{esc(fmt(d["old"]))}</td>'
             f'<td>{esc(fmt(d["new"]))}</td><td>{esc(fmt(d["diff"]))}</td>'
-            f'<td>{esc(fmt(d["allowed"]))}</td><td>{"within" if d["within"] else "OUT"}</td></tr>'
+            f'<td>{esc(fmt(d["allowed"]))}</td>'
+            f'<td title="{esc(d.get("rule", ""))}">{esc(d.get("tier", ""))}</td>'
+            f'<td>{"within" if d["within"] else "OUT"}</td></tr>'
             for d in block["drift"])
         parts.append('<table class="drift"><tr><th>entry</th><th>value</th><th>baseline</th>'
-                     '<th>now</th><th>difference</th><th>allowed</th><th></th></tr>'
+                     '<th>now</th><th>difference</th><th>allowed</th><th>by</th><th></th></tr>'
                      f'{rows}</table>')
     else:
         parts.append("<p>Nothing moved: every value is the baseline's.</p>")
@@ -367,7 +376,8 @@ def render_report(run_dir: Path, s: RunSummary, descriptions: Mapping[str, str],
                              f"wrote this run, the others their rank<N>.log"} if s.world else {}),
             "duration": f"{s.duration_s:.1f} s",
             "determinism": ", ".join(f"{k} {v}" for k, v in s.determinism.items()
-                                     if k != "seeded")}
+                                     if k != "seeded"),
+            **({"numbers from": fingerprint.describe(s.fingerprint)} if s.fingerprint else {})}
     nav = " ".join(f'<a href="#{esc(e.id)}">{esc(e.id)} {badge(e.status)}</a>'
                    for e in s.scenarios)
     sections = [scenario_section(e, run_dir / e.id, descriptions.get(e.scenario, ""),

@@ -98,6 +98,7 @@ class RunSummary:
     scenarios: list[EntrySummary]
     sets: list[str] = field(default_factory=list)   # the --set overrides, as given
     baseline: dict[str, Any] | None = None           # --baseline: what moved (demos.lab.baseline)
+    fingerprint: dict[str, Any] | None = None        # where the numbers came from (kernels, CPU)
     world: dict[str, Any] | None = None              # under torchrun: {"size", "backend"}
 
     @property
@@ -107,7 +108,7 @@ class RunSummary:
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["scenarios"] = [e.to_json() for e in self.scenarios]
-        for optional in ("baseline", "world"):
+        for optional in ("baseline", "world", "fingerprint"):
             if data[optional] is None:
                 del data[optional]
         return finite(data)

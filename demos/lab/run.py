@@ -23,7 +23,7 @@ from demos.lab.config import RunConfig, dump, entry_dict
 from demos.lab.console import entry_lines, open_log, run_line
 from demos.lab.device import torch_settings
 from demos.lab.artifacts import Artifacts
-from demos.lab import distributed
+from demos.lab import distributed, fingerprint
 from demos.lab.baseline import Comparison, describe_drift, save
 from demos.lab.distributed import SINGLE, World
 from demos.lab.entry import Services, list_files, log_checks, run_entry
@@ -67,6 +67,7 @@ class Run:
         self.sets = [printable(a) for a in sets]
         self.baseline, self.save_baseline = baseline, save_baseline
         self.world = world
+        self.fingerprint: dict[str, Any] | None = None  # once torch's threads are set
         self.world_lost: str | None = None  # under torchrun: the entry after which rank 0
         #                                     gave the process group up
 
@@ -83,6 +84,7 @@ class Run:
                 with torch_settings(self.cfg.threads, self.cfg.deterministic,
                                     self.world.local_size) as determinism:
                     self.started, self.determinism = started, determinism
+                    self.fingerprint = fingerprint.take(self.device)
                     self.write_summary(self.summary(started, determinism, "running"), final=False)
                     try:
                         write_atomic(self.dir / "config.yaml",
@@ -101,9 +103,7 @@ class Run:
                                       "%s; the rest on rank 0 only", self.world.size,
                                       self.world.backend, ", ".join(parallel) or "none")
                     if self.baseline:
-                        for note in self.baseline.notes(torch.__version__, str(self.device),
-                                                        determinism["cpu_threads"],
-                                                        self.cfg.seed):
+                        for note in self.baseline.begin(self.fingerprint, self.cfg.seed):
                             self.log.warning("baseline: %s", note)
                     try:
                         self.run_entries()
@@ -220,7 +220,7 @@ class Run:
             self.log.warning("baseline not saved: the run was interrupted")
             return
         try:
-            self.log.info("%s", save(self.save_baseline, summary,
+            self.log.info("%s", save(self.save_baseline, summary.to_json(),
                                      {e.id: e.scenario for e in self.cfg.scenarios}))
         except OSError as e:
             self.log.error("could not save the baseline %s: %s", self.save_baseline, e)
@@ -261,7 +261,8 @@ class Run:
             duration_s=round(time.time() - started, 3), scenarios=self.entries, sets=self.sets,
             world={"size": self.world.size, "backend": self.world.backend}
             if self.world.active else None,
-            baseline=self.baseline.block() if self.baseline and status is None else None)
+            baseline=self.baseline.block() if self.baseline and status is None else None,
+            fingerprint=self.fingerprint)
 
     def write_report(self, summary: RunSummary, index: bool = True) -> Path | None:
         """report.html in the run folder, and the runs' index.html beside the run folders."""

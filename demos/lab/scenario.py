@@ -11,26 +11,30 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from demos.lab.drift import Tolerance
+from demos.lab.drift import ARITHMETIC, TableEntry, within
 from demos.lab.schema import ConfigError, did_you_mean, param
 
 
 @dataclass
 class Target:
-    """An expected value: `value` within rtol/atol, and/or bounds `min` / `max`."""
+    """An expected value: `value` within rtol/atol (or a ratio), and/or bounds `min` / `max`.
+    The comparison is the tolerance model's (demos.lab.drift), its default the arithmetic tier."""
     value: float | None = param(None, "expected value, met when |actual - value| <= atol + "
-                                      "rtol * |value|")
-    rtol: float | None = param(None, "relative tolerance; default 1e-5, or 0 when only atol "
+                                      "rtol * |value| (or, with ratio, actual / value within "
+                                      "[1/ratio, ratio])")
+    rtol: float | None = param(None, "relative tolerance; default 1e-5, or 0 when atol or ratio "
                                      "is given", ge=0)
     atol: float | None = param(None, "absolute tolerance; default 0", ge=0)
+    ratio: float | None = param(None, "for a positive value: actual / value may lie within "
+                                      "[1/ratio, ratio] (log space: a converged loss)", ge=1)
     min: float | None = param(None, "lowest accepted value")
     max: float | None = param(None, "highest accepted value")
 
     def validate(self, where: str) -> None:
         if self.value is None and self.min is None and self.max is None:
             raise ConfigError(f"{where}: needs at least one of value, min, max")
-        if self.value is None and (self.rtol is not None or self.atol is not None):
-            raise ConfigError(f"{where}: rtol/atol need a value to compare with")
+        if self.value is None and (self.rtol, self.atol, self.ratio) != (None, None, None):
+            raise ConfigError(f"{where}: rtol/atol/ratio need a value to compare with")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ConfigError(f"{where}: min {self.min} is above max {self.max}")
 
@@ -39,11 +43,13 @@ class Target:
         ok, parts = actual == actual, []  # NaN never passes
         if self.value is not None:
             rtol, atol = self.rtol, self.atol
-            if rtol is None:  # neither given: rtol 1e-5; one given: the other is 0
-                rtol = 1e-5 if atol is None else 0.0
+            if rtol is None:  # none given: the arithmetic tier's rtol; another given: rtol 0
+                rtol = ARITHMETIC[0] if atol is None and self.ratio is None else 0.0
             atol = atol or 0.0
-            ok &= abs(actual - self.value) <= atol + rtol * abs(self.value)
-            parts.append(f"expected {self.value:.8g} (rtol {rtol:g}, atol {atol:g})")
+            ok &= within(self.value, actual, rtol, atol, self.ratio)
+            parts.append(f"expected {self.value:.8g} (" + (f"ratio {self.ratio:g} or " if
+                                                            self.ratio else "")
+                         + f"rtol {rtol:g}, atol {atol:g})")
         if self.min is not None:
             ok &= actual >= self.min
             parts.append(f"min {self.min:.8g}")
@@ -92,9 +98,10 @@ class ScenarioConfig:
     log_every: int = param(1, "record metrics every N steps (the last step always)", ge=1)
     expect: Expect = param(Expect(), "expected values (params: and metrics:, each "
                                      "{name: target}), checked after the run")
-    tolerance: dict[str, Tolerance] = param({}, "how far this entry's values may move under "
-                                                "--baseline and --compare, by key: all, "
-                                                "metrics, params, metrics.<name>, params.<name>")
+    tolerance: dict[str, TableEntry] = param({}, "how far this entry's values may move under "
+                                                 "--baseline and --compare, by key (all, "
+                                                 "metrics, params, metrics.<name>, "
+                                                 "params.<name>): {rtol, atol, ratio} or exact")
 
 
 @dataclass(frozen=True)

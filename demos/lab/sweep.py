@@ -102,12 +102,15 @@ class Plan:
     threads: int | None = None                   # --set threads=N for every point, if any
     shard: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
+    # by point: more arguments, and environment variables (an ensemble's variants)
+    extra: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)
+    cores: dict[str, int] = field(default_factory=dict)  # by point: the threads it runs
 
     def command(self, name: str, sets: list[str], folder: Path) -> list[str]:
         threads = ["--threads", str(self.threads)] if self.threads else []
         return [sys.executable, "-m", "demos", "--config", self.config, "--output-dir",
                 str(folder), "--run-name", name, "--no-progress", *self.runner_args, *threads,
-                *(a for s in sets for a in ("--set", s))]
+                *(a for s in sets for a in ("--set", s)), *self.extra.get(name, ([], {}))[0]]
 
 
 def make_plan(args: Any, registry: Registry) -> Plan:
@@ -139,18 +142,23 @@ def make_plan(args: Any, registry: Registry) -> Plan:
     shard = parse_shard(args.shard) if args.shard else None
     if shard:
         points = [p for i, p in enumerate(points) if i % shard[1] == shard[0]]
-    runner_args = [a for s in args.sets for a in ("--set", s)]
-    for flag, value in (("--device", args.device), ("--seed", args.seed),
-                        ("--threads", args.threads), ("--baseline", args.baseline)):
-        if value is not None:
-            runner_args += [flag, str(value)]
-    runner_args += [a for o in args.only or [] for a in ("--only", o)]
-    runner_args += ["--dry-run"] if args.dry_run else []
-    plan = Plan(args.config, axes, points, total, runner_args, jobs=args.jobs, shard=shard)
+    plan = Plan(args.config, axes, points, total, passed_on(args), jobs=args.jobs, shard=shard)
     plan.threads, note = share_cores(args.jobs, base.threads,
                                      "threads" in keys or args.threads is not None)
     plan.notes += [note] if note else []
     return plan
+
+
+def passed_on(args: Any) -> list[str]:
+    """What every point's command line gets from ours: --set, --device, --seed, --threads,
+    --baseline, --only, --dry-run."""
+    out = [a for s in args.sets for a in ("--set", s)]
+    for flag, value in (("--device", args.device), ("--seed", args.seed),
+                        ("--threads", args.threads), ("--baseline", args.baseline)):
+        if value is not None:
+            out += [flag, str(value)]
+    out += [a for o in args.only or [] for a in ("--only", o)]
+    return out + (["--dry-run"] if args.dry_run else [])
 
 
 def share_cores(jobs: int, threads: int | str, swept: bool) -> tuple[int | None, str]:
@@ -235,10 +243,12 @@ def run_points(plan: Plan, folder: Path, stop: StopRequest) -> tuple[dict[str, i
             print(f"{point[0]}: finished by an earlier try; kept")
     with signal_handler(children):
         while children.running or (todo and not stop.requested):
-            while todo and len(children.running) < plan.jobs and not stop.requested:
+            while todo and len(children.running) < plan.jobs and not stop.requested and \
+                    fits(plan, todo[0][0], children.running):
                 name, sets = todo.pop(0)
                 out = tempfile.TemporaryFile()
-                proc = subprocess.Popen(plan.command(name, sets, folder), env=env, stdout=out,
+                proc = subprocess.Popen(plan.command(name, sets, folder),
+                                        env={**env, **plan.extra.get(name, ([], {}))[1]}, stdout=out,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         start_new_session=True, preexec_fn=stop_with_parent)
                 children.running[name] = (proc, out, time.monotonic())
@@ -252,6 +262,16 @@ def run_points(plan: Plan, folder: Path, stop: StopRequest) -> tuple[dict[str, i
     for name, _ in todo:
         print(f"not run (interrupted): {name}")
     return codes, [name for name, _ in todo]
+
+
+def fits(plan: Plan, name: str, running: dict[str, Any]) -> bool:
+    """Whether point `name` may start beside the running ones: their threads (`plan.cores`, by
+    point) stay within the cores, or nothing runs (threads spinning on a busy core slow every
+    point down many times)."""
+    if not running or not plan.cores:
+        return True
+    busy = sum(plan.cores.get(n, 1) for n in running)
+    return busy + plan.cores.get(name, 1) <= available_cores()
 
 
 def already_done(point: Path) -> bool:
