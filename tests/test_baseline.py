@@ -175,14 +175,14 @@ def test_a_single_run_baseline_is_exact_to_its_machine_and_says_so_elsewhere(tmp
     same = run_captured(tmp_path / "same", *FIT, "--baseline", path)  # same machine: 1e-6
     assert same.code == 1 and "same machine: rtol 1e-06" in check(
         entry(same.summary, "legendre_fit"), "baseline params.b")["detail"]
-    edit(path, lambda d: d["fingerprint"].update(capability="AVX2", threads=8))
+    edit(path, lambda d: d["fingerprint"].update(capability="SVE256", threads=8))
     other = run_captured(tmp_path / "other", *FIT, "--baseline", path)  # elsewhere: 1e-5
     assert other.code == 0, other.out
     mine = first.summary["fingerprint"]["capability"]
-    assert f"not the baseline's machine (baseline: AVX2, 8 threads; this run: {mine}, 1 thread)" \
+    assert f"not the baseline's machine (baseline: SVE256, 8 threads; this run: {mine}, 1 thread)" \
         in other.err and "exact to one machine" in other.err
     block = other.summary["baseline"]
-    assert block["same_machine"] is False and not block["measured"] and "AVX2" in block["differs"]
+    assert block["same_machine"] is False and not block["measured"] and "SVE256" in block["differs"]
     # exact: the same bits, where the fingerprints match; elsewhere the tier, saying why
     edit(path, lambda d: d.update(tolerance={"all": "exact"}))
     fallen = run_captured(tmp_path / "fallen", *FIT, "--baseline", path)

@@ -157,11 +157,11 @@ def test_runs_of_other_machines_are_named_and_compared_at_the_arithmetic_tier(ru
     a, b = runs
     move(b, 1 + 3e-6)  # beyond the same machine's 1e-6, within the arithmetic tier's 1e-5
     assert compare(tmp_path / "same", a, b)[0] == 1
-    edit_summary(b, lambda s: s["fingerprint"].update(capability="AVX2", threads=2))
+    edit_summary(b, lambda s: s["fingerprint"].update(capability="SVE256", threads=2))
     code, out, _ = compare(tmp_path / "other", a, b)
     assert code == 0, out
     assert f"not the same machine: run_a: {summary(a)['fingerprint']['capability']}, 1 thread; " \
-           f"run_b: AVX2, 2 threads" in out
+           f"run_b: SVE256, 2 threads" in out
     move(b, 1 + 1e-4)
     code, out, _ = compare(tmp_path / "far", a, b)
     row = next(line for line in out.splitlines() if KEY in line)
