@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from demos.functions import LegendrePolynomial3, MyReLU
-from demos.lab.context import Context
+from demos.documents.functions import LegendrePolynomial3, MyReLU
+from demos.lab.runner.context import Context
 from demos.scenarios import registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -277,7 +277,7 @@ def compiled(device: torch.device, steps: int) -> list[dict]:
 
 
 def legendre_inputs(device):
-    from demos.functions import LegendrePolynomial3
+    from demos.documents.functions import LegendrePolynomial3
 
     x = torch.linspace(-math.pi, math.pi, 2000, device=device)
     return [x, torch.sin(x)] + [torch.tensor(v, device=device, requires_grad=True)
@@ -285,7 +285,7 @@ def legendre_inputs(device):
 
 
 def relu_inputs(device):
-    from demos.functions import MyReLU
+    from demos.documents.functions import MyReLU
 
     g = torch.Generator().manual_seed(0)
     return [torch.randn(64, 1000, generator=g).to(device), torch.randn(64, 10, generator=g).to(

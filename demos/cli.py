@@ -10,12 +10,12 @@ from typing import NoReturn
 
 def main(argv: list[str] | None = None, prog: str = "runner.py") -> int:
     """Run the command line `argv` (default: sys.argv[1:]); return the exit code."""
-    from demos.lab.signals import StartUp, StopRequest, signal_handler
+    from demos.lab.core.signals import StartUp, StopRequest, signal_handler
 
     stop = StopRequest()
     with signal_handler(StartUp(stop)):  # from the first line
         try:
-            from demos.lab import cli
+            from demos.lab.runner import cli
             from demos.scenarios import registry
         except KeyboardInterrupt:
             print("\ninterrupted before the run started", file=sys.stderr)
@@ -31,10 +31,10 @@ def entry_point(prog: str = "autograd-demos") -> NoReturn:
     second and does nothing for a run whose files are written and closed. So: flush, run the
     exit handlers (the drawing helper finishes; coverage.py saves its data), and leave.
     """
-    from demos.lab import artifacts
-    from demos.lab.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+    from demos.lab.pages import drawing as artifacts
+    from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
-    from demos.lab.signals import StartUp, StopRequest, signal_handler
+    from demos.lab.core.signals import StartUp, StopRequest, signal_handler
 
     code = main(prog=prog)
     if code not in (EXIT_OK, EXIT_FAILED):  # no run, or an interrupted one: nothing to draw

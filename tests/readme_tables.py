@@ -8,10 +8,10 @@ import typing
 
 import yaml
 
-from demos.lab.config import RunConfig
-from demos.lab.drift import Tolerance
-from demos.lab.scenario import ScenarioConfig, Target
-from demos.lab.schema import describe
+from demos.lab.core.config import RunConfig
+from demos.lab.core.tolerance import Tolerance
+from demos.lab.core.scenario import ScenarioConfig, Target
+from demos.lab.core.schema import describe
 from demos.scenarios import registry
 from tests.conftest import ROOT
 

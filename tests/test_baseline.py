@@ -5,7 +5,7 @@ import io
 import pytest
 import yaml
 
-from demos.lab.drift import Drift, resolve, Tolerance
+from demos.lab.core.tolerance import Drift, resolve, Tolerance
 from tests.conftest import CONFIGS, check, entry, run_captured, run_main
 
 # legendre_fit alone, tiny and without its support matrices: a run in a fraction of a second

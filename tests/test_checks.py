@@ -4,11 +4,11 @@ import math
 import pytest
 import torch
 
-from demos.functions import (LegendrePolynomial3, LinearFunction, MultiplyAdd, MyExp, MyReLU,
+from demos.documents.functions import (LegendrePolynomial3, LinearFunction, MultiplyAdd, MyExp, MyReLU,
                              exp_reference, legendre_p3_reference, linear_reference,
                              multiply_add_reference, relu_reference)
-from demos.lab import checks
-from demos.lab.config import Expect, Target
+from demos.lab.checks import gradients as checks
+from demos.lab.core.config import Expect, Target
 from tests.wrong_functions import (LinearNoBiasSum, MultiplyAddSwapped, MyExpSavesInput,
                                    P3MissingFactor, ReLUWrongMask)
 

@@ -6,8 +6,8 @@ import textwrap
 import pytest
 import yaml
 
-from demos.lab import config
-from demos.lab.schema import show
+from demos.lab.core import config
+from demos.lab.core.schema import show
 from demos.cli import main
 from demos.scenarios import registry
 

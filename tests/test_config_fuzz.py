@@ -7,9 +7,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from demos.lab import config
+from demos.lab.core import config
 from demos.cli import main
-from demos.lab.schema import ConfigError
+from demos.lab.core.schema import ConfigError
 from demos.scenarios import registry
 
 REGISTRY = registry()

@@ -5,8 +5,8 @@ import pytest
 import yaml
 
 from demos.cli import main
-from demos.lab.results import CAPABILITIES
-from demos.lab.schema import ConfigError
+from demos.lab.core.results import CAPABILITIES
+from demos.lab.core.schema import ConfigError
 from tests.conftest import CONFIGS, ROOT, check, entry, only_run_dir, summary
 
 FIXTURE = ROOT / "tests" / "fixtures" / "user_fns.py"
@@ -240,7 +240,7 @@ def test_a_runs_saved_config_runs_again_from_anywhere(tmp_path, monkeypatch):
 
 def test_user_code_problems_found_when_the_run_starts(tmp_path, capsys):
     """A reference that is not callable; a module that raises Ctrl-C (which stays Ctrl-C)."""
-    from demos.lab.user_code import load_object
+    from demos.lab.core.user_code import load_object
     (tmp_path / "consts.py").write_text("import torch\n\nNOT_CALLABLE = 3\n")
     shutil.copy(FIXTURE, tmp_path / "user_fns.py")
     path = tmp_path / "c.yaml"

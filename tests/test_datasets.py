@@ -5,7 +5,7 @@ import struct
 import numpy as np
 import pytest
 
-from demos.datasets import DataError, load_digits, load_mnist, read_idx
+from demos.documents.datasets import DataError, load_digits, load_mnist, read_idx
 from demos.cli import main
 from tests.conftest import CONFIGS, entry, only_run_dir, summary
 

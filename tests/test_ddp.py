@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from demos.lab import distributed
-from demos.lab.schema import ConfigError
+from demos.lab.runner import torchrun as distributed
+from demos.lab.core.schema import ConfigError
 from tests.conftest import CONFIGS, ROOT, check, entry, only_run_dir
 
 DDP = ROOT / "tests" / "fixtures" / "ddp.yaml"

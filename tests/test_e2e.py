@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from demos.functions import LegendrePolynomial3
+from demos.documents.functions import LegendrePolynomial3
 from demos.cli import main
-from demos.lab.baseline import load as load_baseline
-from demos.lab.config import load
-from demos.lab.run import make_run_dir
-from demos.lab.schema import ConfigError
+from demos.lab.comparing.baseline import load as load_baseline
+from demos.lab.core.config import load
+from demos.lab.runner.run import make_run_dir
+from demos.lab.core.schema import ConfigError
 from demos.scenarios import registry
 from tests.conftest import (BASELINE, CONFIGS, NO_SUPPORT, QUICK, ROOT, check, entry,
                             only_run_dir,
@@ -236,7 +236,7 @@ def test_training_steps_never_sync_the_gpu(tmp_path, name):
     """Every training step runs under torch.cuda.set_sync_debug_mode('error')."""
     import logging
 
-    from demos.lab.context import Context
+    from demos.lab.runner.context import Context
 
     scenario = registry()[name]
     cfg = scenario.shrink(scenario.config(scenario=name, id=name))

@@ -2,7 +2,7 @@
 import torch
 from torch.autograd import gradcheck
 
-from demos.functions import (LegendrePolynomial3, LinearFunction, MultiplyAdd, MyExp, MyReLU,
+from demos.documents.functions import (LegendrePolynomial3, LinearFunction, MultiplyAdd, MyExp, MyReLU,
                              exp_reference, legendre_p3_reference, linear_reference,
                              multiply_add_reference, relu_reference)
 
@@ -84,7 +84,7 @@ import pytest  # noqa: E402
 from torch.func import grad as func_grad  # noqa: E402
 from torch.func import jvp, vmap  # noqa: E402
 
-from demos import functions as fns  # noqa: E402
+from demos.documents import functions as fns  # noqa: E402
 
 D = torch.float64
 TWINS = [  # classic, reference, inputs (requires_grad as the documents have them)

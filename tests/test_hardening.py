@@ -16,11 +16,11 @@ import pytest
 import torch
 
 from demos.cli import main
-from demos.lab.context import Context, Diverged, StopRequest  # noqa: F401
-from demos.lab.files import save_atomic, write_atomic
-from demos.lab.run import make_run_dir
-from demos.lab.results import EXIT_INTERRUPTED
-from demos.lab.signals import SignalHandler
+from demos.lab.runner.context import Context, Diverged, StopRequest  # noqa: F401
+from demos.lab.core.files import save_atomic, write_atomic
+from demos.lab.runner.run import make_run_dir
+from demos.lab.core.results import EXIT_INTERRUPTED
+from demos.lab.core.signals import SignalHandler
 from demos.scenarios import registry
 from demos.scenarios.legendre_fit import Config as LegendreFit
 from tests.conftest import (CONFIGS, NO_SUPPORT, QUICK, ROOT, check, entry, only_run_dir,
@@ -192,7 +192,7 @@ def test_the_thread_count_is_chosen_and_recorded(tmp_path):
     assert run_main(tmp_path, "--config", QUICK, "--set", "threads=2") == 0
     det = summary(only_run_dir(tmp_path))["determinism"]
     assert (det["threads"], det["cpu_threads"]) == (2, 2)
-    from demos.lab.device import auto_threads
+    from demos.lab.runner.device import auto_threads
     assert [auto_threads(n) for n in (1, 2, 4, 16, 64)] == [1, 1, 2, 8, 8]
 
 
@@ -435,7 +435,7 @@ def test_the_index_skips_and_names_what_is_not_a_run(tmp_path, capsys):
 def test_a_lock_held_elsewhere_delays_the_index_only_so_long(tmp_path, monkeypatch, capsys):
     import fcntl
 
-    from demos.lab import report
+    from demos.lab.pages import report
     monkeypatch.setattr(report, "LOCK_WAIT_S", 0.3)
     with open(tmp_path / ".index.lock", "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # another process's rebuild that never ends
@@ -461,7 +461,7 @@ def test_a_scenario_that_raises_shows_one_line_not_a_traceback(tmp_path, monkeyp
 
 def test_plots_ignore_a_plotting_backend_that_does_not_exist(tmp_path):
     code = ("import os, sys; os.environ['MPLBACKEND'] = 'nonexistent'\n"
-            "from pathlib import Path; from demos.lab import plots\n"
+            "from pathlib import Path; from demos.lab.pages import plots\n"
             "plots.line_plot(Path(sys.argv[1]), [0, 1], {'y': [1, 2]}, title='t', xlabel='x', "
             "ylabel='y')\n")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.png")], cwd=ROOT,
@@ -471,7 +471,7 @@ def test_plots_ignore_a_plotting_backend_that_does_not_exist(tmp_path):
 
 
 def test_a_signal_while_the_run_finishes_ends_it_as_interrupted(tmp_path, monkeypatch, capsys):
-    from demos.lab import report
+    from demos.lab.pages import report
     real, sent = report.write_report, []
 
     def write_then_signal(*args, **kwargs):
@@ -503,7 +503,7 @@ def test_sigterm_or_sighup_during_start_up_is_one_line_and_130(tmp_path, monkeyp
 
 def test_a_signal_while_the_run_folder_is_made_ends_in_an_interrupted_run(tmp_path,
                                                                          monkeypatch, capsys):
-    from demos.lab import run as run_mod
+    from demos.lab.runner import run as run_mod
     real = run_mod.make_run_dir
 
     def make_then_signal(output_dir, now):
@@ -519,7 +519,7 @@ def test_a_signal_while_the_run_folder_is_made_ends_in_an_interrupted_run(tmp_pa
 
 
 def test_a_signal_just_after_the_run_says_so(tmp_path, monkeypatch, capsys):
-    from demos.lab import run as run_mod
+    from demos.lab.runner import run as run_mod
     real = run_mod.execute
 
     def execute_then_signal(*args, **kwargs):
@@ -612,8 +612,7 @@ def test_an_interrupted_lenet_says_when_its_checkpoint_could_not_be_written(tmp_
                                                                            monkeypatch):
     import errno
 
-    from demos.lab import context
-
+    from demos.lab.runner import context
     real = registry()["lenet"].run
 
     def interrupted_after_2_steps(cfg, ctx):
@@ -692,7 +691,7 @@ def test_files_get_the_usual_permissions(dry_run):
 def test_a_signal_during_start_up_waits_for_a_safe_point(tmp_path, monkeypatch, capsys):
     """A signal while torch loads is noted, not raised inside the import (which can leave it
     half-imported or swallow the interrupt); start-up stops at the next safe point."""
-    from demos.lab import device
+    from demos.lab.runner import device
     real, finished = device.resolve, []
 
     def resolve_signalled(spec):
@@ -728,8 +727,9 @@ def test_a_plot_that_cannot_be_written_makes_its_entry_an_error(tmp_path, monkey
     """Plots are drawn beside the run; one the disk has no room for fails its entry."""
     import errno
 
-    from demos.lab import artifacts, plots
+    from demos.lab.pages import drawing as artifacts
 
+    from demos.lab.pages import plots
     def no_room(path, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(artifacts, "pool", lambda: None)  # drawn here, where the patch holds
@@ -753,7 +753,7 @@ def test_a_config_name_that_is_not_utf8_gives_strict_json(tmp_path):
 def test_the_index_keeps_working_whatever_the_siblings_hold(tmp_path):
     """Odd digits in a name, an absurd pid, absurdly deep JSON, a linked folder, a directory
     at an index temp name, a FIFO at the lock's name: skipped or said, never a crash."""
-    from demos.lab.report import write_index
+    from demos.lab.pages.report import write_index
 
     def folder(name, text):
         (tmp_path / name).mkdir()
@@ -784,7 +784,7 @@ def test_group_signals_leave_the_helper_and_the_resource_tracker_alone(tmp_path)
     code = """if 1:
         import signal
         from multiprocessing import resource_tracker
-        from demos.lab import artifacts
+        from demos.lab.pages import drawing as artifacts
         def ignored(pid):
             mask = [int(l.split()[1], 16) for l in open(f"/proc/{pid}/status")
                     if l.startswith("SigIgn:")][0]
@@ -837,7 +837,7 @@ def test_lenet_draws_each_shuffle_when_its_epoch_starts_and_the_same_as_before()
 def test_terminal_control_characters_are_shown_not_obeyed(tmp_path, capsys):
     import logging
 
-    from demos.lab.console import ConsoleHandler
+    from demos.lab.core.console import ConsoleHandler
     stream = io.StringIO()
     handler = ConsoleHandler(stream)
     handler.emit(logging.LogRecord("x", logging.ERROR, "", 0, "boom \x1b[31mred\x07\tok", (),

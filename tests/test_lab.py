@@ -4,10 +4,11 @@ import logging
 import pytest
 import torch
 
-from demos.functions import LegendrePolynomial3, MultiplyAdd
-from demos.lab import graphs, plots
-from demos.lab.context import Context
-from demos.lab.files import write_csv
+from demos.documents.functions import LegendrePolynomial3, MultiplyAdd
+from demos.lab.instruments import render as graphs
+from demos.lab.pages import plots
+from demos.lab.runner.context import Context
+from demos.lab.core.files import write_csv
 from demos.scenarios.legendre_fit import Config as LegendreFit
 
 
@@ -124,7 +125,7 @@ def die_in_the_helper(path):
 
 
 def test_a_helper_that_dies_loses_no_file(tmp_path):
-    from demos.lab import artifacts
+    from demos.lab.pages import drawing as artifacts
     warnings = []
     work = artifacts.Artifacts(warnings.append)
     work.submit("a", die_in_the_helper, tmp_path / "a.txt")
@@ -137,7 +138,7 @@ def test_a_helper_that_dies_loses_no_file(tmp_path):
 
 
 def test_a_file_that_cannot_be_written_is_a_warning(tmp_path):
-    from demos.lab import artifacts
+    from demos.lab.pages import drawing as artifacts
     warnings = []
     work = artifacts.Artifacts(warnings.append)
     work.submit("x.png", plots.line_plot, tmp_path / "missing" / "x.png", [0, 1], {"y": [1, 2]},

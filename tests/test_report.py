@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from demos.cli import main
-from demos.lab.report import write_index
+from demos.lab.pages.report import write_index
 from tests.conftest import CONFIGS, only_run_dir, summary
 
 
@@ -164,7 +164,7 @@ def test_report_still_works_zipped_and_moved(dry_run, tmp_path):
 def test_open_needs_a_display_and_uses_the_browser_when_there_is_one(tmp_path, monkeypatch):
     import webbrowser
 
-    from demos.lab.run import open_in_browser
+    from demos.lab.runner.run import open_in_browser
     page = tmp_path / "report.html"
     page.write_text("<html></html>")
     monkeypatch.setattr(sys, "platform", "linux")
@@ -215,8 +215,7 @@ def test_the_index_removes_the_temp_files_of_a_run_killed_outright(tmp_path):
 def test_the_last_resort_rewrite_never_empties_the_file(tmp_path):
     """overwrite() writes over the file's own bytes, padded, without truncating it first
     (a truncation would show as a smaller file)."""
-    from demos.lab import files
-
+    from demos.lab.core import files
     path = tmp_path / "summary.json"
     path.write_text('{"status": "running"}'.ljust(200))
     files.overwrite(path, '{"status": "passed"}\n')

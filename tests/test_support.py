@@ -1,10 +1,10 @@
-"""What a Function supports (demos.lab.support): right Functions get no `fails`; mistakes that
+"""What a Function supports (demos.lab.checks.support): right Functions get no `fails`; mistakes that
 only a transform can see are caught in their row and no other."""
 import pytest
 import torch
 
-from demos import functions as fns
-from demos.lab import support
+from demos.documents import functions as fns
+from demos.lab.checks import support
 from tests import wrong_functions as wrong
 
 D = torch.float64

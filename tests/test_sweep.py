@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from demos.cli import main
-from demos.lab import sweep
-from demos.lab.aggregate import stats
+from demos.lab.comparing import sweep
+from demos.lab.comparing.aggregate import stats
 from tests.conftest import ROOT
 
 SWEEP = ROOT / "tests" / "fixtures" / "sweep.yaml"  # my_relu, tiny: a point in about 2 s

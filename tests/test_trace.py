@@ -1,4 +1,4 @@
-"""Watching backward: the engine's order and every gradient, node by node (demos.lab.trace)."""
+"""Watching backward: the engine's order and every gradient, node by node (demos.lab.instruments.trace)."""
 import copy
 import dataclasses
 import json
@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 
-from demos.lab import trace
-from demos.lab.walk import node_name
+from demos.lab.instruments import trace
+from demos.lab.instruments.walk import node_name
 
 
 def document_002():

@@ -3,8 +3,8 @@ import sys
 
 import torch
 
-from demos.functions import LegendrePolynomial3, MultiplyAdd
-from demos.lab.walk import explain, leaves, nodes
+from demos.documents.functions import LegendrePolynomial3, MultiplyAdd
+from demos.lab.instruments.walk import explain, leaves, nodes
 from tests.fixtures.user_fns import SinCos
 
 

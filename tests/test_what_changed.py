@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from demos.models import Net
+from demos.documents.models import Net
 from tests.conftest import ROOT
 
 SECTION = (ROOT / "README.md").read_text().split("## What changed since the documents", 1)[1]
@@ -187,7 +187,7 @@ def test_every_required_idiom_has_a_row(idiom):
 def test_classic_functions_under_torch_func_and_forward_mode():
     from torch.func import vmap
 
-    from demos.functions import MyExp
+    from demos.documents.functions import MyExp
     x = torch.ones(2, 3, dtype=torch.float64)
     error, _ = observe(lambda: vmap(MyExp.apply)(x))
     quoted(f"`{error}`")

@@ -1,7 +1,7 @@
 """Deliberately wrong custom Functions: every check of gradients must catch each of them."""
 import torch
 
-from demos.functions import MyReLU
+from demos.documents.functions import MyReLU
 
 
 class P3MissingFactor(torch.autograd.Function):
@@ -76,7 +76,7 @@ class LinearNoBiasSum(torch.autograd.Function):
         return grad_output.mm(weight), grad_output.t().mm(input), grad_output[0]
 
 
-# -- mistakes only a transform can see (demos.lab.support): backward is right in each -------
+# -- mistakes only a transform can see (demos.lab.checks.support): backward is right in each -------
 class P3JvpWrongFactor(torch.autograd.Function):
     """jvp with 1.4 where the derivative has 1.5; backward right."""
     generate_vmap_rule = True

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from demos.lab.scenario import Scenario
+from demos.lab.core.scenario import Scenario
 
 _found: dict[str, Scenario] | None = None
 

@@ -13,12 +13,12 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.results import Result
-from demos.lab.scenario import Scenario, ScenarioConfig, graph_files
-from demos.lab.schema import param
+from demos.lab.core.results import Result
+from demos.lab.core.scenario import Scenario, ScenarioConfig, graph_files
+from demos.lab.core.schema import param
 
 if TYPE_CHECKING:
-    from demos.lab.context import Context
+    from demos.lab.runner.context import Context
 
 
 @dataclass
@@ -36,8 +36,8 @@ def leaves(cfg, ctx):
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    from demos.lab import checks
-    from demos.lab.walk import node_name
+    from demos.lab.checks import gradients as checks
+    from demos.lab.instruments.walk import node_name
 
     a, b, d = leaves(cfg, ctx)
     c = a + b

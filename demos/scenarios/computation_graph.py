@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.results import Result
-from demos.lab.scenario import Scenario, ScenarioConfig, graph_files
-from demos.lab.schema import param
+from demos.lab.core.results import Result
+from demos.lab.core.scenario import Scenario, ScenarioConfig, graph_files
+from demos.lab.core.schema import param
 
 if TYPE_CHECKING:
-    from demos.lab.context import Context
+    from demos.lab.runner.context import Context
 
 
 @dataclass
@@ -36,7 +36,7 @@ def tensor(value, ctx, requires_grad=True):
 
 
 def contains(graph_of, t) -> bool:
-    from demos.lab.walk import leaves
+    from demos.lab.instruments.walk import leaves
 
     return any(leaf is t for leaf in leaves(graph_of))
 
@@ -44,8 +44,8 @@ def contains(graph_of, t) -> bool:
 def with_requires_grad(cfg, ctx) -> list:
     import torch
 
-    from demos.lab import checks
-    from demos.lab.walk import node_name
+    from demos.lab.checks import gradients as checks
+    from demos.lab.instruments.walk import node_name
 
     x, w, b = tensor(cfg.x, ctx), tensor(cfg.w, ctx), tensor(cfg.b, ctx)
     h = w * x + b
@@ -66,8 +66,8 @@ def with_requires_grad(cfg, ctx) -> list:
 
 def without_requires_grad(cfg, ctx) -> list:
 
-    from demos.lab import checks
-    from demos.lab.walk import node_name
+    from demos.lab.checks import gradients as checks
+    from demos.lab.instruments.walk import node_name
 
     x = tensor(cfg.x, ctx, requires_grad=False)
     w, b = tensor(cfg.w, ctx), tensor(cfg.b, ctx)
@@ -91,8 +91,7 @@ def without_requires_grad(cfg, ctx) -> list:
 
 def with_detach(cfg, ctx) -> list:
 
-    from demos.lab import checks
-
+    from demos.lab.checks import gradients as checks
     x, w, b = tensor(cfg.x, ctx), tensor(cfg.w, ctx), tensor(cfg.b, ctx)
     h = w * x + b
     x_detached = x.detach()

@@ -14,15 +14,15 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from demos.lab.results import Capability, Result
-from demos.lab.scenario import Scenario, ScenarioConfig, graph_files, support_param
-from demos.lab.schema import ConfigError, convert, param
-from demos.lab.user_code import split_spec
+from demos.lab.core.results import Capability, Result
+from demos.lab.core.scenario import Scenario, ScenarioConfig, graph_files, support_param
+from demos.lab.core.schema import ConfigError, convert, param
+from demos.lab.core.user_code import split_spec
 
 if TYPE_CHECKING:
     import torch
 
-    from demos.lab.context import Context
+    from demos.lab.runner.context import Context
 
 
 @dataclass
@@ -122,7 +122,7 @@ def prepare(cfg: Config, where: str) -> None:
     """Load the Function (and the reference) once the run starts; check what they are."""
     import torch
 
-    from demos.lab.user_code import load_object
+    from demos.lab.core.user_code import load_object
 
     fn = load_object(cfg.function, f"{where}.function")
     if not (isinstance(fn, type) and issubclass(fn, torch.autograd.Function)):
@@ -155,8 +155,8 @@ def make_inputs(cfg: Config, seed: int, device: torch.device) -> dict[str, torch
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    from demos.lab import checks
-    from demos.lab.function_checks import backward_structure, gradgradcheck
+    from demos.lab.checks import gradients as checks
+    from demos.lab.checks.structure import backward_structure, gradgradcheck
 
     fn, reference = cfg.function_object, cfg.reference_object
     inputs = make_inputs(cfg, ctx.seed, ctx.check_device)
@@ -178,8 +178,7 @@ def run(cfg: Config, ctx: Context) -> Result:
         found.append(check)
     matrix = {}
     if cfg.support:
-        from demos.lab import support
-
+        from demos.lab.checks import support
         rows = support.matrix(fn.apply, inputs, reference, ctx.check_device, rows=cfg.support)
         found += support.checks(rows, cfg.require)
         matrix = {fn.__name__: support.to_json(rows)}

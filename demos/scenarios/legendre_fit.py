@@ -11,13 +11,13 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.results import Capability, Result
-from demos.lab.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
+from demos.lab.core.results import Capability, Result
+from demos.lab.core.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
                                  support_param)
-from demos.lab.schema import ConfigError, param
+from demos.lab.core.schema import ConfigError, param
 
 if TYPE_CHECKING:
-    from demos.lab.context import Context
+    from demos.lab.runner.context import Context
 
 
 @dataclass
@@ -49,10 +49,10 @@ def sse(x, y, a, b, c, d, p3):
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
-    from demos.functions import (LegendrePolynomial3, LegendrePolynomial3Modern,
+    from demos.documents.functions import (LegendrePolynomial3, LegendrePolynomial3Modern,
                                  legendre_p3_reference)
-    from demos.lab import checks, support
-
+    from demos.lab.checks import gradients as checks
+    from demos.lab.checks import support
     P3 = LegendrePolynomial3.apply
     x = torch.linspace(-math.pi, math.pi, cfg.points, device=ctx.device)  # (points,)
     y = torch.sin(x)

@@ -15,15 +15,15 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from demos.lab.results import Check, Result
-from demos.lab.scenario import TRAINING_FILES, Scenario, ScenarioConfig, graph_files
-from demos.lab.schema import ConfigError, param
+from demos.lab.core.results import Check, Result
+from demos.lab.core.scenario import TRAINING_FILES, Scenario, ScenarioConfig, graph_files
+from demos.lab.core.schema import ConfigError, param
 
 if TYPE_CHECKING:
     import torch
 
-    from demos.lab.context import Context
-    from demos.models import Net
+    from demos.lab.runner.context import Context
+    from demos.documents.models import Net
 
 
 @dataclass
@@ -86,7 +86,7 @@ class Config(ScenarioConfig):
         if self.root is None:
             raise ConfigError(f"{where}.root: dataset mnist needs root: the folder with "
                               f"train-images-idx3-ubyte and the other MNIST IDX files")
-        from demos.datasets import DataError, find_mnist_files
+        from demos.documents.datasets import DataError, find_mnist_files
         try:
             find_mnist_files(self.root)
         except DataError as e:
@@ -99,7 +99,7 @@ def load_data(cfg: Config, g: torch.Generator):
     import torch
     import torch.nn.functional as F
 
-    from demos.datasets import load_digits, load_mnist
+    from demos.documents.datasets import load_digits, load_mnist
 
     if cfg.dataset == "mnist":
         train_x, train_y, test_x, test_y = load_mnist(cfg.root)
@@ -127,7 +127,7 @@ def load_data(cfg: Config, g: torch.Generator):
 
 def standardize(x: torch.Tensor, train: torch.Tensor) -> torch.Tensor:
     """Zero mean, unit variance, with the statistics of the training images only."""
-    from demos.datasets import DataError
+    from demos.documents.datasets import DataError
 
     if len(train) < 2:
         raise DataError(f"{len(train)} training image(s): too few to train on")
@@ -144,8 +144,7 @@ def walk_through(net: Net, ctx: Context) -> list[Check]:
     import torch
     import torch.nn.functional as F
 
-    from demos.lab import checks
-
+    from demos.lab.checks import gradients as checks
     net = copy.deepcopy(net)
     input = torch.randn(1, 1, 32, 32, device=ctx.device)
     target = torch.randn(1, 10, device=ctx.device)
@@ -210,7 +209,7 @@ def check_optimizer(opt) -> None:
 
 def resume(cfg: Config, ctx: Context, net: Net, opt, n_batches: int) -> int:
     """Load a checkpoint into net and opt; return the step it was saved after."""
-    from demos.lab.checks import one_line
+    from demos.lab.checks.gradients import one_line
 
     try:
         saved = ctx.load_state(cfg.resume)
@@ -308,9 +307,9 @@ def train_steps(cfg: Config, ctx: Context, model, opt, x, labels, shuffles: Shuf
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
-    from demos.lab import checks
-    from demos.lab.context import Interrupted
-    from demos.models import Net
+    from demos.lab.checks import gradients as checks
+    from demos.lab.runner.context import Interrupted
+    from demos.documents.models import Net
 
     net = Net().to(ctx.device)
     ctx.log.info("%s", net)
@@ -371,12 +370,12 @@ def finish(cfg: Config, ctx: Context, net: Net, train, n_test: int, found: list[
 def run_parallel(cfg: Config, ctx: Context, net: Net, make_optimizer, x, labels, train, test,
                  found: list[Check]) -> Result:
     """Under torchrun: DDP, each rank its slice of every global batch; then the checks that
-    make it trustworthy (see demos.parallel). Every rank runs this; rank 0 reports."""
+    make it trustworthy (see demos.documents.parallel). Every rank runs this; rank 0 reports."""
     import contextlib
 
-    from demos import parallel
-    from demos.lab import checks
-    from demos.lab.distributed import same_everywhere
+    from demos.documents import parallel
+    from demos.lab.checks import gradients as checks
+    from demos.lab.runner.torchrun import same_everywhere
 
     world = ctx.world
     model = parallel.wrap(net, ctx, cfg.bucket_cap_mb)  # rank 0's weights, on every rank

@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.results import Capability, Check, Result
-from demos.lab.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
+from demos.lab.core.results import Capability, Check, Result
+from demos.lab.core.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
                                  support_param)
-from demos.lab.schema import ConfigError, param
+from demos.lab.core.schema import ConfigError, param
 
 if TYPE_CHECKING:
-    from demos.lab.context import Context
+    from demos.lab.runner.context import Context
 
 
 @dataclass
@@ -47,9 +47,8 @@ def only_input_grad(ctx: Context) -> Check:
     """With only the input requiring grad, backward computes no weight or bias grad."""
     import torch
 
-    from demos.functions import LinearFunction
-    from demos.lab import checks
-
+    from demos.documents.functions import LinearFunction
+    from demos.lab.checks import gradients as checks
     input = torch.randn(4, 3, device=ctx.device, requires_grad=True)
     weight, bias = torch.randn(2, 3, device=ctx.device), torch.randn(2, device=ctx.device)
     out = LinearFunction.apply(input, weight, bias)
@@ -65,9 +64,10 @@ def only_input_grad(ctx: Context) -> Check:
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
-    from demos.functions import LinearFunction, LinearFunctionModern, linear_reference
-    from demos.lab import checks, support
-    from demos.models import Linear
+    from demos.documents.functions import LinearFunction, LinearFunctionModern, linear_reference
+    from demos.lab.checks import gradients as checks
+    from demos.lab.checks import support
+    from demos.documents.models import Linear
 
     g = torch.Generator().manual_seed(ctx.seed)
     doc = {"input": torch.randn(20, 20, generator=g, dtype=torch.float64, requires_grad=True),

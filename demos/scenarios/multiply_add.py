@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.results import Capability, Check, Result
-from demos.lab.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
+from demos.lab.core.results import Capability, Check, Result
+from demos.lab.core.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
                                  support_param)
-from demos.lab.schema import ConfigError, param
+from demos.lab.core.schema import ConfigError, param
 
 if TYPE_CHECKING:
-    from demos.lab.context import Context
+    from demos.lab.runner.context import Context
 
 
 @dataclass
@@ -44,8 +44,7 @@ def node_name(fn) -> str:
 
 def inspect(out, w, b, ctx: Context) -> tuple[dict, list[Check]]:
     """The document's walk from out.grad_fn, as recorded facts and checks."""
-    from demos.lab import checks
-
+    from demos.lab.checks import gradients as checks
     fn = out.grad_fn
     nexts = [nf for nf, _ in fn.next_functions]
     facts = {
@@ -71,9 +70,9 @@ def inspect(out, w, b, ctx: Context) -> tuple[dict, list[Check]]:
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
-    from demos.functions import MultiplyAdd, MultiplyAddModern, multiply_add_reference
-    from demos.lab import checks, support
-
+    from demos.documents.functions import MultiplyAdd, MultiplyAddModern, multiply_add_reference
+    from demos.lab.checks import gradients as checks
+    from demos.lab.checks import support
     multiply_add = MultiplyAdd.apply
     dev = ctx.device
     w = torch.tensor([[1., 2], [3, 4]], device=dev, requires_grad=True)  # (2, 2)

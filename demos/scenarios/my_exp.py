@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.results import Capability, Result
-from demos.lab.scenario import Scenario, ScenarioConfig, graph_files, support_param
-from demos.lab.schema import ConfigError, param
+from demos.lab.core.results import Capability, Result
+from demos.lab.core.scenario import Scenario, ScenarioConfig, graph_files, support_param
+from demos.lab.core.schema import ConfigError, param
 
 if TYPE_CHECKING:
-    from demos.lab.context import Context
+    from demos.lab.runner.context import Context
 
 
 @dataclass
@@ -34,9 +34,9 @@ class Config(ScenarioConfig):
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
-    from demos.functions import MyExp, MyExpModern, exp_reference
-    from demos.lab import checks, support
-
+    from demos.documents.functions import MyExp, MyExpModern, exp_reference
+    from demos.lab.checks import gradients as checks
+    from demos.lab.checks import support
     inputs = torch.tensor(cfg.inputs, device=ctx.device, requires_grad=True)
     outputs = MyExp.apply(inputs)
     ctx.graph(outputs, {"inputs": inputs})

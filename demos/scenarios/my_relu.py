@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.results import Capability, Result
-from demos.lab.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
+from demos.lab.core.results import Capability, Result
+from demos.lab.core.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
                                  support_param)
-from demos.lab.schema import ConfigError, param
+from demos.lab.core.schema import ConfigError, param
 
 if TYPE_CHECKING:
-    from demos.lab.context import Context
+    from demos.lab.runner.context import Context
 
 
 @dataclass
@@ -51,9 +51,9 @@ def sse(x, y, w1, w2, relu):
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
-    from demos.functions import MyReLU, MyReLUModern, relu_reference
-    from demos.lab import checks, support
-
+    from demos.documents.functions import MyReLU, MyReLUModern, relu_reference
+    from demos.lab.checks import gradients as checks
+    from demos.lab.checks import support
     relu = MyReLU.apply
     N, D_in, H, D_out = cfg.N, cfg.D_in, cfg.H, cfg.D_out
     x = torch.randn(N, D_in).to(ctx.device)                     # (N, D_in)

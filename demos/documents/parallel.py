@@ -1,0 +1,142 @@
+"""LeNet data-parallel under torchrun: DDP around the Net, a DistributedSampler per rank, and
+the checks that make it trustworthy.
+
+DDP registers a hook on every parameter's AccumulateGrad node (the node document 002 shows
+backward() ending in). When backward has accumulated the gradients of a bucket's parameters,
+the hook starts that bucket's all-reduce while backward goes on to the earlier layers; by the
+time backward returns, every rank holds the same averaged gradients, so the same optimizer step
+keeps the weights the same everywhere. Each rank takes batch_size / world_size images a step,
+its slice of one seeded permutation: the global batch and its order are one process's.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+if TYPE_CHECKING:
+    from demos.lab.runner.context import Context
+
+EQUIVALENCE_STEPS = 5  # steps of DDP compared with one process
+EQUIVALENCE_RTOL = 1e-2  # summation order alone: up to ~1e-3 over 120 seeds; a wrong batch: 0.6
+GRAD_RTOL = 1e-4  # the first gradient, all-reduced: float32 rounding of a sum in another order
+
+
+class RankShuffles:
+    """Each epoch's order of one rank's training images: its DistributedSampler slice of a
+    permutation of the training split, seeded with the run's seed and redrawn per epoch."""
+
+    def __init__(self, train: torch.Tensor, size: int, rank: int, seed: int):
+        from torch.utils.data import DistributedSampler
+
+        self.train = train
+        self.sampler = DistributedSampler(range(len(train)), num_replicas=size, rank=rank,
+                                          shuffle=True, seed=seed)
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __call__(self, epoch: int) -> torch.Tensor:
+        self.sampler.set_epoch(epoch)
+        return self.train[torch.tensor(list(self.sampler), device=self.train.device)]
+
+
+def local_batch(cfg: Any, size: int) -> int:
+    """Images per rank and step: the configured batch_size is the global batch."""
+    return cfg.batch_size if cfg.mistake == "local_batch" else cfg.batch_size // size
+
+
+def flat(net: torch.nn.Module) -> torch.Tensor:
+    """Every parameter in one vector (a copy)."""
+    return torch.cat([p.detach().reshape(-1) for p in net.parameters()]).clone()
+
+
+def flat_state(state: dict) -> torch.Tensor:
+    """A state_dict's parameters in one vector, in the order of flat()."""
+    return torch.cat([v.reshape(-1) for v in state.values()])
+
+
+def wrap(net: torch.nn.Module, ctx: Context, bucket_cap_mb: float):
+    """The Net in DDP: rank 0's weights broadcast to every rank, gradient hooks in place."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+    return DDP(net, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
+
+
+def buckets(model: Any) -> list[int]:
+    """The bytes of each gradient bucket DDP all-reduces. DDP rebuilds its buckets after the
+    first backward, in the order the gradients arrived; these are the rebuilt ones (the
+    reducer's; DDP's logging data keeps the first layout)."""
+    try:
+        return [b.buffer().numel() * b.buffer().element_size()
+                for b in model.reducer._get_zeros_like_grad_buckets()]
+    except (AttributeError, RuntimeError):  # another torch: the layout DDP started with
+        sizes = str(model._get_ddp_logging_data().get("bucket_sizes", ""))
+        return [int(s) for s in sizes.split(",") if s.strip().isdigit()]
+
+
+def global_order(n: int, size: int, seed: int, epoch: int) -> torch.Tensor:
+    """One process's order of the `n` training positions in an epoch, drawn independently of
+    the samplers: a seeded permutation, padded to a multiple of `size` from its start. Global
+    batch i is its i-th block; DistributedSampler deals each block out across the ranks."""
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch))
+    padded = -(-n // size) * size
+    return torch.cat([perm, perm[:padded - n]])
+
+
+def reference(cfg: Any, ctx: Context, start: dict, make_optimizer: Callable, x: torch.Tensor,
+              labels: torch.Tensor, train: torch.Tensor, steps: int) -> dict[str, Any]:
+    """One process on the same global batches, in the same order, from the same weights: its
+    gradient at the first step and its weights after `steps`; and whether every global batch
+    was exactly what the ranks' slices put together (the samplers neither overlap nor skip)."""
+    import torch.nn.functional as F
+
+    from demos.documents.models import Net
+
+    size, seed = ctx.world.size, ctx.seed
+    net = Net().to(ctx.device)
+    net.load_state_dict(start)
+    opt = make_optimizer(net, cfg.lr)
+    ranks = [RankShuffles(train, size, r, seed) for r in range(size)]
+    per_rank = cfg.batch_size // size  # what each rank should take
+    n_batches = math.ceil(len(ranks[0]) / per_rank)
+    out: dict[str, Any] = {"dealt": True}
+    for t in range(steps):
+        epoch, i = divmod(t, n_batches)
+        block = global_order(len(train), size, seed, epoch)[i * cfg.batch_size:
+                                                             (i + 1) * cfg.batch_size]
+        batch = train[block.to(train.device)]
+        dealt = torch.cat([r(epoch)[i * per_rank:(i + 1) * per_rank] for r in ranks])
+        out["dealt"] &= torch.equal(batch.sort().values, dealt.sort().values)
+        loss = F.cross_entropy(net(x[batch]), labels[batch])  # the mean over the global batch
+        opt.zero_grad()
+        loss.backward()
+        if t == 0:
+            out["grad"] = flat_grad(net)
+        opt.step()
+    out["weights"] = flat(net)
+    return out
+
+
+def flat_grad(net: torch.nn.Module) -> torch.Tensor:
+    """Every parameter's .grad in one vector (a copy)."""
+    return torch.cat([p.grad.reshape(-1) for p in net.parameters()]).clone()
+
+
+def equivalence(ddp: dict[str, torch.Tensor], one: dict[str, Any], start: torch.Tensor,
+                steps: int) -> tuple[bool, str]:
+    """DDP against one process. The first step's gradient is linear in the data: DDP's
+    all-reduced average must match one process's to float32 rounding (GRAD_RTOL of its
+    largest element). After `steps` Adam steps the weights are compared by the distance between
+    them as a share of the distance travelled: Adam turns a tiny gradient's sign into a whole
+    step, so summation order alone leaves up to ~1e-3 of it; another batch leaves ~0.6."""
+    g_gap = (ddp["grad"] - one["grad"]).abs().max().item() / one["grad"].abs().max().item()
+    moved = (one["weights"] - start).norm().item()
+    w_gap = (ddp["weights"] - one["weights"]).norm().item() / moved if moved else 0.0
+    ok = one["dealt"] and g_gap <= GRAD_RTOL and w_gap <= EQUIVALENCE_RTOL
+    return ok, (("" if one["dealt"] else "the ranks' slices are not the global batches; ") +
+                f"first-step gradient within {g_gap:.3g} of one process's (at most "
+                f"{GRAD_RTOL:g}); after {steps} steps, |DDP - one process| is {w_gap:.3g} of "
+                f"the distance travelled (at most {EQUIVALENCE_RTOL:g})")

@@ -1,0 +1,1 @@
+"""Checks of a Function and its results: gradients, backward structure, the support matrix."""

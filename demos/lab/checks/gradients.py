@@ -1,0 +1,231 @@
+"""Checks of gradients and results; each returns a `Check` (name, passed, detail), never raises.
+
+- `gradcheck`: torch.autograd.gradcheck of a custom Function in float64.
+- `parity`: a custom Function's value and gradients against plain-torch autograd of the same formula.
+- `expect`: final params/metrics against the targets of the config.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Any, Callable, Iterator, Mapping
+
+import torch
+
+from demos.lab.core.results import Check
+from demos.lab.core.scenario import Expect, Target
+
+
+def check(name: str, passed: bool, detail: str) -> Check:
+    """A named yes/no fact with its detail (e.g. 'x.grad is None')."""
+    return Check(name, bool(passed), detail)
+
+
+def fmt(value: float) -> str:
+    return f"{value:.8g}"
+
+
+def close(name: str, actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-6,
+          atol: float = 1e-8) -> Check:
+    """`actual` equals `expected` (same shape, allclose), e.g. 'w.grad equals x'."""
+    if actual is None:
+        return Check(name, False, "got None")
+    if actual.shape != expected.shape:
+        return Check(name, False, f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
+    err = (actual.detach().double() - expected.detach().double()).abs().max().item()
+    ok = torch.allclose(actual.detach().double(), expected.detach().double(), rtol=rtol, atol=atol)
+    return Check(name, ok, f"max abs err {err:.3g} (rtol {rtol:g}, atol {atol:g})")
+
+
+def as_float64(inputs: Mapping[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """Fresh float64 leaves on `device`, requiring grad exactly where the originals do."""
+    return {k: v.detach().to(device=device, dtype=torch.float64).requires_grad_(v.requires_grad)
+            for k, v in inputs.items()}
+
+
+MAX_JACOBIAN = 10**7  # entries of n_in x (n_in + n_out): gradcheck's dense float64 matrices
+                      # (80 MB per 1e7) grow with the inputs squared, and it runs two forward
+                      # passes per input element
+
+
+def too_big(fn: Callable, xs: Mapping[str, torch.Tensor], what: str) -> str | None:
+    """Why a Jacobian check of fn at xs would exhaust memory or time, or None if it would not."""
+    n_in = sum(x.numel() for x in xs.values() if x.requires_grad)
+    try:
+        with torch.no_grad():
+            n_out = sum(o.numel() for o in tensors(fn(*xs.values())))
+    except Exception:
+        return None  # the check itself reports the failing forward
+    # memory: the dense Jacobians, n_in x (n_in + n_out) float64 entries; time: one forward
+    # per input element and one backward per output element, each over all n_in + n_out
+    cost = max(n_in, n_out) * (n_in + n_out)
+    if cost > MAX_JACOBIAN:
+        return (f"not run: {n_in:,} input and {n_out:,} output elements make {what} cost "
+                f"max(n_in, n_out) x (n_in + n_out) = {cost:,}, more than {MAX_JACOBIAN:,} "
+                f"(its dense float64 Jacobians, and a forward per input element and a backward "
+                f"per output element); use smaller inputs")
+    return None
+
+
+_stop: Any = None  # the run's stop request while an entry runs (see `watching`)
+
+
+@contextlib.contextmanager
+def watching(stop: Any) -> Iterator[None]:
+    """While an entry runs: the long checks look at `stop` (Ctrl-C) between evaluations."""
+    global _stop
+    _stop, before = stop, _stop
+    try:
+        yield
+    finally:
+        _stop = before
+
+
+def watched(fn: Callable) -> Callable:
+    """`fn`, stopping the check (KeyboardInterrupt) once a stop was requested."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if _stop is not None and _stop.requested:
+            raise KeyboardInterrupt(f"stopped by {_stop.requested}")
+        return fn(*args, **kwargs)
+    return call
+
+
+def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
+              device: torch.device, **kwargs) -> Check:
+    """torch.autograd.gradcheck of `fn(*inputs.values())` in float64 (analytic vs numerical)."""
+    fn = watched(fn)
+    xs = as_float64(inputs, device)
+    wrt = [k for k, v in xs.items() if v.requires_grad]
+    problem = too_big(fn, xs, "gradcheck")
+    if problem:
+        return Check(name, False, problem)
+    try:
+        torch.autograd.gradcheck(fn, tuple(xs.values()), raise_exception=True, **kwargs)
+    except Exception as e:  # GradcheckError, or the Function itself failing
+        return Check(name, False, gradcheck_failure(e, wrt))
+    opts = ", ".join(f"{k}={v}" for k, v in kwargs.items())
+    return Check(name, True, f"analytic == numerical Jacobian w.r.t. {', '.join(wrt)} "
+                             f"(float64{', ' + opts if opts else ''})")
+
+
+def gradcheck_failure(e: BaseException, wrt: list[str]) -> str:
+    """gradcheck's error as one line naming the input (its Jacobians, after 'numerical:', cut)."""
+    text = one_line(e).split("numerical:")[0].rstrip(" ,")
+    # gradcheck numbers the inputs that require grad; say which one that is
+    return re.sub(r"input (\d+)", lambda m: f"input {m[1]} ({wrt[int(m[1])]})"
+                  if int(m[1]) < len(wrt) else m[0], text)
+
+
+def parity(name: str, custom: Callable[..., torch.Tensor],
+           reference: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
+           device: torch.device, rtol: float = 1e-7, atol: float = 1e-9) -> Check:
+    """Value and every input's gradient of `custom(*inputs.values())` against `reference`.
+
+    Both get the same float64 copies of `inputs` and are back-propagated with the same
+    random output gradient, so a wrong backward shows as a gradient mismatch.
+    """
+    return compare_to_reference(name, custom, reference, inputs, device, rtol, atol)[0]
+
+
+def compare_to_reference(name: str, custom: Callable, reference: Callable,
+                         inputs: Mapping[str, torch.Tensor], device: torch.device,
+                         rtol: float = 1e-7,
+                         atol: float = 1e-9) -> tuple[Check, dict[str, float]]:
+    """parity's check, and the worst absolute and relative errors it found."""
+    a, b = as_float64(inputs, device), as_float64(inputs, device)
+    try:
+        out_a, out_b = tensors(custom(*a.values())), tensors(reference(*b.values()))
+        if len(out_a) != len(out_b):
+            return Check(name, False, f"custom gives {len(out_a)} outputs, reference "
+                                      f"{len(out_b)}"), {}
+        gs = output_grads(out_b)
+        torch.autograd.backward(out_a, gs)
+        torch.autograd.backward(out_b, gs)
+    except Exception as e:
+        return Check(name, False, one_line(e)), {}
+    pairs = [(f"value{'' if len(out_a) == 1 else f' {i}'}", x, y)
+             for i, (x, y) in enumerate(zip(out_a, out_b))]
+    pairs += [(f"grad {k}", a[k].grad, b[k].grad) for k in a if a[k].requires_grad]
+    worst_what, worst_abs, worst_rel = "value", 0.0, 0.0
+    for what, x, y in pairs:
+        if x is None or y is None or x.shape != y.shape:
+            got = "None" if x is None else tuple(x.shape)
+            return Check(name, False, f"{what}: custom gives {got}, reference "
+                                      f"{'None' if y is None else tuple(y.shape)}"), {}
+        diff = (x.detach() - y.detach().to(x.dtype)).abs()
+        abs_err = diff.max().item() if diff.numel() else 0.0
+        rel_err = (diff / y.detach().abs().clamp_min(1e-300)).max().item() if diff.numel() else 0.0
+        if not torch.allclose(x, y.to(x.dtype), rtol=rtol, atol=atol):
+            flat = int(diff.argmax())
+            rel_there = (diff.flatten()[flat] / y.detach().flatten()[flat].abs().clamp_min(1e-300)
+                         ).item()  # at the worst absolute error: the place the detail names
+            return Check(name, False, f"{what} differs: max abs err {abs_err:.3g}, rel "
+                                      f"{rel_there:.3g}"
+                                      f" at {divmod_index(flat, tuple(y.shape))} (custom "
+                                      f"{fmt(x.flatten()[flat].item())}, reference "
+                                      f"{fmt(y.flatten()[flat].item())})"), \
+                {"max_abs_error": abs_err, "max_rel_error": rel_err}
+        if abs_err >= worst_abs:
+            worst_what, worst_abs = what, abs_err
+        worst_rel = max(worst_rel, rel_err)
+    return Check(name, True, f"value and grads of {', '.join(k for k in a if a[k].requires_grad)} "
+                             f"match (float64; worst: {worst_what}, abs {worst_abs:.2g}; "
+                             f"max rel {worst_rel:.2g})"), \
+        {"max_abs_error": worst_abs, "max_rel_error": worst_rel}
+
+
+def output_grads(outs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
+    """A fixed random gradient for each output (random, so a wrong formula cannot hide)."""
+    g = torch.Generator().manual_seed(1)
+    return [torch.randn(o.shape, generator=g, dtype=o.dtype).to(o.device)
+            if o.is_floating_point() or o.is_complex() else torch.zeros_like(o)  # int, bool:
+            for o in outs]                                            # no gradient flows
+
+
+def tensors(result) -> tuple[torch.Tensor, ...]:
+    """A function's output(s) as a tuple of tensors."""
+    result = result if isinstance(result, tuple) else (result,)
+    return tuple(r for r in result if isinstance(r, torch.Tensor))
+
+
+def divmod_index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return tuple(reversed(index))
+
+
+def expect(targets: Expect, params: Mapping[str, float], metrics: Mapping[str, float],
+           skip: str | None = None) -> list[Check]:
+    """One check per target; a name the scenario did not produce fails.
+
+    With `skip` (why: '--dry-run', 'training diverged'), targets are reported, not evaluated;
+    in a dry run a name the scenario did not produce still fails.
+    """
+    out = []
+    for kind, values in (("params", params), ("metrics", metrics)):
+        for key, target in getattr(targets, kind).items():
+            name = f"expect {kind}.{key}"
+            if skip in ("training diverged", "an interrupted run"):
+                out.append(Check(name, None, f"not evaluated: {skip}"))
+            elif key not in values:
+                out.append(Check(name, False, f"the scenario produced no {kind[:-1]} '{key}' "
+                                              f"(it has: {', '.join(values) or 'none'})"))
+            else:
+                passed, detail = compare(values[key], target)
+                out.append(Check(name, None, f"not evaluated in {skip} ({detail})") if skip
+                           else Check(name, passed, detail))
+    return out
+
+
+def compare(actual: float, t: Target) -> tuple[bool, str]:
+    """Whether `actual` meets the target, and a one-line account of it."""
+    return t.meets(actual)
+
+
+def one_line(e: BaseException, limit: int = 400) -> str:
+    """An exception as one short line: its type and the first lines of its message."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    text = f"{type(e).__name__}: {' '.join(lines[:4])}"
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -1,0 +1,93 @@
+"""Checks of any custom autograd Function's backward: what it returns, not only what autograd
+lets through.
+
+Autograd quietly casts a gradient of the wrong dtype and quietly drops a gradient returned for
+an input that needs none; other mistakes surface as terse RuntimeErrors. So `backward_structure`
+calls the Function's own backward with the graph node as its ctx (as autograd does) and looks
+at each returned gradient, then lets autograd run it for real.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import torch
+
+from demos.lab.checks.gradients import (Check, as_float64, gradcheck_failure, one_line, output_grads,
+                              tensors, too_big, watched)
+
+
+def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor],
+                       device: torch.device) -> list[Check]:
+    """Forward runs; backward returns one grad per input, each None exactly where the input
+    needs no grad, else of the input's shape and dtype; grad_output is left untouched; and
+    autograd accepts the result."""
+    xs = as_float64(inputs, device)
+    names = list(xs)
+    try:
+        result = fn.apply(*xs.values())
+    except Exception as e:
+        return [Check("forward runs", False, one_line(e))]
+    outs = tensors(result)
+    if not outs:
+        return [Check("forward runs", False, f"it returned {type(result).__name__}, no tensor")]
+    node = next((o.grad_fn for o in outs if o.grad_fn is not None), None)
+    if node is None:
+        return [Check("forward runs", True, f"{len(outs)} output(s)"),
+                Check("the output is in the graph", False,
+                      "no output has a grad_fn: does any input require grad?")]
+    found = [Check("forward runs", True, f"{len(outs)} output(s): " + ", ".join(
+        f"{tuple(o.shape)} {str(o.dtype).removeprefix('torch.')}" for o in outs))]
+    gs = output_grads(outs)
+    copies = [g.clone() for g in gs]
+    try:
+        returned = fn.backward(node, *gs)
+    except Exception as e:
+        return found + [Check("backward runs", False, one_line(e))]
+    returned = returned if isinstance(returned, tuple) else (returned,)
+    found.append(Check("backward returns one grad per input", len(returned) == len(names),
+                       f"returned {len(returned)} for {len(names)} inputs ({', '.join(names)})"))
+    problems = []
+    for name, x, grad in zip(names, xs.values(), returned):
+        if not x.requires_grad:
+            if grad is not None:
+                problems.append(f"{name}: returned a grad, but {name} does not require one "
+                                f"(autograd throws it away; return None)")
+        elif grad is None:
+            problems.append(f"{name}: returned None, but {name} requires grad")
+        elif not isinstance(grad, torch.Tensor):
+            problems.append(f"{name}: returned a {type(grad).__name__}, not a tensor")
+        elif grad.shape != x.shape:
+            problems.append(f"{name}: grad has shape {tuple(grad.shape)}, {name} has "
+                            f"{tuple(x.shape)}")
+        elif grad.dtype != x.dtype:
+            problems.append(f"{name}: grad is {str(grad.dtype).removeprefix('torch.')}, {name} is "
+                            f"{str(x.dtype).removeprefix('torch.')} (autograd casts it silently)")
+    found.append(Check("each grad matches its input (None, shape, dtype)", not problems,
+                       "; ".join(problems) or "shapes and dtypes match; None exactly where an "
+                                               "input needs no grad"))
+    changed = [i for i, (g, c) in enumerate(zip(gs, copies)) if not torch.equal(g, c)]
+    found.append(Check("backward leaves grad_output unchanged", not changed,
+                       f"backward modified grad_output {changed} in place; clone it first"
+                       if changed else "grad_output unchanged"))
+    xs2 = as_float64(inputs, device)
+    try:
+        torch.autograd.backward(tensors(fn.apply(*xs2.values())), output_grads(outs))
+        found.append(Check("autograd accepts the backward", True, "loss.backward() ran"))
+    except Exception as e:
+        found.append(Check("autograd accepts the backward", False, one_line(e)))
+    return found
+
+
+def gradgradcheck(name: str, fn, inputs: Mapping[str, torch.Tensor],
+                  device: torch.device) -> Check:
+    """torch.autograd.gradgradcheck in float64: the backward's own gradients are right."""
+    xs, fn = as_float64(inputs, device), watched(fn)
+    problem = too_big(fn, xs, "gradgradcheck")
+    if problem:
+        return Check(name, False, problem)
+    try:
+        torch.autograd.gradgradcheck(fn, tuple(xs.values()), raise_exception=True)
+    except Exception as e:
+        return Check(name, False, gradcheck_failure(e, [k for k, v in xs.items()
+                                                        if v.requires_grad]))
+    return Check(name, True, "second derivatives match numerical ones (float64)")

@@ -1,0 +1,373 @@
+"""What a custom autograd Function supports under today's autograd, transform by transform.
+
+`matrix(fn, inputs, reference)` runs one row per capability and says, for each, `ok` (works and
+matches the reference), `unsupported` (torch refuses, with the first line of its message and
+what to add to the Function), `fails` (runs but gives a wrong value or gradient) or `skipped`:
+
+- backward: gradcheck; double_backward: gradgradcheck (float64);
+- forward_ad: gradcheck with forward-mode AD, and torch.func.jvp against the reference;
+- func_grad: torch.func.grad against the reference's gradient;
+- vmap: batched inputs against a loop over the batch, and gradients under vmap;
+- compile: torch.compile(fullgraph=True) forward and backward against eager;
+- float32: values and gradients in float32 against float64, within a float32 tolerance;
+- noncontiguous: inputs with gaps between their elements, against contiguous ones;
+- cuda: on the GPU against the CPU (skipped without one).
+
+The reference is a plain-torch function of the same formula; without one, the Function's own
+backward (checked by gradcheck) stands in for it where a gradient is compared.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from demos.lab.checks.gradients import gradcheck_failure, one_line, tensors, too_big
+from demos.lab.core.results import CAPABILITIES, Check
+
+# torch's refusals, by the words of its message, and what to add to the Function
+REFUSALS = [
+    (r"must override the setup_context staticmethod",
+     "split forward(ctx, ...) into forward(...) and setup_context(ctx, inputs, output)"),
+    (r"must implement the jvp function",
+     "add a jvp staticmethod (save what it needs with ctx.save_for_forward)"),
+    (r"vmap staticmethod or set generate_vmap_rule",
+     "set generate_vmap_rule = True, or write a vmap staticmethod"),
+    (r"custom `?jvp`?", "torch.compile (Dynamo) cannot trace a Function that defines jvp"),
+    (r"once_differentiable|trying to differentiate twice",
+     "write backward with differentiable torch ops, without @once_differentiable"),
+    (r"returning a view \(or an input as-is\) but the jvp is not returning a view",
+     "make jvp return a view too (e.g. x_t.view_as(x_t))"),
+    (r"called random operation while in randomness error mode",
+     "vmap needs randomness='different' or 'same' for a random forward"),
+    (r"data-dependent expression|[Dd]ata-dependent",
+     "a Python branch on a tensor's value cannot be compiled with fullgraph=True"),
+]
+# exception types that are torch refusing, whatever their words (Dynamo's graph breaks)
+REFUSING_TYPES = {"Unsupported": "torch.compile (Dynamo) cannot trace this with fullgraph=True"}
+RTOL32, ATOL32 = 1e-4, 1e-5  # float32 against float64: what float32 rounding allows
+
+
+@dataclass
+class Row:
+    status: str  # ok | unsupported | fails | skipped
+    detail: str
+
+
+class Mismatch(Exception):
+    """A value or gradient that differs from what it should be."""
+
+
+def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
+           reference: Callable[..., Any] | None = None, device: torch.device | None = None,
+           rows: Sequence[str] = CAPABILITIES) -> dict[str, Row]:
+    """The support matrix of `fn` (a Function's apply) at `inputs` (their requires_grad kept)."""
+    device = device or torch.device("cpu")
+    xs = {k: v.detach().to(device=device, dtype=torch.float64).clone()  # never the caller's
+          .requires_grad_(v.requires_grad) for k, v in inputs.items()}
+    too = too_big(fn, xs, "the Jacobian checks")
+    runs = {"backward": backward, "double_backward": double,
+            "forward_ad": lambda f, x: forward_ad(f, x, reference),
+            "func_grad": lambda f, x: func_grad(f, x, reference), "vmap": vmap,
+            "compile": compiled, "float32": lambda f, x: float32(f, x, reference),
+            "noncontiguous": noncontiguous, "cuda": cuda}
+    out = {}
+    for name in rows:
+        if too and name in ("backward", "double_backward", "forward_ad"):
+            out[name] = Row("skipped", too)
+        elif not needing(xs) and name in GRADIENT_ROWS:
+            out[name] = Row("skipped", "no input requires grad")
+        else:  # fresh copies: a Function that changes an input in place changes only these
+            fresh = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in xs.items()}
+            out[name] = attempt(lambda: runs[name](fn, fresh))
+    return out
+
+
+GRADIENT_ROWS = ("backward", "double_backward", "forward_ad", "func_grad")
+
+
+def attempt(run: Callable[[], str | None]) -> Row:
+    """Run a row: its detail when it works, `fails` on a mismatch or an unexpected error,
+    `unsupported` when torch refuses."""
+    try:
+        with warnings.catch_warnings():  # torch's own (anomaly traces, deprecations): noise
+            warnings.simplefilter("ignore")
+            detail = run()
+    except Mismatch as e:
+        return Row("fails", str(e))
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
+        for pattern, hint in REFUSALS:
+            if re.search(pattern, str(e)):
+                return Row("unsupported", f"{type(e).__name__}: {first[:300]} -> {hint}")
+        if type(e).__name__ in REFUSING_TYPES:
+            return Row("unsupported", f"{type(e).__name__}: {first[:300]} -> "
+                                      f"{REFUSING_TYPES[type(e).__name__]}")
+        return Row("fails", one_line(e))
+    if detail is None:
+        return Row("ok", "")
+    if detail.startswith("skipped: "):
+        return Row("skipped", detail.removeprefix("skipped: "))
+    return Row("ok", detail)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def needing(xs: Mapping[str, torch.Tensor]) -> list[str]:
+    return [k for k, v in xs.items() if v.requires_grad]
+
+
+def weights(outs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Fixed random weights for each output: the scalar the gradients are taken of."""
+    g = torch.Generator().manual_seed(2)
+    return [torch.randn(o.shape, generator=g, dtype=torch.float64).to(o.device, o.dtype)
+            for o in outs]
+
+
+def scalar(fn: Callable, ws: Sequence[torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """x -> sum_i (w_i * out_i).sum(): one number whose gradient is the weighted backward."""
+    def f(*args):
+        return sum((o * w.to(o.dtype)).sum() for o, w in zip(tensors(fn(*args)), ws))
+    return f
+
+
+def same(what: str, got: Any, want: Any, rtol: float = 1e-7, atol: float = 1e-9) -> None:
+    """Raise Mismatch unless `got` and `want` (tensors or tuples of them) agree."""
+    got = tensors(got) if not isinstance(got, torch.Tensor) else (got,)
+    want = tensors(want) if not isinstance(want, torch.Tensor) else (want,)
+    if len(got) != len(want):
+        raise Mismatch(f"{what}: {len(got)} tensors, expected {len(want)}")
+    for i, (a, b) in enumerate(zip(got, want)):
+        label = what if len(got) == 1 else f"{what} {i}"
+        if a.shape != b.shape:
+            raise Mismatch(f"{label}: shape {tuple(a.shape)}, expected {tuple(b.shape)}")
+        a64, b64 = a.detach().double().cpu(), b.detach().double().cpu()
+        if not torch.allclose(a64, b64, rtol=rtol, atol=atol, equal_nan=True):
+            err = (a64 - b64).abs().max().item()
+            raise Mismatch(f"{label} differs: max abs err {err:.3g}")
+
+
+def same_layout(v: torch.Tensor) -> torch.Tensor:
+    """A copy of `v` with its strides, gaps included (clone() would close the gaps)."""
+    out = torch.empty_strided(v.size(), v.stride(), dtype=v.dtype, device=v.device)
+    return out.copy_(v.detach())
+
+
+def grads_of(f: Callable, xs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """d f(*xs) / d x for each input that requires grad, by backward."""
+    fresh = {k: same_layout(v).requires_grad_(v.requires_grad) for k, v in xs.items()}
+    wrt = [fresh[k] for k in needing(xs)]
+    return torch.autograd.grad(f(*fresh.values()), wrt, allow_unused=True)
+
+
+# -- the rows ---------------------------------------------------------------------------------
+def checked(check: Callable, fn, xs, **kwargs) -> None:
+    """gradcheck or gradgradcheck; a mismatch names the input (x, not 'input 0')."""
+    from torch.autograd.gradcheck import GradcheckError
+
+    try:
+        check(fn, tuple(xs.values()), raise_exception=True, **kwargs)
+    except GradcheckError as e:
+        raise Mismatch(gradcheck_failure(e, needing(xs))) from None
+
+
+def backward(fn, xs) -> str:
+    checked(torch.autograd.gradcheck, fn, xs)
+    return f"gradcheck w.r.t. {', '.join(needing(xs))}"
+
+
+def double(fn, xs) -> str:
+    # a backward under @once_differentiable: its gradients carry a DelayedError, which only
+    # fires when the incoming gradient requires grad (gradgradcheck would read zeros instead)
+    outs = tensors(fn(*xs.values()))
+    seeds = [torch.ones_like(o).requires_grad_() for o in outs if o.requires_grad]
+    firsts = torch.autograd.grad([o for o in outs if o.requires_grad], [xs[k] for k in needing(xs)],
+                                 seeds, create_graph=True, allow_unused=True)
+    if any(g is not None and type(g.grad_fn).__name__ == "Error" for g in firsts):
+        raise RuntimeError("trying to differentiate twice a function that was marked with "
+                           "@once_differentiable")
+    checked(torch.autograd.gradgradcheck, fn, xs)
+    return "gradgradcheck"
+
+
+def forward_ad(fn, xs, reference) -> str:
+    checked(torch.autograd.gradcheck, fn, xs, check_forward_ad=True, check_backward_ad=False,
+            check_undefined_grad=False, check_batched_grad=False)
+    if reference is None:
+        return "gradcheck with forward AD"
+    primals = tuple(v.detach() for v in xs.values())
+    g = torch.Generator().manual_seed(3)
+    tangents = tuple(torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device)
+                     for p in primals)
+    got = torch.func.jvp(fn, primals, tangents)
+    want = torch.func.jvp(reference, primals, tangents)
+    same("jvp value", got[0], want[0])
+    same("jvp tangent", got[1], want[1])
+    return "gradcheck with forward AD; torch.func.jvp matches the reference"
+
+
+def func_grad(fn, xs, reference) -> str:
+    names = needing(xs)
+    primals = tuple(v.detach() for v in xs.values())
+    ws = weights(tensors(fn(*primals)))
+    argnums = tuple(i for i, k in enumerate(xs) if k in names)
+    got = torch.func.grad(scalar(fn, ws), argnums=argnums)(*primals)
+    if reference is not None:
+        want = torch.func.grad(scalar(reference, ws), argnums=argnums)(*primals)
+        against = "the reference's gradient"
+    else:
+        want = grads_of(scalar(fn, ws), xs)
+        against = "its own backward"
+    for k, a, b in zip(names, got, want):
+        same(f"grad of {k}", a, b)
+    return f"torch.func.grad w.r.t. {', '.join(names)} matches {against}"
+
+
+def batch_of(xs) -> list[torch.Tensor]:
+    """Three different versions of each input, stacked: (3, *shape)."""
+    return [torch.stack([v.detach(), 0.9 * v.detach() + 0.05, 1.1 * v.detach() - 0.05])
+            for v in xs.values()]
+
+
+def vmap(fn, xs) -> str:
+    batched = batch_of(xs)
+    got = torch.func.vmap(fn)(*batched)
+    loop = [tensors(fn(*[b[i] for b in batched])) for i in range(3)]
+    want = tuple(torch.stack([row[j] for row in loop]) for j in range(len(loop[0])))
+    same("vmap value", got, want)
+    last = [b.movedim(0, -1) for b in batched]  # the batch as the last dim (in_dims=-1)
+    same("vmap value (batch in the last dim)",
+         torch.func.vmap(fn, in_dims=tuple(-1 for _ in last))(*last), want)
+    if len(xs) > 1:  # the first input shared by the whole batch (in_dims=None)
+        first = next(iter(xs.values())).detach()
+        shared = [tensors(fn(first, *[b[i] for b in batched[1:]])) for i in range(3)]
+        same("vmap value (first input unbatched, in_dims None)",
+             torch.func.vmap(fn, in_dims=(None, *[0] * (len(xs) - 1)))(first, *batched[1:]),
+             tuple(torch.stack([row[j] for row in shared]) for j in range(len(shared[0]))))
+    names = needing(xs)
+    if not names:
+        return "values match a loop over the batch"
+    ws = weights(loop[0])
+    argnums = tuple(i for i, k in enumerate(xs) if k in names)
+    got_g = torch.func.vmap(torch.func.grad(scalar(fn, ws), argnums=argnums))(*batched)
+    for j, k in enumerate(names):
+        want_g = torch.stack([grads_of(scalar(fn, ws), {
+            n: b[i].requires_grad_(xs[n].requires_grad) for n, b in zip(xs, batched)})[j]
+            for i in range(3)])
+        same(f"vmap grad of {k}", got_g[j], want_g)
+    return "values and gradients match a loop over the batch"
+
+
+def compiled(fn, xs) -> str:
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    compiled_fn = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    ws = weights(tensors(fn(*xs.values())))
+    same("compiled value", compiled_fn(*[v.detach() for v in xs.values()]),
+         fn(*[v.detach() for v in xs.values()]))
+    if needing(xs):
+        for k, a, b in zip(needing(xs), grads_of(scalar(compiled_fn, ws), xs),
+                           grads_of(scalar(fn, ws), xs)):
+            same(f"compiled grad of {k}", a, b)
+    return "fullgraph=True (aot_eager backend): value and gradients match eager"
+
+
+def float32(fn, xs, reference) -> str:
+    x32 = {k: v.detach().float().requires_grad_(v.requires_grad) for k, v in xs.items()}
+    # the same numbers in float64: the Function's own float32 error, not its inputs' rounding
+    x64 = {k: v.detach().double().requires_grad_(v.requires_grad) for k, v in x32.items()}
+    base = reference or fn
+    ws = weights(tensors(base(*x64.values())))
+    outs = tensors(fn(*x32.values()))
+    wrong = [str(o.dtype).removeprefix("torch.") for o in outs if o.is_floating_point()
+             and o.dtype != torch.float32]
+    if wrong:
+        raise Mismatch(f"float32 inputs give {', '.join(wrong)} outputs")
+    same("float32 value", outs, tensors(base(*[v.detach() for v in x64.values()])),
+         RTOL32, ATOL32)
+    for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), x32),
+                       grads_of(scalar(base, ws), x64)):
+        if a is not None and a.dtype != torch.float32:
+            raise Mismatch(f"float32 grad of {k} is {str(a.dtype).removeprefix('torch.')}")
+        same(f"float32 grad of {k}", a, b, RTOL32, ATOL32)
+    return f"within rtol {RTOL32:g}, atol {ATOL32:g} of float64"
+
+
+def noncontiguous(fn, xs) -> str:
+    gapped = {k: torch.stack([v.detach(), v.detach()], -1)[..., 0].requires_grad_(v.requires_grad)
+              if v.dim() else v for k, v in xs.items()}  # every other element: stride 2
+    if all(v.is_contiguous() for v in gapped.values()):
+        return "skipped: only 0-d or empty inputs, which are contiguous whatever their strides"
+    ws = weights(tensors(fn(*xs.values())))
+    same("non-contiguous value", fn(*[v.detach() for v in gapped.values()]),
+         fn(*[v.detach() for v in xs.values()]))
+    for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), gapped),
+                       grads_of(scalar(fn, ws), xs)):
+        same(f"non-contiguous grad of {k}", a, b)
+    return "values and gradients match contiguous inputs"
+
+
+def cuda(fn, xs) -> str:
+    if not torch.cuda.is_available():
+        return "skipped: no CUDA GPU here"
+    if all(v.is_cuda for v in xs.values()):
+        return "skipped: the inputs are on the GPU already (every other row ran there)"
+    on_gpu = {k: v.detach().cuda().requires_grad_(v.requires_grad) for k, v in xs.items()}
+    ws = weights(tensors(fn(*xs.values())))
+    same("cuda value", fn(*[v.detach() for v in on_gpu.values()]),
+         fn(*[v.detach() for v in xs.values()]))
+    for k, a, b in zip(needing(xs), grads_of(scalar(fn, [w.cuda() for w in ws]), on_gpu),
+                       grads_of(scalar(fn, ws), xs)):
+        same(f"cuda grad of {k}", a, b)
+    return "values and gradients match the CPU"
+
+
+def to_json(rows: Mapping[str, Row]) -> dict[str, dict[str, str]]:
+    return {k: {"status": r.status, "detail": r.detail} for k, r in rows.items()}
+
+
+def checks(rows: Mapping[str, Row], require: Sequence[str] = ()) -> list[Check]:
+    """The matrix as checks: a row that fails is always a failed check; a required row must be
+    ok; and one check sums it all up (`unsupported` alone is information, not failure)."""
+    found = [Check(f"support: {k}", False, r.detail) for k, r in rows.items()
+             if r.status == "fails"]
+    found += [Check(f"support: {k} (required)", rows[k].status == "ok",
+                    f"{rows[k].status}: {rows[k].detail}" if rows[k].detail else rows[k].status)
+              for k in require if k in rows and rows[k].status != "fails"]
+    by = {status: [k for k, r in rows.items() if r.status == status]
+          for status in ("ok", "unsupported", "fails", "skipped")}
+    summary = "; ".join(f"{status}: {', '.join(names)}" for status, names in by.items() if names)
+    found.append(Check("support matrix", not by["fails"] and all(
+        rows[k].status == "ok" for k in require if k in rows), summary))
+    return found
+
+
+def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
+                     inputs: Mapping[str, torch.Tensor], device: torch.device,
+                     rows: Sequence[str] = CAPABILITIES) -> tuple[dict, list[Check]]:
+    """For a document's Function and its modern twin: both matrices (as summary.json's
+    `support` block) and the checks: the twin gives the classic values and gradients, no row
+    of either fails (`unsupported` is what the README explains, not a failure)."""
+    from demos.lab.checks.gradients import parity
+
+    if not rows:
+        return {}, []
+    found = [parity(f"{twin.__name__} gives {classic.__name__}'s values and gradients",
+                    twin.apply, classic.apply, inputs, device)]
+    block = {}
+    for fn in (classic, twin):
+        rows_of = matrix(fn.apply, inputs, reference, device, rows)
+        block[fn.__name__] = to_json(rows_of)
+        failing = [f"{k}: {r.detail}" for k, r in rows_of.items() if r.status == "fails"]
+        ok = [k for k, r in rows_of.items() if r.status == "ok"]
+        unsupported = [k for k, r in rows_of.items() if r.status == "unsupported"]
+        found.append(Check(f"support matrix of {fn.__name__}", not failing,
+                           "; ".join(failing) if failing else
+                           f"ok: {', '.join(ok)}" + (f"; unsupported: {', '.join(unsupported)}"
+                                                     if unsupported else "")))
+    return block, found

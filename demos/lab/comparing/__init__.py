@@ -1,0 +1,1 @@
+"""Runs compared, torch-free: tolerances applied to baselines, side by side, sweeps, aggregates, ensembles."""

@@ -1,0 +1,320 @@
+"""Run folders compared: `python runner.py --compare RUN_A RUN_B [RUN_C ...]`.
+
+The first run is the reference. Prints every metric and param of the other runs that moved
+beyond its tolerance (demos.lab.core.tolerance), and writes compare.html, compare.json and the overlaid
+loss curves into a new `compare_<time>` folder in --output-dir. Torch-free; matplotlib loads
+only to draw.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from demos.lab.core.config import ID_RE
+from demos.lab.core import fingerprint as fp
+from demos.lab.core.tolerance import Band, Drift, TableEntry, compare_values, num
+from demos.lab.core.files import make_run_dir, write_atomic, write_json
+from demos.lab.pages.plots import overlay_plot, read_losses
+from demos.lab.pages.report import CSS, badge, esc, fmt, read_run
+from demos.lab.core.schema import ConfigError, convert
+
+EXTRA_CSS = """
+td.fail { background: #fdecea; font-weight: 600; color: #b71c1c; }
+pre .add { color: #1b5e20; background: #e8f5e9; } pre .del { color: #b71c1c; background: #fdecea; }
+pre .hunk { color: #0d47a1; } .agree { background: #2e7d32; } .differ { background: #c62828; }
+"""
+
+
+@dataclass
+class Run:
+    """One run folder: its summary.json, its config.yaml's text, its entries by id."""
+    dir: Path
+    label: str  # the folder's name; the path as given where names repeat
+    summary: dict[str, Any]
+    config: str
+
+    @property
+    def entries(self) -> dict[str, dict[str, Any]]:
+        return {str(e.get("id")): e for e in self.summary.get("scenarios", [])}
+
+
+@dataclass
+class Comparison:
+    """Every run against the first: each value of the entries both have, and the entries
+    that not every run has."""
+    runs: list[Run]
+    drifts: list[list[Drift]]   # one list per run after the first
+    only: dict[str, list[str]]  # entry id -> the labels of the runs that have it
+
+    @property
+    def differences(self) -> list[tuple[str, Drift]]:
+        return [(run.label, d) for run, drifts in zip(self.runs[1:], self.drifts)
+                for d in drifts if not d.within]
+
+    @property
+    def agree(self) -> bool:
+        return not self.differences and not self.only
+
+
+def compare_runs(run_dirs: list[Path], output_dir: Path, baseline: str | None = None) -> int:
+    """Compare the runs in `run_dirs` with the first; print what differs beyond tolerance and
+    write compare.html and compare.json into a new folder in `output_dir`. Returns 0 when
+    they agree, 1 when not; raises ConfigError (nothing written) for anything not a run.
+    `baseline`: a baseline file whose tolerances and measured bands judge the values."""
+    runs = load_runs(run_dirs)
+    tables, bands = tolerance_tables(runs[0]), {}
+    if baseline is not None:
+        from demos.lab.comparing.baseline import load
+        base = load(baseline)
+        for i, e in base.scenarios.items():
+            tables.setdefault(i, []).extend([e.tolerance, base.tolerance])
+            bands[i] = e.band
+    c = compare(runs, tables, bands)
+    print(console_text(c))
+    out = make_run_dir(output_dir, datetime.now(), prefix="compare_")
+    plots = draw_losses(runs, out)
+    write_json(out / "compare.json", to_json(c))
+    write_atomic(out / "compare.html", render(c, out, plots))
+    print(out / "compare.html")
+    return 0 if c.agree else 1
+
+
+def load_runs(run_dirs: list[Path]) -> list[Run]:
+    """The run folders, checked: at least two, each once, each with a run's summary.json."""
+    if len(run_dirs) < 2:
+        raise ConfigError(f"--compare: needs two run folders or more, got {len(run_dirs)}")
+    seen: dict[Path, Path] = {}
+    for path in run_dirs:
+        why = ("no such folder" if not path.exists() else "not a folder" if not path.is_dir()
+               else "no readable summary.json: not a run folder"
+               if "run_id" not in (read_run(path / "summary.json") or {}) else None)
+        if why:
+            raise ConfigError(f"--compare {path}: {why}")
+        if path.resolve() in seen:
+            raise ConfigError(f"--compare {path}: the same folder as {seen[path.resolve()]}")
+        seen[path.resolve()] = path
+    names = [p.name for p in run_dirs]
+    return [Run(p, p.name if names.count(p.name) == 1 else str(p), read_run(p / "summary.json"),
+                read_text(p / "config.yaml")) for p in run_dirs]
+
+
+def read_text(path: Path) -> str:
+    """A file's text; "" when it is missing or unreadable (a run without config.yaml)."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    except OSError:
+        return ""
+
+
+def tolerance_tables(run: Run) -> dict[str, list[dict[str, TableEntry]]]:
+    """Each entry's `tolerance:` table in the run's config.yaml (absent in older runs)."""
+    import yaml
+
+    where = run.dir / "config.yaml"
+    try:
+        cfg = yaml.safe_load(run.config) or {}
+    except yaml.YAMLError:
+        raise ConfigError(f"{where}: not valid YAML") from None
+    entries = cfg.get("scenarios") if isinstance(cfg, dict) else None
+    tables = {}
+    for i, e in enumerate(entries if isinstance(entries, list) else []):
+        if isinstance(e, dict) and e.get("tolerance") is not None:
+            tables[str(e.get("id"))] = [convert(dict[str, TableEntry], e["tolerance"],
+                                                f"{where}: scenarios[{i}].tolerance")]
+    return tables
+
+
+def values(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """An entry's numbers by kind ({"metrics": {...}, "params": {...}}); others left out."""
+    def numbers(d: Any) -> dict[str, Any]:
+        return {k: v for k, v in (d.items() if isinstance(d, dict) else ())
+                if v is None or isinstance(v, (int, float))}
+    return {kind: numbers(entry.get(kind)) for kind in ("metrics", "params")}
+
+
+def entry_ids(runs: list[Run]) -> list[str]:
+    """Every entry id of the runs, in order of first appearance."""
+    return list(dict.fromkeys(i for r in runs for i in r.entries))
+
+
+def compare(runs: list[Run], tables: dict[str, list[dict[str, TableEntry]]],
+            bands: dict[str, dict[str, Band]] | None = None) -> Comparison:
+    """Each run's values against the first's, within `tables` (by entry id), the measured
+    `bands` (by entry id, then value), or the tier their fingerprints give (demos.lab.core.tolerance)."""
+    cpu = all(r.summary.get("device") == "cpu" for r in runs)
+    ref = runs[0].entries
+    drifts = []
+    for r in runs[1:]:
+        a, b = runs[0].summary.get("fingerprint"), r.summary.get("fingerprint")
+        same, differ = fp.matches(a, b), fp.contrast(a, b, runs[0].label, r.label)
+        drifts.append([d for i, e in ref.items() if i in r.entries
+                       for d in compare_values(i, values(e), values(r.entries[i]),
+                                               tables.get(i, []), same_machine=same, cpu=cpu,
+                                               bands=(bands or {}).get(i), differ=differ)])
+    only = {i: [r.label for r in runs if i in r.entries] for i in entry_ids(runs)
+            if not all(i in r.entries for r in runs)}
+    return Comparison(runs, drifts, only)
+
+
+def machines(c: Comparison) -> list[str]:
+    """A line per run whose fingerprint differs from the first's: how."""
+    a = c.runs[0].summary.get("fingerprint")
+    return [f"not the same machine: {text}" for r in c.runs[1:]
+            if (text := fp.contrast(a, r.summary.get("fingerprint"), c.runs[0].label, r.label))]
+
+
+def console_text(c: Comparison) -> str:
+    """The values beyond tolerance as an aligned table, the entries not in every run, and
+    the verdict."""
+    order = entry_ids(c.runs)
+    rows = [(label, d.entry, d.key, num(d.old), num(d.new), "" if d.missing else
+             f"{d.diff:+.3g}", f"{d.allowed:.3g}", d.rule.tier)
+            for label, d in sorted(c.differences, key=lambda x: order.index(x[1].entry))]
+    rows = [("run", "entry", "value", "old", "new", "diff", "allowed", "by"), *rows] if rows \
+        else []
+    widths = [max((len(r[k]) for r in rows), default=0) for k in range(8)]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+    lines += [f"{i}: only in {', '.join(labels)}" for i, labels in c.only.items()]
+    return "\n".join([*lines, *machines(c), verdict(c)])
+
+
+def verdict(c: Comparison) -> str:
+    """One line: whether the runs agree with the first, or how much differs."""
+    n, ref = len(c.runs), c.runs[0].label
+    if c.agree:
+        return f"{n} runs agree within tolerance (reference {ref})"
+    differ = len({label for label, _ in c.differences})
+    return (f"{n} runs compared with {ref}: {len(c.differences)} value(s) beyond tolerance in "
+            f"{differ} run(s), {len(c.only)} entr{'y' if len(c.only) == 1 else 'ies'} not in "
+            f"every run")
+
+
+def to_json(c: Comparison) -> dict[str, Any]:
+    """compare.json: the runs, each value beyond tolerance, the entries not in every run."""
+    return {"agree": c.agree, "reference": c.runs[0].label,
+            "runs": [{"label": r.label, "path": str(r.dir), **run_info(r)} for r in c.runs],
+            "differences": [{"run": label, **d.to_json()} for label, d in c.differences],
+            "only_in": c.only}
+
+
+def run_info(r: Run) -> dict[str, Any]:
+    """What the page shows of a run, from its summary.json."""
+    s, det = r.summary, r.summary.get("determinism")
+    return {"run_id": s.get("run_id"), "status": str(s.get("status", "?")),
+            "config": s.get("config"), "torch": s.get("torch"), "device": s.get("device"),
+            "seed": s.get("seed"), "threads": det.get("cpu_threads") if isinstance(det, dict)
+            else None, "sets": s.get("sets"), "fingerprint": s.get("fingerprint")}
+
+
+def draw_losses(runs: list[Run], out: Path) -> dict[str, str]:
+    """A PNG per entry with a metrics.csv in any run, each run's loss curve overlaid; their
+    file names by entry id."""
+    names = {}
+    for entry in filter(ID_RE.fullmatch, entry_ids(runs)):
+        curves = {r.label: read_losses(r.dir / entry / "metrics.csv") for r in runs
+                  if entry in r.entries and (r.dir / entry / "metrics.csv").is_file()}
+        curves = {label: xy for label, xy in curves.items() if xy}
+        if curves:
+            names[entry] = f"{entry}_loss.png"
+            overlay_plot(out / names[entry], curves, title=f"{entry}: loss")
+    return names
+
+
+def render(c: Comparison, out: Path, plots: dict[str, str]) -> str:
+    """The HTML of compare.html, in the folder `out`."""
+    word = "agree" if c.agree else "differ"
+    figures = "".join(f'<figure><img src="{esc(quote(f))}" alt="{esc(e)} loss">'
+                      f'<figcaption>{esc(e)}</figcaption></figure>' for e, f in plots.items())
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>autograd-demos comparison: {word}</title>
+<style>{CSS}{EXTRA_CSS}</style></head>
+<body>
+<h1>Comparison of {len(c.runs)} runs <span class="badge {word}">{word.upper()}</span></h1>
+<p>{esc(verdict(c))}.</p>
+<h2>Runs</h2>
+{runs_table(c, out)}
+{"".join(f"<p>{esc(line)}</p>" for line in machines(c))}
+<h2>Config differences</h2>
+{config_diffs(c)}
+<h2>Metrics and params</h2>
+{"".join(entry_table(c, i) for i in entry_ids(c.runs))}
+<h2>Loss curves</h2>
+{f'<div class="plots">{figures}</div>' if figures else "<p>No entry logged a loss.</p>"}
+<p><a href="compare.json">compare.json</a></p>
+</body></html>
+"""
+
+
+def runs_table(c: Comparison, out: Path) -> str:
+    """A row per run: where, how and with what it ran."""
+    keys = ["config", "torch", "device", "seed", "threads", "sets", "kernels"]
+    rows = ["<tr>" + "".join(f"<th>{k}</th>" for k in ["run", "status", *keys]) + "</tr>"]
+    for r in c.runs:
+        info = run_info(r)
+        info["kernels"] = fp.describe(info["fingerprint"], ("capability", "cpu", "env")) \
+            if isinstance(info["fingerprint"], dict) else None
+        if isinstance(info["sets"], list):  # the run's --set overrides (newer runs)
+            info["sets"] = " ".join(map(str, info["sets"])) or None
+        cells = [report_link(r, out), badge(info["status"]), *(esc(fmt(info[k])) for k in keys)]
+        rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+    return f"<table>{''.join(rows)}</table>"
+
+
+def report_link(r: Run, out: Path) -> str:
+    """The run's name, linking to its report.html by a path relative to `out`."""
+    report = r.dir / "report.html"
+    if not report.is_file():
+        return esc(r.label)
+    try:
+        href = quote(os.path.relpath(report.resolve(), out.resolve()))
+    except ValueError:  # another drive (Windows): no relative path exists
+        href = report.resolve().as_uri()
+    return f'<a href="{esc(href)}">{esc(r.label)}</a>'
+
+
+def config_diffs(c: Comparison) -> str:
+    """Each run's config.yaml against the first's, as a coloured unified diff."""
+    def lines(text: str) -> list[str]:  # the header comment names the run: always differs
+        return [line for line in text.splitlines(keepends=True) if not line.startswith("#")]
+
+    ref, parts = c.runs[0], []
+    for r in c.runs[1:]:
+        diff = list(difflib.unified_diff(lines(ref.config), lines(r.config),
+                                         f"{ref.label}/config.yaml", f"{r.label}/config.yaml"))
+        if not diff:
+            parts.append(f"<p>{esc(r.label)}: identical</p>")
+            continue
+        kinds = {"+": "add", "-": "del", "@": "hunk"}  # the file names (+++, ---) plain
+        spans = [esc(line) if line[:3] in ("+++", "---") or line[:1] not in kinds
+                 else f'<span class="{kinds[line[:1]]}">{esc(line)}</span>' for line in diff]
+        parts.append(f"<h3>{esc(r.label)}</h3><pre>{''.join(spans)}</pre>")
+    return "\n".join(parts)
+
+
+def entry_table(c: Comparison, entry: str) -> str:
+    """One entry's values, a column per run; cells beyond tolerance of the first run marked."""
+    runs = [r for r in c.runs if entry in r.entries]
+    drift = {(r.label, d.key): d for r, ds in zip(c.runs[1:], c.drifts)
+             for d in ds if d.entry == entry}
+    flat = {r.label: {f"{kind}.{name}": v for kind, vs in values(r.entries[entry]).items()
+                      for name, v in vs.items()} for r in runs}
+    head = "".join(f"<th>{esc(r.label)}</th>" for r in runs)
+    status = "".join(f"<td>{badge(str(r.entries[entry].get('status', '?')))}</td>" for r in runs)
+    rows = [f"<tr><td>status</td>{status}</tr>"]
+    for key in dict.fromkeys(k for vs in flat.values() for k in vs):
+        cells = []
+        for r in runs:
+            d = drift.get((r.label, key))
+            cls = f' class="fail" title="{esc(d.describe())}"' if d and not d.within else ""
+            cells.append(f"<td{cls}>{esc(fmt(flat[r.label].get(key)))}</td>")
+        rows.append(f"<tr><td><code>{esc(key)}</code></td>{''.join(cells)}</tr>")
+    only = (f"<p>only in {esc(', '.join(c.only[entry]))}</p>" if entry in c.only else "")
+    return (f'<h3 id="{esc(entry)}">{esc(entry)}</h3>{only}'
+            f"<table><tr><th>value</th>{head}</tr>{''.join(rows)}</table>")

@@ -1,0 +1,143 @@
+"""Writing files safely: every file appears whole (temp file + rename) or not at all."""
+from __future__ import annotations
+
+import contextlib
+import csv
+import datetime as dt
+import io
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from demos.lab.core.schema import ConfigError
+
+
+def _file_mode() -> int:
+    """What open() would give a new file: 0o666 less the umask (mkstemp makes them 0o600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+FILE_MODE = _file_mode()
+
+
+# The temp names below: mkstemp puts 8 random characters from [a-z0-9_] between prefix and suffix.
+TEMP_NAME = re.compile(r"\.(.+\.[a-z0-9_]{8}\.tmp|[a-z0-9_]{8}\..+)")
+
+
+def remove_temps(folder: Path) -> list[Path]:
+    """Remove the temp files that `write_atomic`/`save_atomic` left in `folder` (and below)
+    when their process was killed outright. Only for a folder whose writer is known gone."""
+    removed = []
+    for top, _, names in os.walk(folder):  # never into a linked folder
+        for name in names:
+            path = Path(top) / name
+            if TEMP_NAME.fullmatch(name) and path.is_file() and not path.is_symlink():
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed.append(path)
+    return removed
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write `data` to `path` through a temp file in the same folder, then rename over it.
+
+    The temp file is created exclusively under an unpredictable name (never through a link
+    someone planted) and removed again if anything fails.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            # "replace": a path whose bytes are not UTF-8 shows as "?" rather than failing
+            f.write(data.encode("utf-8", "replace") if isinstance(data, str) else data)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def save_atomic(path: Path, save: Callable[[Path], None]) -> None:
+    """Let `save(tmp_path)` write the file (e.g. savefig), then rename it into place."""
+    path = Path(path)
+    fd, name = tempfile.mkstemp(prefix=".", suffix=f".{path.name}", dir=path.parent)  # exclusive
+    os.close(fd)
+    tmp = Path(name)  # keeps the suffix, which tells savefig the format
+    try:
+        save(tmp)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, allow_nan=True) + "\n")
+
+
+def overwrite(path: Path, text: str) -> None:
+    """Rewrite an existing file in place: the last resort on a full disk, where a temp file
+    has no room but the file's own space can take the new text. The text is padded with
+    blanks to the file's size and written in one call, never truncating first, so there is
+    no moment when the file is empty. For JSON, trailing blanks are still valid."""
+    data = text.encode("utf-8", "replace")
+    with open(path, "r+b") as f:
+        size = os.fstat(f.fileno()).st_size
+        if len(data) > size:
+            raise OSError(f"{path}: {len(data)} bytes do not fit in the {size} it holds")
+        f.write(data.ljust(size))  # in the file's own blocks: needs no new space
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Rows of {column: value} as CSV; columns in order of first appearance, blanks where absent."""
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
+    write_atomic(path, buf.getvalue())
+
+
+def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
+    """A new folder named `prefix` + the start time; never an existing one (-1, -2, ... if
+    taken). Run folders have no prefix; sweeps and comparisons have theirs."""
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        base = prefix + now.strftime("%Y-%m-%d_%H-%M-%S")
+        for i in range(10_000):
+            path = output_dir / (base if i == 0 else f"{base}-{i}")
+            try:
+                path.mkdir()
+                return path
+            except FileExistsError:
+                continue
+    except OSError as e:
+        raise ConfigError(f"--output-dir {output_dir}: cannot create the run folder: "
+                          f"{e.strerror or e}") from None
+    raise ConfigError(f"--output-dir {output_dir}: too many runs started at {base}")
+
+
+def make_named_dir(output_dir: Path, name: str) -> Path:
+    """The run folder `name` in `output_dir` (--run-name); never an existing one."""
+    path = output_dir / name
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        path.mkdir()
+    except FileExistsError:
+        raise ConfigError(f"--run-name {name}: {path} already exists") from None
+    except OSError as e:
+        raise ConfigError(f"--output-dir {output_dir}: cannot create {name}: "
+                          f"{e.strerror or e}") from None
+    return path

@@ -1,0 +1,125 @@
+"""Results as types: what a scenario returns, and the entry and run summaries of summary.json.
+
+Torch-free. `to_json()` gives exactly the layout of summary.json (README, "Output"); the report
+and the console read these objects, not dicts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+STATUSES = ("passed", "failed", "error", "interrupted")
+# the rows of a Function's support matrix (demos.lab.checks.support), in order
+Capability = Literal["backward", "double_backward", "forward_ad", "func_grad", "vmap",
+                     "compile", "float32", "noncontiguous", "cuda"]
+CAPABILITIES: tuple[str, ...] = typing.get_args(Capability)
+# exit codes: all passed; a check failed or a scenario raised; usage or config error; interrupted
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+@dataclass
+class Check:
+    """A named fact with its detail; `passed` is None when not evaluated (expect in --dry-run)."""
+    name: str
+    passed: bool | None
+    detail: str
+
+
+@dataclass
+class Result:
+    """What a scenario's run returns: final metrics, named scalar params, checks, and notes."""
+    metrics: dict[str, float]
+    params: dict[str, float] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    inspection: dict[str, Any] = field(default_factory=dict)  # what the document prints
+    # what each Function supports: {Function: {capability: {"status", "detail"}}}
+    support: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+
+
+@dataclass
+class Timing:
+    """The training loop alone: no set-up, checks, plots or graphs."""
+    train_s: float
+    steps_per_s: float | None
+    steps: int = 0  # done by this run: fewer than the entry's `steps` when it resumed
+
+
+@dataclass
+class EntrySummary:
+    """One scenario entry of a run, as summary.json's `scenarios[i]`."""
+    id: str
+    scenario: str
+    status: str                 # passed | failed | error | interrupted
+    device: str
+    steps: int
+    metrics: dict[str, float]
+    params: dict[str, float]
+    checks: list[Check]
+    artifacts: list[str]
+    timing: Timing | None
+    error: str | None
+    inspection: dict[str, Any] = field(default_factory=dict)
+    support: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+
+    @property
+    def counted(self) -> list[Check]:
+        """The checks that were evaluated."""
+        return [c for c in self.checks if c.passed is not None]
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if c.passed is False]
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        for optional in ("inspection", "support"):
+            if not data[optional]:
+                del data[optional]
+        return finite(data)
+
+
+@dataclass
+class RunSummary:
+    """A whole run, as summary.json."""
+    run_id: str
+    status: str                 # passed | failed | interrupted
+    torch: str
+    device: str
+    seed: int
+    dry_run: bool
+    determinism: dict[str, Any]
+    config: str
+    command: list[str]
+    started: str
+    duration_s: float
+    scenarios: list[EntrySummary]
+    sets: list[str] = field(default_factory=list)   # the --set overrides, as given
+    baseline: dict[str, Any] | None = None           # --baseline: what moved (demos.lab.comparing.baseline)
+    fingerprint: dict[str, Any] | None = None        # where the numbers came from (kernels, CPU)
+    world: dict[str, Any] | None = None              # under torchrun: {"size", "backend"}
+
+    @property
+    def passed(self) -> int:
+        return sum(e.status == "passed" for e in self.scenarios)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["scenarios"] = [e.to_json() for e in self.scenarios]
+        for optional in ("baseline", "world", "fingerprint"):
+            if data[optional] is None:
+                del data[optional]
+        return finite(data)
+
+
+def finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: those become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value

@@ -1,0 +1,164 @@
+"""What a scenario declares: its typed config, its run, what it reports and the files it writes.
+
+Each scenario is one module in `demos/scenarios/` ending with `SCENARIO = Scenario(...)`. The
+runner, the tests and the README's tables read that one declaration; nothing keeps a second
+list by hand. Torch-free, like the configs: a scenario imports torch inside `run`, so that
+`--list`, `--print-config` and config errors answer without it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from demos.lab.core.tolerance import ARITHMETIC, TableEntry, within
+from demos.lab.core.schema import ConfigError, did_you_mean, param
+
+
+@dataclass
+class Target:
+    """An expected value: `value` within rtol/atol (or a ratio), and/or bounds `min` / `max`.
+    The comparison is the tolerance model's (demos.lab.core.tolerance), its default the arithmetic tier."""
+    value: float | None = param(None, "expected value, met when |actual - value| <= atol + "
+                                      "rtol * |value| (or, with ratio, actual / value within "
+                                      "[1/ratio, ratio])")
+    rtol: float | None = param(None, "relative tolerance; default 1e-5, or 0 when atol or ratio "
+                                     "is given", ge=0)
+    atol: float | None = param(None, "absolute tolerance; default 0", ge=0)
+    ratio: float | None = param(None, "for a positive value: actual / value may lie within "
+                                      "[1/ratio, ratio] (log space: a converged loss)", ge=1)
+    min: float | None = param(None, "lowest accepted value")
+    max: float | None = param(None, "highest accepted value")
+
+    def validate(self, where: str) -> None:
+        if self.value is None and self.min is None and self.max is None:
+            raise ConfigError(f"{where}: needs at least one of value, min, max")
+        if self.value is None and (self.rtol, self.atol, self.ratio) != (None, None, None):
+            raise ConfigError(f"{where}: rtol/atol/ratio need a value to compare with")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ConfigError(f"{where}: min {self.min} is above max {self.max}")
+
+    def meets(self, actual: float) -> tuple[bool, str]:
+        """Whether `actual` meets the target, and a one-line account of it."""
+        ok, parts = actual == actual, []  # NaN never passes
+        if self.value is not None:
+            rtol, atol = self.rtol, self.atol
+            if rtol is None:  # none given: the arithmetic tier's rtol; another given: rtol 0
+                rtol = ARITHMETIC[0] if atol is None and self.ratio is None else 0.0
+            atol = atol or 0.0
+            ok &= within(self.value, actual, rtol, atol, self.ratio)
+            parts.append(f"expected {self.value:.8g} (" + (f"ratio {self.ratio:g} or " if
+                                                            self.ratio else "")
+                         + f"rtol {rtol:g}, atol {atol:g})")
+        if self.min is not None:
+            ok &= actual >= self.min
+            parts.append(f"min {self.min:.8g}")
+        if self.max is not None:
+            ok &= actual <= self.max
+            parts.append(f"max {self.max:.8g}")
+        return bool(ok), f"{actual:.8g}; " + ", ".join(parts)
+
+
+STATS = ("n", "mean", "std", "min", "max")  # what a sweep reports of each value over its points
+
+
+@dataclass
+class SweepExpect:
+    """Expected statistics of final values over a sweep's points, e.g. test_accuracy:
+    {min: {min: 0.95}}: the lowest over the seeds is at least 0.95."""
+    params: dict[str, dict[str, Target]] = param({}, "by param name, then statistic "
+                                                     "(n, mean, std, min, max)")
+    metrics: dict[str, dict[str, Target]] = param({}, "by metric name, then statistic "
+                                                      "(n, mean, std, min, max)")
+
+    def validate(self, where: str) -> None:
+        for kind in ("params", "metrics"):
+            for name, stats in getattr(self, kind).items():
+                for stat in stats:
+                    if stat not in STATS:
+                        raise ConfigError(f"{where}.{kind}.{name}.{stat}: not a statistic; "
+                                          f"use {', '.join(STATS)}{did_you_mean(stat, STATS)}")
+
+
+@dataclass
+class Expect:
+    """Expected final values, by name: the scenario's params and metrics."""
+    params: dict[str, Target] = param({}, "expected final parameters, by name")
+    metrics: dict[str, Target] = param({}, "expected final metrics, by name")
+    sweep: SweepExpect = param(SweepExpect(), "expected statistics over the points of a sweep "
+                                              "(--seeds, --sweep); ignored by a single run")
+
+
+@dataclass
+class ScenarioConfig:
+    """Fields every scenario entry has; each scenario subclasses it with its own typed params."""
+    scenario: str = param("", "which scenario (see --list)")
+    id: str | None = param(None, "unique name of this entry, and its folder name; default: "
+                                 "the scenario name")
+    log_every: int = param(1, "record metrics every N steps (the last step always)", ge=1)
+    expect: Expect = param(Expect(), "expected values (params: and metrics:, each "
+                                     "{name: target}), checked after the run")
+    tolerance: dict[str, TableEntry] = param({}, "how far this entry's values may move under "
+                                                 "--baseline and --compare, by key (all, "
+                                                 "metrics, params, metrics.<name>, "
+                                                 "params.<name>): {rtol, atol, ratio} or exact")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario: the whole of what the runner, the tests and the README know about it."""
+    name: str                            # the module's name, and `scenario:` in a config
+    config: type[ScenarioConfig]         # its typed config; the docstring is its --list line
+    run: Callable[[Any, Any], Any]       # run(cfg, ctx) -> Result
+    document: str                        # which document it reproduces, e.g. "003, example 2"
+    files: tuple[str, ...]               # what a run writes into the entry's folder
+    metrics: tuple[str, ...] = ()        # final metrics it reports (expect.metrics may name them)
+    params: tuple[str, ...] = ()         # final named scalar params it reports
+    dry_run: Mapping[str, Any] = field(default_factory=dict)  # --dry-run: tiny sizes
+    # prepare(cfg, where): once the run starts, before any entry runs (never while a config
+    # loads): e.g. load the user's code; a ConfigError here is exit 2 like any config error
+    prepare: Callable[[Any, str], None] | None = None
+    # under torchrun: runs on every rank (it uses ctx.world: DDP, a DistributedSampler);
+    # any other scenario runs on rank 0 only
+    data_parallel: bool = False
+
+    @property
+    def about(self) -> str:
+        """One line: what the scenario shows."""
+        return " ".join((self.config.__doc__ or "").split())
+
+    @property
+    def trains(self) -> bool:
+        """Whether it has a training loop (and so a metrics.csv and loss.png)."""
+        return "metrics.csv" in self.files
+
+    def shrink(self, cfg: ScenarioConfig) -> ScenarioConfig:
+        """The --dry-run version of `cfg`: its tiny sizes, and a support matrix without its
+        one slow row, compile (about 0.15 s a Function once torch.compile is warm)."""
+        small = dataclasses.replace(cfg, **self.dry_run)
+        support = getattr(small, "support", None)
+        if isinstance(support, list) and "compile" in support:
+            small = dataclasses.replace(small, support=[r for r in support if r != "compile"])
+        return small
+
+
+def support_param() -> Any:
+    """The `support:` field of a scenario about custom Functions: which rows of the support
+    matrix (demos.lab.checks.support) to run; every row unless the config says otherwise."""
+    from demos.lab.core.results import CAPABILITIES
+
+    return param(list(CAPABILITIES), "rows of the support matrix to run for its Functions "
+                                     "(see 'What a Function supports'); [] for none")
+
+
+def graph_files(*stems: str) -> tuple[str, ...]:
+    """The files `ctx.graph(..., name=stem)` writes for each stem (with `dot` installed), and
+    backward.json, where the traced backward of every graph goes."""
+    return (*(f"{stem}{ext}" for stem in stems for ext in (".gv", ".pdf", ".svg")),
+            "backward.json")
+
+
+TRAINING_FILES = ("metrics.csv", "loss.png")  # written by the runner for what ctx.record kept
+
+
+Registry = Mapping[str, Scenario]

@@ -1,0 +1,116 @@
+"""Ctrl-C and SIGTERM: the first asks the run to stop at the next step boundary, the second
+ends the process at once (exit 130)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from typing import Any, Callable, Iterator
+
+from demos.lab.core.results import EXIT_INTERRUPTED
+
+
+class StopRequest:
+    """Set by the signal handler; training loops look at it between steps."""
+
+    def __init__(self) -> None:
+        self.requested: str | None = None  # the signal's name once one arrived
+        self.run_began = False  # the run's own handler took over: later signals are its
+        self.deferred = False   # start-up: signals are only noted now (torch is importing)
+
+
+_at_exit_now: list[Callable[[], None]] = []  # what must end with the process (the drawing helper)
+
+
+def on_exit_now(fn: Callable[[], None]) -> None:
+    """Have `exit_now` call `fn` first (once registered, kept; registering twice is once)."""
+    if fn not in _at_exit_now:
+        _at_exit_now.append(fn)
+
+
+def exit_now(code: int) -> None:
+    """End the process at once, and whatever registered with `on_exit_now` with it."""
+    for fn in _at_exit_now:
+        fn()
+    os._exit(code)
+
+
+class SignalHandler:
+    """First SIGINT/SIGTERM: stop at the next step boundary. Second: end at once (exit 130)."""
+
+    def __init__(self, stop: StopRequest, hard_exit: Callable[[int], None] = exit_now):
+        self.stop, self.hard_exit = stop, hard_exit
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.stop.requested:
+            say(f"\n{name} again: stopping now\n")
+            self.hard_exit(EXIT_INTERRUPTED)
+            return
+        self.stop.requested = name
+        say(f"\n{name}: stopping at the next step boundary and saving what was done (send it "
+            f"again to stop at once)\n")
+
+
+def say(text: str) -> None:
+    """To stderr, if there still is one (after SIGHUP the terminal may be gone)."""
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+# Ctrl-C, `kill`, and a closed terminal
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def handle_signals(stop: StopRequest) -> Iterator[None]:
+    """Route the stop signals to a SignalHandler while the run lasts (main thread only)."""
+    with signal_handler(SignalHandler(stop)):
+        yield
+
+
+class StartUp:
+    """Before the run has its own handler (start-up, and the instant after the run): the
+    first signal raises KeyboardInterrupt, except while `stop.deferred` (torch importing: a
+    KeyboardInterrupt raised inside torch's or numpy's import can leave them half-imported,
+    or be swallowed), where it is only noted and start-up stops at the next safe point. A
+    second signal ends the process at once."""
+
+    def __init__(self, stop: StopRequest, hard_exit: Callable[[int], None] = exit_now):
+        self.stop, self.hard_exit = stop, hard_exit
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.stop.requested:
+            say(f"\n{name} again: stopping now\n")
+            self.hard_exit(EXIT_INTERRUPTED)
+            return
+        self.stop.requested = name
+        if not self.stop.deferred:
+            raise KeyboardInterrupt(name)
+
+
+def stop_if_requested(stop: StopRequest) -> None:
+    """At a safe point of start-up: a noted signal ends it here (KeyboardInterrupt)."""
+    if stop.requested:
+        raise KeyboardInterrupt(stop.requested)
+
+
+@contextlib.contextmanager
+def signal_handler(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """`handler` for every stop signal (SIGINT, SIGTERM, SIGHUP), restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

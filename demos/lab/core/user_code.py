@@ -1,0 +1,129 @@
+"""Loading a user's code named in a config: 'path/to/file.py:Attr' or 'installed.module:Attr'.
+
+Called when the run starts, never while a config is loaded. A file is loaded by its path, as a
+module of a package made for its folder, so two folders that each hold a `my_ops.py` never get
+each other's module, and relative imports (`from .base import ...`) find the file's neighbours.
+While it loads, its folder is also on sys.path; the neighbours it imports by name are then
+forgotten again (for the next folder's `helper.py`). Loading runs the module's code, with the
+same trust as running it as a script. Every failure is a ConfigError naming the key, the module
+and the attribute; only Ctrl-C stays Ctrl-C.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+import types
+from typing import Any
+
+from demos.lab.core.schema import ConfigError, did_you_mean
+
+
+def split_spec(spec: str, where: str) -> tuple[str, str]:
+    """'module:attribute' -> (module, attribute); a ConfigError for anything else."""
+    module, sep, attribute = spec.rpartition(":")
+    if not sep or not module or not attribute or not attribute.replace(".", "").isidentifier():
+        raise ConfigError(f"{where}: expected module:attribute (e.g. my_ops:MyCube), got {spec!r}")
+    return module, attribute
+
+
+def is_path(module: str, base: str = "") -> bool:
+    """Whether the module part names a file ('ops.py', 'sub/ops.py', 'ops.txt' that exists in
+    `base`) rather than an importable module ('ops', 'pkg.ops')."""
+    return (module.endswith(".py") or "/" in module or os.sep in module
+            or os.path.exists(os.path.join(base, module)))
+
+
+def load_object(spec: str, where: str) -> Any:
+    """The object named by `spec` ('file.py:Attr.sub' or 'pkg.module:Attr'), loading its module."""
+    module_part, attribute = split_spec(spec, where)
+    if is_path(module_part):
+        module, shown = load_file(module_part, where), os.path.basename(module_part)
+    else:
+        module, shown = import_module(module_part, where), module_part
+    obj = module
+    for i, part in enumerate(attribute.split(".")):
+        if not hasattr(obj, part):
+            names = [n for n in dir(obj) if not n.startswith("_")]
+            owner = shown if i == 0 else f"{shown}:{'.'.join(attribute.split('.')[:i])}"
+            raise ConfigError(f"{where}: module '{owner}' has no attribute '{part}'"
+                              f"{did_you_mean(part, names)}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def load_file(path: str, where: str) -> types.ModuleType:
+    """The module in the file `path`, loaded once per path."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        raise ConfigError(f"{where}: {path}: is a folder, not a .py file")
+    if not os.path.isfile(path):
+        raise ConfigError(f"{where}: {path}: no such file")
+    if not path.endswith(".py"):
+        raise ConfigError(f"{where}: {path}: not a .py file")
+    folder = os.path.dirname(path)
+    package = folder_package(folder)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name = f"{package}.{''.join(c if c.isalnum() else '_' for c in stem)}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look their module up by name
+    before, bytecode = set(sys.modules), sys.dont_write_bytecode
+    sys.path.insert(0, folder)
+    sys.dont_write_bytecode = True  # no __pycache__ in the user's folder: nothing written there
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as e:
+        del sys.modules[name]
+        raise failure(e, os.path.basename(path), where) from None
+    finally:
+        sys.dont_write_bytecode = bytecode
+        if folder in sys.path:
+            sys.path.remove(folder)
+        forget_neighbours(folder, set(sys.modules) - before)
+    return module
+
+
+def folder_package(folder: str) -> str:
+    """A package standing for `folder` (named after its path), so its files import relatively."""
+    digest = hashlib.sha1(folder.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    name = f"_user_{digest}"
+    if name not in sys.modules:
+        package = types.ModuleType(name, f"the folder {folder}")
+        package.__path__ = [folder]
+        sys.modules[name] = package
+    return name
+
+
+def forget_neighbours(folder: str, names: set[str]) -> None:
+    """Drop modules imported by name from `folder`, so another folder's namesakes load anew."""
+    for name in names:
+        file = getattr(sys.modules.get(name), "__file__", None) or ""
+        if os.path.dirname(os.path.abspath(file)) == folder and not name.startswith("_user_"):
+            del sys.modules[name]
+
+
+def import_module(name: str, where: str) -> types.ModuleType:
+    """An installed module, imported by name from sys.path."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name and name.startswith(e.name):
+            raise ConfigError(f"{where}: cannot import module '{name}' (no such file beside "
+                              f"the config, and not on sys.path)") from None
+        raise ConfigError(f"{where}: importing module '{name}' failed: {e}") from None
+    except BaseException as e:
+        raise failure(e, name, where) from None
+
+
+def failure(e: BaseException, shown: str, where: str) -> BaseException:
+    """A module that raised while loading (a SyntaxError, sys.exit(), anything): one line.
+    Ctrl-C stays Ctrl-C."""
+    if isinstance(e, KeyboardInterrupt):
+        return e
+    first = str(e).splitlines()[0] if str(e) else ""
+    return ConfigError(f"{where}: importing module '{shown}' raised {type(e).__name__}: {first}")

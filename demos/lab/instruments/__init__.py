@@ -1,0 +1,1 @@
+"""Autograd instruments: the graph walk, the traced backward, the graph renders."""

@@ -1,0 +1,102 @@
+"""Autograd graphs: torchviz builds the graphviz source; `dot` renders it to PDF and SVG.
+
+Build the graph before `backward()` (or with retain_graph=True): a custom Function's
+saved tensors, which torchviz draws, are freed by a backward that does not retain the graph.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+from demos.lab.core.files import write_atomic
+
+if TYPE_CHECKING:  # the drawing helper renders without importing torch
+    import torch
+
+INSTALL_HINT = ("install graphviz for PDF/SVG graphs: apt-get install graphviz "
+                "(Debian/Ubuntu), brew install graphviz (macOS)")
+
+
+def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
+               params: Mapping[str, torch.Tensor]) -> str:
+    """The graphviz (dot) source of the graph behind `output` (one tensor or a tuple).
+
+    Tensors in `params` are labelled with their names; an output without one is "output".
+
+    Colours (torchviz): lightblue leaves that require grad, orange tensors saved for
+    backward, green the output, grey the backward nodes. Two touches on top of torchviz:
+    a custom Function's saved tensors get names (see walk.saved_names), and a leaf that is
+    also saved stays lightblue (torchviz would paint it orange).
+    """
+    from demos.lab.instruments import walk
+    if sys.version_info >= (3, 12):  # torchviz 0.0.3 imports distutils, gone from 3.12:
+        import setuptools  # noqa: F401  setuptools installs its distutils shim on import
+    with warnings.catch_warnings():  # torchviz's own use of distutils' LooseVersion
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from torchviz import make_dot
+
+        outputs = (output,) if not isinstance(output, tuple) else output
+        named = dict(params)
+        known = {id(t) for t in named.values()}
+        for i, out in enumerate(outputs):
+            if id(out) not in known:
+                named["output" if len(outputs) == 1 else f"output {i + 1}"] = out
+        source = make_dot(output, params=named).source
+    touches = []
+    for fn in walk.nodes(outputs):
+        if walk.is_custom(fn):  # torchviz draws its saves in order: edges "<t> -> <fn> [dir=none]"
+            drawn = re.findall(rf"^\t(\d+) -> {id(fn)} \[dir=none\]$", source, re.M)
+            saved = fn.saved_tensors
+            for tid, name, t in zip(drawn, walk.saved_names(fn, named), saved):
+                touches.append(f'\t{tid} [label="{quote(name)}\n {size(t)}"]')
+        if hasattr(fn, "variable"):
+            touches.append(f"\t{id(fn.variable)} [fillcolor=lightblue]")
+    return source.rstrip().removesuffix("}") + "".join(t + "\n" for t in touches) + "}\n"
+
+
+def quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def size(t: torch.Tensor | None) -> str:
+    return "None" if t is None else "(" + ", ".join(str(v) for v in t.shape) + ")"
+
+
+def render(source: str, stem: Path, dot: str | None = "") -> tuple[list[Path], str | None]:
+    """Write `<stem>.gv`, and `<stem>.pdf` / `.svg` when `dot` is installed.
+
+    `dot` is the program's path (None: not installed; "": look it up on PATH). Returns the
+    files written and a warning (None when all went well); never raises for a missing or
+    failing `dot`: the `.gv` source is kept either way.
+    """
+    gv = stem.with_suffix(".gv")
+    write_atomic(gv, source)
+    written = [gv]
+    dot = shutil.which("dot") if dot == "" else dot
+    if dot is None:
+        return written, f"graphviz 'dot' not found: kept the .gv sources only; {INSTALL_HINT}"
+    for fmt in ("pdf", "svg"):
+        out = stem.with_suffix(f".{fmt}")
+        try:
+            proc = subprocess.run([dot, f"-T{fmt}", str(gv)], capture_output=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return written, f"graphviz 'dot' failed on {gv.name}: {e}"
+        if proc.returncode != 0:
+            err = proc.stderr.decode(errors="replace").strip().splitlines()
+            why = err[0] if err else (f"killed by {signal.Signals(-proc.returncode).name}"
+                                      if proc.returncode < 0 else f"exit {proc.returncode}")
+            return written, f"graphviz 'dot' failed on {gv.name}: {why}"
+        write_atomic(out, proc.stdout)
+        written.append(out)
+    return written, None
+
+
+def render_files(source: str, stem: Path, dot: str | None) -> str | None:
+    """`render`, for the artifacts helper: only the warning (None when all went well)."""
+    return render(source, stem, dot)[1]

@@ -1,0 +1,293 @@
+"""Watch backward run: one real backward over a graph, with a hook on every node.
+
+`record(outputs, names)` runs one backward over the graph behind `outputs` (retain_graph=True,
+gradient 1 for each output element, as the documents' `out.backward(torch.ones(...))`), with
+`Node.register_prehook` and `Node.register_hook` on every node the graph walk reaches,
+AccumulateGrad included. It records the order in which the engine
+runs the nodes, what each receives (grad_outputs) and what it sends along each of its
+next_functions (grad_inputs). The leaves' `.grad` are set aside before and put back after, so the
+scenario's own backward sees them as it left them.
+
+`agrees(trace)` checks the record against the graph and the leaves: every gradient recorded into
+a leaf equals the leaf's `.grad` after the traced backward; every node ran once, after all the
+nodes that feed it; the nodes run are the walk's nodes minus the skipped ones.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from demos.lab.core.results import Check
+from demos.lab.instruments.walk import input_names, node_name, nodes
+
+SMALL = 16  # values are written out up to this many elements; above, min/max/mean/norm
+
+
+@dataclass
+class Step:
+    """One node the engine ran: what arrived (grad_outputs) and what it sent (grad_inputs)."""
+    fn: Any
+    received: tuple[torch.Tensor | None, ...]
+    sent: tuple[torch.Tensor | None, ...] = ()
+    runs: int = 1  # how many times its pre-hook fired (once, in a sound backward)
+
+
+@dataclass
+class Trace:
+    """One traced backward over a graph: the walk's nodes, the steps in engine order, the
+    leaves' `.grad` after it, and the names the scenario gave its tensors."""
+    title: str
+    walk: list[Any]                      # every node reachable, in the graph walk's order
+    steps: list[Step]
+    grads: dict[int, torch.Tensor | None]  # id(leaf) -> its .grad right after the traced backward
+    names: dict[int, str]                  # id(tensor) -> name, leaves and named non-leaves
+    fn_names: dict[Any, str] = field(default_factory=dict)  # grad_fn -> the named tensor's name
+    error: str | None = None               # why backward could not be traced
+
+    def number(self, fn: Any) -> int:
+        return self.walk.index(fn) + 1
+
+    def skipped(self) -> list[dict[str, str]]:
+        """Where the engine sends nothing: inputs that need no gradient (a None entry in
+        next_functions). A full backward runs every node the walk reaches, so that is all
+        it skips; branches that need no gradient are not in the graph at all."""
+        out = []
+        for fn in self.walk:
+            for i, (nf, _) in enumerate(getattr(fn, "next_functions", ())):
+                if nf is None:
+                    out.append({"node": self.label(fn), "input": str(i),
+                                "reason": f"{self.input_name(fn, i)} needs no gradient (its "
+                                          f"next_functions entry is None): nothing is sent "
+                                          f"there"})
+        return out
+
+    def label(self, fn: Any) -> str:
+        """'#2 AddBackward0 (c)': the walk's number, the node, and whose node it is."""
+        whose = self.whose(fn)
+        return f"#{self.number(fn)} {node_name(fn)}" + (f" ({whose})" if whose else "")
+
+    def input_name(self, fn: Any, i: int) -> str:
+        """'input 1 (x)': a custom Function's inputs are named after its forward's arguments."""
+        args = input_names(fn)
+        return f"input {i}" + (f" ({args[i]})" if i < len(args) else "")
+
+    def whose(self, fn: Any) -> str | None:
+        if hasattr(fn, "variable"):
+            return self.names.get(id(fn.variable), "a leaf")
+        return self.fn_names.get(fn)
+
+
+def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, torch.Tensor],
+           title: str = "graph") -> Trace | None:
+    """Run one hooked backward over the graph behind `outputs`; None when it has no graph."""
+    outputs = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
+    roots = [o for o in outputs if o.grad_fn is not None]
+    if not roots:
+        return None
+    walk = nodes(roots)
+    made: dict[Any, list[str]] = {}  # one node may make several outputs (multi-output)
+    for i, out in enumerate(outputs):
+        if out.grad_fn is not None:
+            made.setdefault(out.grad_fn, []).append(str(i + 1))
+    fn_names = {fn: "the output" if len(outputs) == 1 else
+                ("output " if len(ns) == 1 else "outputs ") + " and ".join(ns)
+                for fn, ns in made.items()}
+    fn_names.update({t.grad_fn: n for n, t in names.items() if t.grad_fn is not None})
+    trace = Trace(title, walk, [], {}, {id(t): n for n, t in names.items()}, fn_names)
+    leaves = [fn.variable for fn in walk if hasattr(fn, "variable")]
+    kept = [(leaf, leaf.grad) for leaf in leaves]
+    running: dict[Any, Step] = {}
+    handles = []
+
+    def before(fn: Any):
+        def hook(grad_outputs):
+            if fn in running:
+                running[fn].runs += 1
+            else:  # copies: a backward may change its grad_output in place
+                running[fn] = step = Step(fn, copies(grad_outputs))
+                trace.steps.append(step)
+        return hook
+
+    def after(fn: Any):
+        def hook(grad_inputs, grad_outputs):
+            running[fn].sent = copies(grad_inputs)
+        return hook
+
+    try:
+        for leaf in leaves:
+            leaf.grad = None  # so that .grad afterwards is exactly what this backward added
+        for fn in walk:
+            handles += [fn.register_prehook(before(fn)), fn.register_hook(after(fn))]
+        # gradient 1 for every output element, a fresh contiguous tensor of ones as
+        # out.backward(torch.ones_like(out)) gives, through a multiplication and a sum that
+        # are not hooked (so not in the trace); backward() without an explicit gradient
+        # spares the first call torch's lazy import of sympy (~0.5 s)
+        total = sum((r * torch.ones_like(r)).sum() for r in roots) \
+            if len(roots) > 1 or roots[0].dim() else roots[0]
+        total.backward(retain_graph=True)
+        trace.grads = {id(leaf): None if leaf.grad is None else leaf.grad.detach().clone()
+                       for leaf in leaves}
+    except Exception as e:  # freed saved tensors; a user's backward that raises
+        text = " ".join(str(e).split())
+        trace.error = f"{type(e).__name__}: {text}" if text else type(e).__name__
+    finally:
+        for h in handles:
+            h.remove()
+        for leaf, grad in kept:
+            leaf.grad = grad
+    return trace
+
+
+# -- the check ---------------------------------------------------------------------------------
+def agrees(trace: Trace) -> Check:
+    """'backward trace agrees': leaves, order and the set of nodes, against the graph."""
+    name = f"backward trace agrees: {trace.title}"
+    if trace.error:
+        return Check(name, False, f"could not run backward over it: {trace.error}")
+    problems = []
+    position = {}
+    for i, step in enumerate(trace.steps):
+        if step.runs != 1 or step.fn in position:
+            problems.append(f"{trace.label(step.fn)} ran {step.runs + (step.fn in position)} "
+                            f"times")
+        position.setdefault(step.fn, i)
+    for step in trace.steps:  # a node runs after every node that sends it a gradient
+        for feeder in trace.steps:
+            if any(nf is step.fn for nf, _ in getattr(feeder.fn, "next_functions", ())) and \
+                    position[feeder.fn] > position[step.fn]:
+                problems.append(f"{trace.label(step.fn)} ran before {trace.label(feeder.fn)}, "
+                                f"which feeds it")
+    ran, walked = set(position), set(trace.walk)  # the walk skips nothing: see Trace.skipped
+    if ran - walked:
+        problems.append("ran but not in the graph walk: " + ", ".join(
+            node_name(fn) for fn in ran - walked))
+    if walked - ran:
+        problems.append("in the graph walk but never ran: " + ", ".join(
+            trace.label(fn) for fn in trace.walk if fn not in ran))
+    for step in trace.steps:
+        if hasattr(step.fn, "variable"):
+            leaf = step.fn.variable
+            got, grad = step.received[0] if step.received else None, trace.grads.get(id(leaf))
+            same = (got is None and grad is None) or (
+                got is not None and grad is not None and got.shape == grad.shape
+                and torch.allclose(got.to(grad.dtype), grad, rtol=0, atol=0, equal_nan=True))
+            if not same:
+                problems.append(f"{trace.label(step.fn)} received {brief(got)} but "
+                                f"{trace.whose(step.fn)}.grad is {brief(grad)}")
+    leaves_run = sum(hasattr(s.fn, "variable") and s.received[:1] != (None,)
+                     for s in trace.steps)
+    if problems:
+        return Check(name, False, "; ".join(problems[:3]) + (
+            f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""))
+    return Check(name, True, f"{len(trace.steps)} nodes ran once each, in an order the graph "
+                             f"allows; the {leaves_run} gradient(s) accumulated equal the "
+                             f"leaves' .grad")  # a None that arrived adds nothing
+
+
+# -- as data and as text -----------------------------------------------------------------------
+def describe(t: torch.Tensor | None) -> dict[str, Any] | None:
+    """shape, dtype, and the values when small, otherwise min/max/mean/norm."""
+    if t is None:
+        return None
+    t = t.detach()
+    out: dict[str, Any] = {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+    if t.numel() <= SMALL:
+        out["values"] = [number(v) for v in t.cpu().reshape(-1).tolist()]
+    else:
+        x = t.double()
+        out.update(min=number(x.min().item()), max=number(x.max().item()),
+                   mean=number(x.mean().item()), norm=number(x.norm().item()))
+    return out
+
+
+def number(v: Any) -> Any:
+    """A value as strict JSON takes it: NaN and the infinities as the strings "nan", "inf",
+    "-inf" (backward.json stays readable by any JSON reader)."""
+    return str(v) if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def copies(grads: Sequence[torch.Tensor | None]) -> tuple[torch.Tensor | None, ...]:
+    return tuple(None if g is None else g.detach().clone() for g in grads)
+
+
+def brief(t: torch.Tensor | None) -> str:
+    """A gradient in a few characters: 4, [1, 2, 3], or (256, 5) in [-1.2, 3.4], norm 5.6."""
+    if t is None:
+        return "None"
+    d = describe(t)
+    if "values" in d:
+        v = [f"{x:.6g}" if isinstance(x, float) else str(x) for x in d["values"]]
+        return v[0] if not d["shape"] and v else "[" + ", ".join(v) + "]"
+    return (f"{tuple(d['shape'])} in [{gfmt(d['min'])}, {gfmt(d['max'])}], "
+            f"norm {gfmt(d['norm'])}")
+
+
+def gfmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, (int, float)) else str(v)
+
+
+def to_json(trace: Trace) -> dict[str, Any]:
+    """backward.json's entry for one graph: the steps in engine order, the skipped, the leaves."""
+    steps = []
+    for k, s in enumerate(trace.steps, 1):
+        edges = []
+        for i, (nf, _) in enumerate(getattr(s.fn, "next_functions", ())):
+            grad = s.sent[i] if i < len(s.sent) else None
+            edges.append({"input": i, "input_name": trace.input_name(s.fn, i),
+                          "to": None if nf is None else trace.label(nf),
+                          "dot_edge": None if nf is None else f"{id(nf)}->{id(s.fn)}",
+                          "grad": describe(grad) if nf is not None else None,
+                          "carries": "nothing (needs no gradient)" if nf is None else
+                          "nothing (None)" if grad is None else "gradient"})
+        step: dict[str, Any] = {
+            "step": k, "node": trace.label(s.fn), "type": node_name(s.fn),
+            "walk_number": trace.number(s.fn), "dot_node": str(id(s.fn)),
+            "received": [describe(g) for g in s.received], "sent": edges}
+        if hasattr(s.fn, "variable"):
+            leaf = s.fn.variable
+            step["leaf"] = {"name": trace.whose(s.fn), "dot_node": str(id(leaf)),
+                            "dot_edge": f"{id(leaf)}->{id(s.fn)}",
+                            "grad": describe(trace.grads.get(id(leaf)))}
+        steps.append(step)
+    return {"graph": trace.title, "error": trace.error, "steps": steps,
+            "skipped": trace.skipped()}
+
+
+def explain(trace: Trace) -> str:
+    """The section "backward, step by step" of explain.txt, like document 002's walk."""
+    lines = [f"Backward, step by step ('{trace.title}'): what the engine ran, in its order, "
+             f"with the real gradients", ""]
+    if trace.error:
+        return "\n".join(lines + [f"could not run backward over it: {trace.error}", ""])
+    for k, s in enumerate(trace.steps, 1):
+        got = " and ".join(brief(g) for g in s.received)
+        if hasattr(s.fn, "variable"):
+            grad = f"{trace.whose(s.fn)}.grad" if id(s.fn.variable) in trace.names else \
+                "the leaf's .grad"
+            if s.received[:1] == (None,):
+                lines.append(f"step {k}: {trace.label(s.fn)} receives nothing (None): {grad} "
+                             f"stays as it was ({brief(trace.grads.get(id(s.fn.variable)))})")
+            else:
+                lines.append(f"step {k}: {trace.label(s.fn)} receives {got} and adds it into "
+                             f"{grad} ({grad} is now "
+                             f"{brief(trace.grads.get(id(s.fn.variable)))})")
+            continue
+        sent = []
+        for i, (nf, _) in enumerate(getattr(s.fn, "next_functions", ())):
+            grad = s.sent[i] if i < len(s.sent) else None
+            if nf is None:
+                sent.append(f"{'None' if grad is None else brief(grad)} for "
+                            f"{trace.input_name(s.fn, i)}, which needs no gradient (an edge "
+                            f"that carries nothing)")
+            elif grad is None:
+                sent.append(f"None to {trace.label(nf)} (an edge that carries nothing)")
+            else:
+                sent.append(f"{brief(grad)} to {trace.label(nf)}")
+        lines.append(f"step {k}: {trace.label(s.fn)} receives {got} and sends "
+                     + (" and ".join([", ".join(sent[:-1]), sent[-1]] if len(sent) > 1 else sent)
+                        or "nothing on"))
+    lines.append("")
+    return "\n".join(lines)

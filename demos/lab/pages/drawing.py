@@ -1,0 +1,160 @@
+"""Plots and graph renders are drawn in a helper process while the run goes on.
+
+Training and checks keep the main process; matplotlib and graphviz's `dot` work beside them
+on another core. `Artifacts.wait()` collects what was submitted: a warning (no `dot`) stays a
+warning; a file that could not be written (a full disk) is kept in `failures`, and the run
+makes its entry an error. Where no helper process can be started, the
+work is done at once, in this process.
+"""
+from __future__ import annotations
+
+import atexit
+import concurrent.futures as cf
+import functools
+import multiprocessing
+import os
+import signal
+import threading
+from typing import Any, Callable
+
+from demos.lab.core.signals import on_exit_now
+
+_pool: cf.ProcessPoolExecutor | None = None
+_pool_failed = False
+_deaths = 0
+
+
+# what reaches a whole process group: Ctrl-C, `kill -- -PGID` or `timeout`, a closed terminal
+GROUP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP")
+                      if hasattr(signal, n))
+
+
+def _init_worker() -> None:
+    """In the helper: Ctrl-C, SIGTERM and SIGHUP reach the whole process group, but the main
+    process decides when to stop, so the helper ignores them and finishes what it was given.
+    It leaves as soon as the main process is gone, however that went (a second Ctrl-C, a
+    kill)."""
+    for sig in GROUP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+
+
+def _exit_with(parent: multiprocessing.process.BaseProcess) -> None:
+    parent.join()  # returns when the parent process has ended
+    os._exit(0)
+
+
+def warm_up() -> None:
+    """Import the drawing libraries (in the helper, while the main process imports torch)."""
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+    import PIL.Image  # noqa: F401
+
+
+def pool() -> cf.ProcessPoolExecutor | None:
+    """The helper process, started once per process and reused by every run."""
+    global _pool, _pool_failed
+    if _pool is None and not _pool_failed:
+        try:
+            start_resource_tracker()
+            _pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                           initializer=_init_worker)
+            _pool.submit(warm_up)
+            on_exit_now(kill)  # a second Ctrl-C ends the helper with the process
+            # after the pool: exit handlers run last-registered first, and multiprocessing's
+            # own (which joins the helper) must find it shut down
+            atexit.unregister(shutdown)
+            atexit.register(shutdown)
+        except (OSError, ImportError, NotImplementedError):  # e.g. no semaphores here
+            _pool_failed = True
+    return _pool
+
+
+def start_resource_tracker() -> None:
+    """multiprocessing's resource tracker (a process it starts for the helper's semaphores),
+    started by us so that it ignores the group's signals (it ignores only SIGINT and SIGTERM
+    itself; SIGHUP would kill it, and its successor prints tracebacks), and so that its
+    "leaked semaphore" warning after a hard exit (a second Ctrl-C) stays quiet."""
+    from multiprocessing import resource_tracker
+
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is None or threading.current_thread() is not threading.main_thread():
+        return
+    previous, warnings = signal.signal(hup, signal.SIG_IGN), os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = "ignore"  # read by the tracker's interpreter only
+    try:
+        resource_tracker.ensure_running()  # an ignored signal stays ignored across exec
+    finally:
+        signal.signal(hup, previous)
+        if warnings is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = warnings
+
+
+def shutdown() -> None:
+    """Wait for the helper to finish its work and exit (also done at interpreter exit)."""
+    global _pool
+    if _pool is not None:
+        _pool.shutdown(wait=True)
+        _pool = None
+
+
+def kill() -> None:
+    """End the helper now, its work undone (a second Ctrl-C; a run that never started)."""
+    global _pool
+    if _pool is not None:
+        for process in list(getattr(_pool, "_processes", {}).values()):
+            process.kill()  # SIGKILL: it ignores SIGTERM (see _init_worker)
+        _pool.shutdown(wait=False, cancel_futures=True)
+        _pool = None
+
+
+class Artifacts:
+    """Work submitted for one run; `wait()` returns when it is all written."""
+
+    def __init__(self, warn: Callable[[str], None]):
+        self.warn = warn
+        self.pending: list[tuple[str, cf.Future, Callable[[], Any]]] = []
+        self.failures: list[tuple[str, str]] = []  # (what, why): files that were not written
+
+    def submit(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Run fn(*args, **kwargs) (a module-level function; its arguments plain data)."""
+        work = functools.partial(fn, *args, **kwargs)
+        executor = pool()
+        if executor is not None:
+            try:
+                self.pending.append((what, executor.submit(work), work))
+                return
+            except RuntimeError:  # BrokenProcessPool, or shut down
+                helper_died()
+        self.done(what, work)
+
+    def wait(self) -> None:
+        pending, self.pending = self.pending, []
+        for what, future, work in pending:
+            if isinstance(future.exception(), cf.process.BrokenProcessPool):
+                helper_died()  # (e.g. killed, or a main module without a __main__ guard)
+                self.done(what, work)  # drawn here instead
+            else:
+                self.done(what, future.result)
+
+    def done(self, what: str, result: Callable[[], Any]) -> None:
+        try:
+            message = result()
+        except Exception as e:  # a full disk, say: the run goes on, the entry is an error
+            message = f"could not write {what}: {type(e).__name__}: {e}"
+            self.failures.append((what, message))
+        if message:
+            self.warn(message)
+
+
+def helper_died() -> None:
+    """The helper process died: start a new one next time; after a second death, draw here."""
+    global _pool, _pool_failed, _deaths
+    if _pool is not None:
+        _pool.shutdown(wait=False)
+        _deaths += 1
+    _pool, _pool_failed = None, _deaths >= 2

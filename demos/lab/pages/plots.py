@@ -1,0 +1,157 @@
+"""Plots with matplotlib's object-oriented API on the Agg backend; no global pyplot state."""
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import os
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from demos.lab.core.files import save_atomic
+
+# files only, drawn off-screen: whatever backend the environment names (even none that exists)
+os.environ["MPLBACKEND"] = "agg"
+
+
+def wants_log_scale(values: Sequence[float]) -> bool:
+    """Log-scale y when the positive, finite values span more than two decades."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite or min(finite) <= 0:
+        return False
+    return max(finite) / min(finite) > 100
+
+
+def line_plot(path: Path, x: Sequence[float], series: Mapping[str, Sequence[float]], *,
+              title: str, xlabel: str, ylabel: str, logy: bool | None = None,
+              markers: bool = False) -> None:
+    """One figure with a line per series (legend when more than one); saved as PNG."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.0), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    for label, y in series.items():
+        ax.plot(x, y, label=label, marker="o" if markers else None, markersize=3)
+    if logy if logy is not None else wants_log_scale([v for y in series.values() for v in y]):
+        ax.set_yscale("log")
+    if all(float(v).is_integer() for v in x):  # steps, epochs: no ticks at 1.2, 1.4, ...
+        from matplotlib.ticker import MaxNLocator
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.grid(True, alpha=0.3)
+    if len(series) > 1:
+        ax.legend()
+    save_atomic(path, lambda p: fig.savefig(p, format="png"))
+
+
+def loss_curve(path: Path, steps: Sequence[int], losses: Sequence[float], title: str,
+               log_every: int = 1) -> None:
+    """The loss at each logged step; the x label says how often that was."""
+    every = f" (loss logged every {log_every} steps and at the last)" if log_every > 1 else ""
+    line_plot(path, steps, {"loss": losses}, title=title, xlabel=f"step{every}", ylabel="loss",
+              markers=len(steps) <= 30)
+
+
+def animation(path: Path, x: Sequence[float], frames: Sequence[tuple[str, Sequence[float]]],
+              fixed: Mapping[str, Sequence[float]], *, title: str, xlabel: str, ylabel: str,
+              ms_per_frame: int = 120) -> None:
+    """A GIF: the `fixed` curves, and one curve that moves through `frames` (caption, y)."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    fig = Figure(figsize=(5.6, 3.5), dpi=80, layout="constrained")
+    canvas = FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for label, y in fixed.items():
+        ax.plot(x, y, label=label, linewidth=2.5)
+    every = [v for _, y in frames for v in y if np.isfinite(v)]
+    (moving,) = ax.plot(x, frames[0][1], label="fit", color="tab:green")
+    low = min(every + [v for y in fixed.values() for v in y])
+    high = max(every + [v for y in fixed.values() for v in y])
+    ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(low - 0.05 * (high - low), high + 0.05 * (high - low)))
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left")
+    caption = ax.set_title(f"{title}: {max((c for c, _ in frames), key=len)}")
+    canvas.draw()  # lays the figure out once, with room for the longest caption
+    fig.set_layout_engine("none")
+    moving.set_animated(True)  # blitting: the static rest is drawn once, then reused
+    caption.set_animated(True)
+    canvas.draw()
+    background = canvas.copy_from_bbox(fig.bbox)
+    images = []
+    for text, y in frames:
+        canvas.restore_region(background)
+        moving.set_ydata(y)
+        caption.set_text(f"{title}: {text}")
+        ax.draw_artist(moving)
+        ax.draw_artist(caption)
+        rgb = Image.fromarray(np.asarray(canvas.buffer_rgba())).convert("RGB")
+        images.append(rgb.quantize(colors=64))
+    durations = [ms_per_frame] * (len(images) - 1) + [ms_per_frame * 12]  # rest on the result
+    save_atomic(path, lambda p: images[0].save(p, format="GIF", save_all=True,
+                                               append_images=images[1:], duration=durations,
+                                               loop=0, optimize=True))
+
+
+def band_plot(path: Path, curves: Sequence[tuple[Sequence[float], Sequence[float]]], *,
+              title: str, xlabel: str = "step", ylabel: str = "loss") -> None:
+    """Many runs' curves as one band: min to max shaded, the mean as a line, at every x that
+    any run logged (each x over the runs that logged it)."""
+    from matplotlib.figure import Figure
+
+    at: dict[float, list[float]] = {}
+    for xs, ys in curves:
+        for x, y in zip(xs, ys):
+            if math.isfinite(y):
+                at.setdefault(x, []).append(y)
+    x = sorted(at)
+    lo, hi = [min(at[v]) for v in x], [max(at[v]) for v in x]
+    mean = [sum(at[v]) / len(at[v]) for v in x]
+    fig = Figure(figsize=(6.4, 4.0), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    ax.fill_between(x, lo, hi, alpha=0.3, linewidth=0, label=f"min–max of {len(curves)} runs")
+    ax.plot(x, mean, label="mean")
+    if wants_log_scale(lo + hi):
+        ax.set_yscale("log")
+    if all(float(v).is_integer() for v in x):  # steps: no ticks at 0.5, 1.5
+        from matplotlib.ticker import MaxNLocator
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    save_atomic(path, lambda p: fig.savefig(p, format="png"))
+
+
+def read_losses(path: Path) -> tuple[list[float], list[float]] | None:
+    """(steps, losses) from a training entry's metrics.csv; None without a readable one."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = [(float(r["step"]), float(r["loss"])) for r in csv.DictReader(f)
+                    if r.get("loss")]
+    except (OSError, ValueError, TypeError, KeyError, csv.Error):
+        return None
+    return ([s for s, _ in rows], [v for _, v in rows]) if rows else None
+
+
+def overlay_plot(path: Path, curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *,
+                 title: str) -> None:
+    """Several runs' loss curves, {run label: (steps, losses)}, overlaid: the first thick and
+    solid, the others dashed, so that identical curves stay visible one over the other."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(6.4, 4.0), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    for (label, (x, y)), style, width in zip(curves.items(), itertools.cycle(("-", "--", ":", "-.")),
+                                             itertools.chain([2.5], itertools.repeat(1.5))):
+        ax.plot(x, y, style, label=label, linewidth=width,
+                marker="o" if len(x) <= 30 else None, markersize=3)
+    if wants_log_scale([v for _, y in curves.values() for v in y]):
+        ax.set_yscale("log")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps: no ticks at 0.5, 1.5
+    ax.set(title=title, xlabel="step", ylabel="loss")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    save_atomic(path, lambda p: fig.savefig(p, format="png"))

@@ -1,0 +1,76 @@
+"""Where and how torch runs: the device (auto: cuda > mps > cpu, or exactly what was asked
+for, if it is there), its CPU threads, and deterministic algorithms when asked for."""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
+
+import torch
+
+from demos.lab.core.config import auto_threads, available_cores  # noqa: F401 (re-exported)
+from demos.lab.core.schema import ConfigError
+
+
+def resolve(spec: str) -> tuple[torch.device, str]:
+    """The torch.device for `spec` and a line saying why; ConfigError if it is not available."""
+    if spec == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda"), f"auto: chose cuda ({torch.cuda.get_device_name(0)})"
+        if mps_available():
+            return torch.device("mps"), "auto: chose mps (no CUDA)"
+        return torch.device("cpu"), "auto: chose cpu (no CUDA or MPS available)"
+    device = torch.device(spec)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"CUDA is not available on this machine "
+                              f"(torch {torch.__version__}); use --device cpu or auto")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise ConfigError(f"there are {count} CUDA device(s), "
+                              f"numbered 0..{count - 1}")
+        return device, f"{spec} ({torch.cuda.get_device_name(device.index or 0)})"
+    if device.type == "mps" and not mps_available():
+        raise ConfigError("MPS is not available on this machine; "
+                          "use --device cpu or auto")
+    return device, spec
+
+
+def mps_available() -> bool:
+    return getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+
+
+def check_device(device: torch.device) -> torch.device:
+    """Where float64 checks run: the run's device, but CPU for MPS (it has no float64)."""
+    return torch.device("cpu") if device.type == "mps" else device
+
+
+@contextlib.contextmanager
+def torch_settings(threads: int | str, deterministic: bool, share: int = 1) -> Iterator[dict]:
+    """Torch's global settings for a run, restored afterwards; yields them as recorded.
+
+    Only what was asked for is touched: reading or setting deterministic algorithms imports
+    torch's compiler stack (2 s), so that happens only with `deterministic: true`.
+    """
+    before_threads = torch.get_num_threads()
+    # `share` processes on this machine (torchrun's ranks): auto gives each its part
+    cores = max(1, available_cores() // share)
+    torch.set_num_threads(auto_threads(cores) if threads == "auto" else int(threads))
+    before = None
+    if deterministic:
+        before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS needs it
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
+    try:
+        yield {"deterministic_algorithms": deterministic,
+               "cudnn_deterministic": torch.backends.cudnn.deterministic,
+               "cudnn_benchmark": torch.backends.cudnn.benchmark,
+               "threads": threads, "cpu_threads": torch.get_num_threads(),
+               "seeded": "torch.manual_seed(seed) before each scenario; lenet's split and "
+                         "shuffles use their own generator seeded the same"}
+    finally:
+        torch.set_num_threads(before_threads)
+        if before is not None:
+            torch.use_deterministic_algorithms(before[0])
+            torch.backends.cudnn.benchmark = before[1]

@@ -1,0 +1,150 @@
+"""One scenario entry, from start to summary: seed, run, and finish its files and checks.
+
+A scenario that fails, raises or is interrupted still gets its files (what it recorded) and a
+summary; the next entry runs regardless.
+"""
+from __future__ import annotations
+
+import logging
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from demos.lab.checks import gradients as checks_mod
+from demos.lab.pages import plots
+from demos.lab.pages.drawing import Artifacts
+from demos.lab.core.config import entry_dict
+from demos.lab.runner.context import Context, Diverged, Interrupted
+from demos.lab.runner.torchrun import SINGLE, World
+from demos.lab.core.files import write_atomic, write_csv, write_json
+from demos.lab.core.results import Check, EntrySummary, Result, Timing
+from demos.lab.core.scenario import Scenario, ScenarioConfig
+from demos.lab.core.signals import StopRequest
+
+
+@dataclass
+class Services:
+    """What every entry of a run shares."""
+    device: torch.device
+    run_dir: Path
+    seed: int
+    dry_run: bool
+    progress: bool
+    stop: StopRequest
+    warn_once: Callable[[str], None]
+    artifacts: Artifacts
+    world: World = SINGLE
+
+
+def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySummary:
+    folder = (s.run_dir / entry.id).absolute()  # the drawing helper may have another cwd
+    try:
+        folder.mkdir()
+    except OSError as e:  # a full disk, say: the entry is reported, not the run lost
+        return EntrySummary(entry.id, entry.scenario, "error", str(s.device), 0, {}, {}, [], [],
+                            None, f"could not create its folder: {e.strerror or e}")
+    log = logging.getLogger(f"demos.scenario.{entry.id}")
+    log.info("start %s (%s): %s", entry.id, entry.scenario, entry_dict(entry))
+    ctx = Context(entry, s.device, folder, log, seed=s.seed, progress=s.progress,
+                  warn_once=s.warn_once, stop=s.stop, artifacts=s.artifacts, world=s.world)
+    torch.manual_seed(s.seed)
+    result, error, status, diverged = None, None, "passed", None
+    try:
+        with checks_mod.watching(s.stop):
+            result = scenario.run(entry, ctx)
+    except Diverged as e:
+        diverged, result = e, Result(metrics={"diverged_at_step": float(e.step)})
+    except (Interrupted, KeyboardInterrupt) as e:
+        status = "interrupted"
+        error = f"interrupted by {s.stop.requested or 'SIGINT'}" + (
+            f" before step {e.step}" if isinstance(e, Interrupted) else "")
+        result = getattr(e, "result", None)  # what the scenario kept from before the stop
+    except (Exception, SystemExit) as e:  # a user's Function may call sys.exit()
+        status, error = "error", checks_mod.one_line(e)
+        if s.world.active and s.stop.requested:  # torchrun stopped every rank: a peer that
+            status = "interrupted"              # left its collective first failed this one
+            error = f"interrupted by {s.stop.requested} (the other ranks stopped: {error})"
+        log.error("%s raised:\n%s", entry.id, traceback.format_exc(),
+                  extra={"console": False})  # run.log only: the console says one line
+        if s.device.type == "cuda":
+            torch.cuda.empty_cache()  # after an out-of-memory error, for the next scenario
+    try:
+        write_files(entry, ctx)
+    except OSError as e:  # what was computed is still reported below, with the failure
+        log.error("could not write the files of %s: %s", entry.id, e, extra={"console": False})
+        status, error = "error", error or f"could not write its files: {e.strerror or e}"
+    if ctx.write_errors and status == "passed":
+        status, error = "error", ctx.write_errors[0]
+    elif ctx.write_errors and status == "interrupted":  # e.g. its checkpoint: not resumable
+        error = f"{error}; {'; '.join(ctx.write_errors)}"
+    found = finish_checks(entry, ctx, result, diverged, s.dry_run, status == "interrupted")
+    log_checks(log, found)
+    if status == "passed" and any(c.passed is False for c in found):
+        status = "failed"
+    timing = None
+    if ctx.train_s is not None:
+        done = ctx.steps_run - ctx.steps_started
+        timing = Timing(round(ctx.train_s, 6),
+                        round(done / ctx.train_s, 3) if ctx.train_s else None, done)
+    return EntrySummary(
+        id=entry.id, scenario=entry.scenario, status=status, device=str(s.device),
+        steps=ctx.steps_run, metrics=result.metrics if result else {},
+        params=result.params if result else {}, checks=found,
+        artifacts=[],  # listed once the artifacts are written: see list_files
+        timing=timing, error=error, inspection=result.inspection if result else {},
+        support=result.support if result else {})
+
+
+def log_checks(log: logging.Logger, found: list[Check]) -> None:
+    """Each check, one line, into run.log."""
+    for c in found:
+        log.info("check %s: %s: %s", {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed],
+                 c.name, c.detail)
+
+
+def write_files(entry: ScenarioConfig, ctx: Context) -> None:
+    """The generic files: explain.txt (the graph walks), metrics.csv and loss.png."""
+    if ctx.explanations:
+        write_atomic(ctx.dir / "explain.txt", "\n".join(ctx.explanations))
+    if ctx.backward:
+        write_json(ctx.dir / "backward.json", {"graphs": ctx.backward})
+    rows = ctx.history()
+    if rows:
+        write_csv(ctx.dir / "metrics.csv", rows)
+        losses = [(r["step"], r["loss"]) for r in rows if "loss" in r]
+        if losses:
+            ctx.artifacts.submit(f"{entry.id}/loss.png", plots.loss_curve, ctx.dir / "loss.png",
+                                 [s for s, _ in losses], [v for _, v in losses],
+                                 title=f"{entry.id}: loss", log_every=entry.log_every)
+
+
+def finish_checks(entry: ScenarioConfig, ctx: Context, result: Result | None,
+                  diverged: Diverged | None, dry_run: bool,
+                  interrupted: bool = False) -> list[Check]:
+    """'loss stays finite', the scenario's own checks, and the config's expectations."""
+    found = []
+    if diverged is not None:
+        found.append(Check("loss stays finite", False, f"{diverged.name} is {diverged.value} at "
+                                                       f"step {diverged.step}; training stopped "
+                                                       f"there"))
+    elif result is not None and ctx.checked_names:
+        found.append(Check("loss stays finite", True, f"{', '.join(sorted(ctx.checked_names))} "
+                                                      f"finite at all {ctx.steps_run} steps"))
+    if result is None:  # the graphs drawn hold whatever came after
+        return found + ctx.trace_checks
+    skip = ("training diverged" if diverged else "an interrupted run" if interrupted
+            else "--dry-run" if dry_run else None)
+    return found + list(result.checks) + ctx.trace_checks + checks_mod.expect(
+        entry.expect, result.params, result.metrics, skip=skip)
+
+
+def list_files(folder: Path) -> list[str]:
+    """What an entry wrote (its folder's files, hidden temporaries aside); none when its
+    folder could not be made."""
+    try:
+        return sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    except OSError:
+        return []

@@ -1,0 +1,330 @@
+"""A run: its folder, its log, torch's settings and signals around the entries, then
+summary.json, report.html and the runs' index.
+
+Exit codes: 0 all passed, 1 a check failed or a scenario raised, 130 interrupted.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from demos.lab.pages import report
+from demos.lab.core.config import RunConfig, dump, entry_dict
+from demos.lab.core.console import entry_lines, open_log, run_line
+from demos.lab.runner.device import torch_settings
+from demos.lab.pages.drawing import Artifacts
+from demos.lab.runner import torchrun as distributed
+from demos.lab.core import fingerprint
+from demos.lab.comparing.baseline import Comparison, describe_drift, save
+from demos.lab.runner.torchrun import SINGLE, World
+from demos.lab.runner.entry import Services, list_files, log_checks, run_entry
+from demos.lab.core.files import make_named_dir, make_run_dir, overwrite, write_atomic  # noqa: F401 (tests patch it here)
+from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EntrySummary, RunSummary
+from demos.lab.core.scenario import Registry
+from demos.lab.core.schema import ConfigError
+from demos.lab.core.signals import StopRequest, handle_signals
+
+EXIT_CODES = {"passed": EXIT_OK, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
+
+
+def printable(text: str) -> str:
+    """`text` with the lone surrogates that stand for undecodable bytes (os.fsdecode) as "?"."""
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        data = text.encode("utf-8", "replace")
+    return data.decode("utf-8", "replace").replace("\ufffd", "?")
+
+
+class Run:
+    """One invocation of the runner over a validated config."""
+
+    def __init__(self, cfg: RunConfig, registry: Registry, device: torch.device,
+                 device_note: str, run_dir: Path, *, source: str, command: list[str],
+                 progress: bool, dry_run: bool, open_report: bool = False,
+                 stop: StopRequest | None = None, sets: Sequence[str] = (),
+                 baseline: Comparison | None = None, save_baseline: str | None = None,
+                 world: World = SINGLE):
+        self.cfg, self.registry, self.device, self.dir = cfg, registry, device, run_dir
+        # as text that strict JSON readers take: a path's bytes that are not UTF-8 become "?"
+        self.source, self.command = printable(source), [printable(a) for a in command]
+        self.device_note = device_note
+        self.progress, self.dry_run, self.open_report = progress, dry_run, open_report
+        self.warned: set[str] = set()
+        self.entries: list[EntrySummary] = []
+        self.status = "passed"
+        self.stop = stop or StopRequest()
+        self.artifacts = Artifacts(self.warn_once)
+        self.sets = [printable(a) for a in sets]
+        self.baseline, self.save_baseline = baseline, save_baseline
+        self.world = world
+        self.fingerprint: dict[str, Any] | None = None  # once torch's threads are set
+        self.world_lost: str | None = None  # under torchrun: the entry after which rank 0
+        #                                     gave the process group up
+
+    def warn_once(self, message: str) -> None:
+        if message not in self.warned:
+            self.warned.add(message)
+            self.log.warning(message)
+
+    def execute(self) -> int:
+        self.log, close_log = open_log(self.dir)
+        started = time.time()
+        try:
+            with handle_signals(self.stop):  # from the first line to the last
+                with torch_settings(self.cfg.threads, self.cfg.deterministic,
+                                    self.world.local_size) as determinism:
+                    self.started, self.determinism = started, determinism
+                    self.fingerprint = fingerprint.take(self.device)
+                    self.write_summary(self.summary(started, determinism, "running"), final=False)
+                    try:
+                        write_atomic(self.dir / "config.yaml",
+                                     f"# resolved config of run {self.dir.name} (from "
+                                     f"{self.source})\n" + dump(self.cfg))
+                    except OSError as e:
+                        self.log.error("could not write config.yaml: %s", e)
+                    self.log.info("run %s: torch %s, device %s, %d CPU thread(s), seed %d%s",
+                                  self.dir.name, torch.__version__, self.device_note,
+                                  determinism["cpu_threads"], self.cfg.seed,
+                                  ", dry run" if self.dry_run else "")
+                    if self.world.active:
+                        parallel = [e.id for e in self.cfg.scenarios
+                                    if self.registry[e.scenario].data_parallel]
+                        self.log.info("torchrun: rank 0 of %d (%s); data-parallel on every rank: "
+                                      "%s; the rest on rank 0 only", self.world.size,
+                                      self.world.backend, ", ".join(parallel) or "none")
+                    if self.baseline:
+                        for note in self.baseline.begin(self.fingerprint, self.cfg.seed):
+                            self.log.warning("baseline: %s", note)
+                    try:
+                        self.run_entries()
+                    finally:
+                        self.artifacts.wait()
+                        self.unwritten_files()
+                for e in self.entries:
+                    e.artifacts = list_files(self.dir / e.id)
+                self.finish(started, determinism)
+        finally:
+            close_log()
+        return EXIT_CODES[self.status]
+
+    def finish(self, started: float, determinism: dict) -> None:
+        """summary.json, report.html and the index; then the closing lines, once."""
+        if self.baseline and self.status != "interrupted":
+            block = self.baseline.block()
+            for line in describe_drift(block):
+                self.log.info("%s", line)
+            if block["status"] == "failed" and self.status == "passed":
+                self.status = "failed"
+        summary = self.summary(started, determinism)
+        if self.save_baseline:
+            self.write_baseline(summary)
+        self.write_summary(summary)
+        report_path = self.write_report(summary)
+        if self.stop.requested and self.status != "interrupted":  # a signal while finishing
+            self.status = summary.status = "interrupted"
+            self.write_summary(summary)
+            report_path = self.write_report(summary)  # and the index, which said "passed"
+        self.log.info("%s", run_line(summary, len(self.cfg.scenarios), self.dir))
+        if report_path is not None:
+            self.log.info("report: %s", report_path)
+            if self.open_report:
+                self.log.info("%s", open_in_browser(report_path))
+
+    def run_entries(self) -> None:
+        services = Services(self.device, self.dir, self.cfg.seed, self.dry_run, self.progress,
+                            self.stop, self.warn_once, self.artifacts, self.world)
+        width = max(len(e.id) for e in self.cfg.scenarios)
+        for entry in self.cfg.scenarios:
+            if self.stop.requested:  # it came while the run folder was being made
+                self.not_run()
+                return
+            summary = self.run_one(entry, services)
+            if self.baseline:
+                self.compare_to_baseline(summary)
+            self.entries.append(summary)
+            self.write_summary(self.summary(self.started, self.determinism, "running"),
+                               final=False)
+            for line in entry_lines(summary, width):
+                self.log.info("%s", line)
+            if summary.status not in ("passed", "interrupted"):
+                self.status = "failed"
+            if summary.status == "interrupted" or self.stop.requested:
+                self.not_run()
+                return
+
+    def compare_to_baseline(self, e: EntrySummary) -> None:
+        """The entry's values against the baseline: its checks, and its status."""
+        found = self.baseline.check(e)
+        log_checks(logging.getLogger(f"demos.scenario.{e.id}"), found)
+        e.checks += found
+        if e.status == "passed" and any(c.passed is False for c in found):
+            e.status = "failed"
+
+    def run_one(self, entry, services: Services) -> EntrySummary:
+        """One entry. Under torchrun, a data-parallel one starts on every rank together; once
+        one has failed on this rank (raised, diverged, interrupted), the process group is
+        given up and the data-parallel entries after it do not run."""
+        parallel = self.world.active and self.registry[entry.scenario].data_parallel
+        if parallel and self.world_lost:
+            return EntrySummary(entry.id, entry.scenario, "error", str(self.device), 0, {}, {},
+                                [], [], None, f"not run: the process group was given up "
+                                              f"after {self.world_lost} failed")
+        if parallel:
+            distributed.start_entry(self.world, entry.id)
+        summary = run_entry(entry, self.registry[entry.scenario], services)
+        if parallel and (summary.status in ("error", "interrupted") or
+                         "diverged_at_step" in summary.metrics):
+            self.give_up(entry.id)
+        return summary
+
+    def give_up(self, after: str) -> None:
+        """Under torchrun: no more data-parallel entries (see run_one)."""
+        if self.world.active and not self.world_lost:
+            self.world_lost = after
+            later = [e.id for e in self.cfg.scenarios[len(self.entries):]
+                     if self.registry[e.scenario].data_parallel]
+            distributed.give_up(self.world, later)
+
+    def not_run(self) -> None:
+        """The run was interrupted: say which entries it did not reach."""
+        self.status = "interrupted"
+        self.give_up("the interruption")
+        skipped = [e.id for e in self.cfg.scenarios[len(self.entries):]]
+        if skipped:
+            self.log.info("not run (interrupted): %s", ", ".join(skipped))
+
+    def unwritten_files(self) -> None:
+        """A plot or render the helper could not write (a full disk) makes its entry an error,
+        as a file the entry wrote itself would; its line was printed before it was drawn."""
+        for what, message in self.artifacts.failures:
+            for e in self.entries:
+                if e.id == what.split("/", 1)[0] and e.status == "passed":
+                    e.status, e.error = "error", message
+                    self.log.error("%s is now an error: %s", e.id, message)
+                    if self.status == "passed":
+                        self.status = "failed"
+
+    def write_baseline(self, summary: RunSummary) -> None:
+        """--save-baseline: the run's values, unless it was interrupted."""
+        if self.status == "interrupted":
+            self.log.warning("baseline not saved: the run was interrupted")
+            return
+        try:
+            self.log.info("%s", save(self.save_baseline, summary.to_json(),
+                                     {e.id: e.scenario for e in self.cfg.scenarios}))
+        except OSError as e:
+            self.log.error("could not save the baseline %s: %s", self.save_baseline, e)
+            self.status = summary.status = "failed"
+
+    def write_summary(self, summary: RunSummary, final: bool = True) -> None:
+        """summary.json: at the start and after every entry (status "running"), padded with
+        trailing blanks (still valid JSON) to hold the room the final one will need; the final
+        one replaces it, or, on a disk that filled up meanwhile, is written into that room."""
+        path, data = self.dir / "summary.json", summary.to_json()
+        if not final:  # so that the index can tell a run killed outright from a running one
+            data.update(pid=os.getpid(), host=socket.gethostname())
+        text = json.dumps(data, indent=2) + "\n"
+        # room for what the final summary adds: each entry's results, the closing fields
+        room = len(text) + 8192 + 4096 * (len(self.cfg.scenarios) - len(self.entries))
+        try:
+            write_atomic(path, text if final else text.ljust(room))
+            return
+        except OSError as e:
+            error = e
+        if final:  # the disk is full: write it compactly over the room the last one held
+            compact = json.dumps(data, separators=(",", ":")) + "\n"
+            try:
+                overwrite(path, compact)  # refuses (OSError) what does not fit
+                return
+            except OSError as e:
+                error = e
+        if final:  # the console lines above still tell every result
+            self.log.error("could not write summary.json: %s", error)
+
+    def summary(self, started: float, determinism: dict,
+                status: str | None = None) -> RunSummary:
+        return RunSummary(
+            run_id=self.dir.name, status=status or self.status, torch=torch.__version__,
+            device=str(self.device), seed=self.cfg.seed, dry_run=self.dry_run,
+            determinism=determinism, config=self.source, command=self.command,
+            started=dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
+            duration_s=round(time.time() - started, 3), scenarios=self.entries, sets=self.sets,
+            world={"size": self.world.size, "backend": self.world.backend}
+            if self.world.active else None,
+            baseline=self.baseline.block() if self.baseline and status is None else None,
+            fingerprint=self.fingerprint)
+
+    def write_report(self, summary: RunSummary, index: bool = True) -> Path | None:
+        """report.html in the run folder, and the runs' index.html beside the run folders."""
+        import yaml
+
+        configs = {e.id: yaml.safe_dump(entry_dict(e), sort_keys=False) for e in self.cfg.scenarios}
+        about = {name: s.about for name, s in self.registry.items()}
+        try:
+            path = report.write_report(self.dir, summary, about, configs)
+        except Exception as e:  # a full disk; or a bug here, which must not cost the run
+            self.log.error("report.html:\n%s", traceback.format_exc(), extra={"console": False})
+            self.warn_once(f"could not write the report: {type(e).__name__}: {e}")
+            return None
+        if not index:
+            return path
+        try:
+            skipped = report.write_index(self.dir.parent)
+        except Exception as e:  # a full disk, a lock held too long, a folder it cannot read
+            self.warn_once(f"index.html not rebuilt ({e}); the next run rebuilds it")
+        else:
+            if skipped:
+                self.warn_once(f"index.html leaves out {', '.join(skipped)}: not a run's "
+                               f"summary.json")
+        return path
+
+
+def open_in_browser(path: Path) -> str:
+    """Open `path` in the user's browser if there is a display; say what happened."""
+    import webbrowser
+
+    uri = path.resolve().as_uri()
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY")
+                                                 or os.environ.get("WAYLAND_DISPLAY")):
+        return f"--open: no display here; open {uri} in a browser"
+    try:
+        opened = webbrowser.open(uri)
+    except webbrowser.Error:
+        opened = False
+    return f"opened {uri}" if opened else f"--open: found no browser; open {uri} yourself"
+
+
+def execute(cfg: RunConfig, registry: Registry, device: torch.device, device_note: str,
+            output_dir: Path, *, source: str, command: list[str], progress: bool,
+            dry_run: bool, open_report: bool = False, stop: StopRequest | None = None,
+            run_name: str | None = None, **options: Any) -> int:
+    """Make the run folder and run every entry; return the exit code.
+
+    The run's signal handler is in place before the folder exists: from then on a signal
+    ends in an interrupted run with its summary, never in "interrupted before the run started".
+    """
+    stop = stop or StopRequest()
+    with handle_signals(stop):
+        stop.run_began = True
+        world = options.get("world", SINGLE)
+        try:
+            run_dir = (make_named_dir(output_dir, run_name) if run_name else
+                       make_run_dir(output_dir, dt.datetime.now()))
+        except ConfigError:
+            distributed.share(world, None)  # the other ranks learn there is no run
+            raise
+        distributed.share(world, str(run_dir))
+        return Run(cfg, registry, device, device_note, run_dir, source=source, command=command,
+                   progress=progress, dry_run=dry_run, open_report=open_report,
+                   stop=stop, **options).execute()

@@ -1,0 +1,196 @@
+"""More than one process: the runner under `torchrun`, one process per rank.
+
+`torchrun` starts every rank with the same command line and tells each who it is (RANK,
+WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE). Every rank validates the config and joins the
+process group (gloo on the CPU, nccl on CUDA). Rank 0 is the ordinary run: it makes the run
+folder, runs every entry and writes the summary, the report and the index. The other ranks
+follow: they run only the data-parallel entries (a scenario that declares `data_parallel`),
+with contexts that write no file, and log into `rank<N>.log` in rank 0's run folder.
+
+A rank whose data-parallel entry fails ends with exit 1, so torchrun stops the others and
+exits non-zero; a rank left waiting on a peer that is gone gets an error from the process
+group, not a hang (and at worst the process group's timeout, TIMEOUT_S).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TIMEOUT_S = 300  # the longest a collective waits for a rank that does not come
+
+
+@dataclass(frozen=True)
+class World:
+    """Which process this is among the run's processes; one process: rank 0 of 1."""
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    local_size: int = 1
+    backend: str | None = None
+
+    @property
+    def primary(self) -> bool:
+        """The rank that writes the run's files."""
+        return self.rank == 0
+
+    @property
+    def active(self) -> bool:
+        return self.size > 1
+
+
+SINGLE = World()
+
+
+def from_env(env: Any = None) -> World:
+    """The World that torchrun's variables describe; SINGLE outside torchrun."""
+    env = os.environ if env is None else env
+    try:
+        size = int(env.get("WORLD_SIZE", "1"))
+        if size <= 1 or "RANK" not in env:
+            return SINGLE
+        world = World(int(env["RANK"]), size, int(env.get("LOCAL_RANK", env["RANK"])),
+                      int(env.get("LOCAL_WORLD_SIZE", size)))
+    except ValueError:
+        from demos.lab.core.schema import ConfigError
+        raise ConfigError("torchrun's RANK, WORLD_SIZE, LOCAL_RANK or LOCAL_WORLD_SIZE is not "
+                          "a number") from None
+    if not 0 <= world.rank < size or not 0 <= world.local_rank < world.local_size:
+        from demos.lab.core.schema import ConfigError
+        raise ConfigError(f"torchrun's RANK {world.rank} / LOCAL_RANK {world.local_rank} "
+                          f"does not fit WORLD_SIZE {size} / LOCAL_WORLD_SIZE {world.local_size}")
+    return world
+
+
+def join(world: World, device: Any) -> tuple[World, Any]:
+    """Join the process group; each CUDA rank takes the GPU of its local rank. Returns the
+    world with its backend, and the rank's device."""
+    import torch
+    import torch.distributed as dist
+
+    from demos.lab.core.schema import ConfigError
+
+    if device.type == "cuda":
+        count = torch.cuda.device_count()
+        if count != 1 and count < world.local_size:
+            raise ConfigError(f"torchrun: {world.local_size} processes on this node, "
+                              f"{count} GPU(s): one GPU per process")
+        # one GPU visible (CUDA_VISIBLE_DEVICES set per process): that one
+        device = torch.device("cuda", 0 if count == 1 else world.local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    elif device.type == "cpu":
+        backend = "gloo"
+    else:
+        raise ConfigError(f"torchrun: data-parallel training runs on cpu or cuda, not "
+                          f"{device.type}")
+    dist.init_process_group(backend, timeout=dt.timedelta(seconds=TIMEOUT_S),
+                            device_id=device if device.type == "cuda" else None)
+    return World(world.rank, world.size, world.local_rank, world.local_size, backend), device
+
+
+def share(world: World, value: Any) -> Any:
+    """Rank 0's `value` (the run folder), on every rank."""
+    import torch.distributed as dist
+
+    if not world.active:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def leave(world: World) -> None:
+    """Leave the process group (at the end, or to abandon it: a peer blocked in a collective
+    with this rank then gets an error at once instead of waiting for TIMEOUT_S)."""
+    import torch.distributed as dist
+
+    if world.active and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+# Rank 0 says, through the process group's key-value store, when each data-parallel entry
+# starts, or that it gave the process group up (after such an entry failed on it): the other
+# ranks never wait in a collective for an entry rank 0 is not running.
+def _store():
+    import torch.distributed as dist
+
+    return dist.distributed_c10d._get_default_store()
+
+
+def start_entry(world: World, entry_id: str) -> None:
+    """Rank 0: the data-parallel entry `entry_id` starts now."""
+    if world.active:
+        _store().set(f"demos/entry/{entry_id}", "start")
+
+
+def give_up(world: World, entry_ids: list[str]) -> None:
+    """Rank 0: these data-parallel entries will not run; leave the process group, so a rank
+    blocked in a collective with this one gets an error now, not after TIMEOUT_S."""
+    if not world.active:
+        return
+    try:
+        store = _store()
+        for entry_id in entry_ids:
+            store.set(f"demos/entry/{entry_id}", "lost")
+        store.set("demos/given-up", "1")
+    finally:
+        leave(world)
+
+
+def wait_for_entry(world: World, entry_id: str) -> bool:
+    """A follower: wait, however long rank 0's entries before it take, until rank 0 starts
+    the data-parallel entry `entry_id` (True) or gives it up (False). torchrun ends this
+    process if rank 0 dies first."""
+    key = f"demos/entry/{entry_id}"
+    _store().wait([key], dt.timedelta(days=7))
+    return _store().get(key) == b"start"
+
+
+def rank0_gave_up(world: World) -> bool:
+    """A follower, after a collective failed: whether rank 0 left the group on purpose."""
+    try:
+        return bool(_store().check(["demos/given-up"]))
+    except Exception:  # the store went with rank 0
+        return False
+
+
+def rank_log(run_dir: Path, world: World) -> tuple[logging.Logger, Any]:
+    """A follower's logger: its lines into rank<N>.log in the run folder, errors also on
+    stderr (torchrun shows them); returns it and its closer."""
+    run_dir.mkdir(parents=True, exist_ok=True)  # another node without a shared file system
+    log = logging.getLogger(f"demos.rank{world.rank}")
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    file = logging.FileHandler(run_dir / f"rank{world.rank}.log", encoding="utf-8")
+    file.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)-7s rank {world.rank}: "
+                                        f"%(message)s"))
+    console = logging.StreamHandler()
+    console.setLevel(logging.ERROR)
+    console.setFormatter(logging.Formatter(f"rank {world.rank}: %(message)s"))
+    for h in (file, console):
+        log.addHandler(h)
+
+    def close() -> None:
+        for h in (file, console):
+            log.removeHandler(h)
+            h.close()
+    return log, close
+
+
+def same_everywhere(world: World, flat: Any) -> tuple[bool, str]:
+    """Whether `flat` (a rank's parameters, flattened) is the same on every rank, bit for bit;
+    every rank must call it."""
+    import torch
+    import torch.distributed as dist
+
+    gathered = [torch.empty_like(flat) for _ in range(world.size)]
+    dist.all_gather(gathered, flat)
+    worst = max((g - gathered[0]).abs().max().item() for g in gathered)
+    differ = [r for r, g in enumerate(gathered) if not torch.equal(g, gathered[0])]
+    return not differ, (f"{flat.numel():,} parameters identical on all {world.size} ranks"
+                        if not differ else f"rank(s) {', '.join(map(str, differ))} differ from "
+                                           f"rank 0 by up to {worst:.3g}")

@@ -1,0 +1,84 @@
+"""The house keeps its plan: the import rules of pyproject.toml ([tool.importlinter]) hold,
+the module map has no circle, and breaking a rule is caught (an upward import from the bottom
+layer, shown on a copy of the package)."""
+import shutil
+import subprocess
+import sys
+
+import grimp
+from importlinter.cli import lint_imports
+
+from tests.conftest import ROOT
+
+
+def lint(cwd, pythonpath):
+    return subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command;"
+                           " lint_imports_command()", "--no-cache", "--config",
+                           str(ROOT / "pyproject.toml")], cwd=cwd, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(pythonpath), "PATH": "/usr/bin:/bin"})
+
+
+def test_the_import_rules_hold(monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    code = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True,
+                        no_logo=True)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "3 kept, 0 broken" in out
+
+
+def test_an_upward_import_from_the_bottom_layer_is_caught(tmp_path):
+    shutil.copytree(ROOT / "demos", tmp_path / "demos",
+                    ignore=shutil.ignore_patterns("__pycache__", "data", "docs"))
+    results = tmp_path / "demos" / "lab" / "core" / "results.py"
+    results.write_text(results.read_text() + "\n\ndef late():\n"
+                       "    from demos.lab.runner import run  # upward, and hidden in a function\n")
+    proc = lint(tmp_path, tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "nothing imports upward BROKEN" in proc.stdout
+    assert "demos.lab.core.results -> demos.lab.runner.run" in proc.stdout
+
+
+def test_torch_in_the_torch_free_layers_is_caught(tmp_path):
+    shutil.copytree(ROOT / "demos", tmp_path / "demos",
+                    ignore=shutil.ignore_patterns("__pycache__", "data", "docs"))
+    page = tmp_path / "demos" / "lab" / "pages" / "report.py"
+    page.write_text(page.read_text() + "\nimport torch  # noqa\n")
+    proc = lint(tmp_path, tmp_path)
+    assert proc.returncode == 1 and "import no torch BROKEN" in proc.stdout, proc.stdout
+
+
+def cycles(graph):
+    """The strongly connected parts of the import graph with more than one module (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.find_modules_directly_imported_by(v):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while not part or part[-1] != v:
+                part.append(stack.pop())
+                on.discard(part[-1])
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_the_module_map_has_no_circle():
+    # every import counts, those inside functions too: a lazy import hides a circle, not ends it
+    graph = grimp.build_graph("demos", exclude_type_checking_imports=True, cache_dir=None)
+    assert cycles(graph) == []
+    graph.add_import(importer="demos.lab.core.schema", imported="demos.lab.core.files")
+    assert cycles(graph) == [["demos.lab.core.files", "demos.lab.core.schema"]]
