@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from demos.documents.functions import LegendrePolynomial3, MyReLU
+from demos.lab.core.files import dumps
 from demos.lab.runner.context import Context
 from demos.scenarios import registry
 
@@ -369,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {r['scenario']} | {r['compiled_first_step_s']} | {r['eager_us_per_step']} | "
                   f"{r['compiled_us_per_step']} | {pays} |")
     if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+        Path(args.out).write_text(dumps(results))
     return 0
 
 
@@ -389,7 +390,7 @@ def only(args, device: torch.device, results: dict) -> int:
             print(f"threads {r['threads']}: idle {r['idle_s']} s, beside a busy core "
                   f"{r['busy_s']} s, ratio {r['ratio']}")
     if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+        Path(args.out).write_text(dumps(results))
     return 0
 
 

@@ -7,7 +7,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from demos.lab.core import config
+from demos.lab.core import config, overrides, safe_yaml
 from demos.cli import main
 from demos.lab.core.schema import ConfigError
 from demos.scenarios import registry
@@ -65,7 +65,7 @@ def test_any_set_override(key, text):
     raw = copy.deepcopy(VALID)
 
     def load():
-        config.apply_set(raw, f"{key}={text}")
+        overrides.apply_set(raw, f"{key}={text}")
         return config.build_run(raw, REGISTRY)
     assert_contract(load)
 
@@ -143,6 +143,6 @@ def test_an_unreadable_file(tmp_path, capsys, monkeypatch):
 
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
-    monkeypatch.setattr(config, "open", denied, raising=False)
+    monkeypatch.setattr(safe_yaml, "open", denied, raising=False)
     assert main(["--config", str(path)]) == 2
     assert capsys.readouterr().err == f"error: {path}: cannot read: Permission denied\n"

@@ -582,7 +582,7 @@ def test_an_interrupted_lenet_keeps_its_checks_and_resumes_where_it_stopped(tmp_
     real = registry()["lenet"].run
 
     def interrupted_after_7_steps(cfg, ctx):
-        ctx.stop = StopAfter(7)
+        ctx._stop = StopAfter(7)  # the runner's stop request, as if Ctrl-C came
         return real(cfg, ctx)
     patch_run(monkeypatch, "lenet", interrupted_after_7_steps)
     assert run_main(tmp_path / "stopped", *QUICK_LENET) == EXIT_INTERRUPTED
@@ -616,7 +616,7 @@ def test_an_interrupted_lenet_says_when_its_checkpoint_could_not_be_written(tmp_
     real = registry()["lenet"].run
 
     def interrupted_after_2_steps(cfg, ctx):
-        ctx.stop = StopAfter(2)
+        ctx._stop = StopAfter(2)
         return real(cfg, ctx)
 
     def no_room(path, save):

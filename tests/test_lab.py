@@ -32,19 +32,19 @@ def test_record_keeps_no_tensor_alive_on_the_cpu(tmp_path):
     x = torch.tensor(2.0, requires_grad=True)
     for t in ctx.steps(2):
         ctx.record(t, loss=x * 3)
-    assert ctx.columns["loss"] == ([0, 1], [6.0, 6.0])
+    assert ctx.recorder.columns["loss"] == ([0, 1], [6.0, 6.0])
     assert ctx.history() == [{"step": 0, "loss": 6.0}, {"step": 1, "loss": 6.0}]
 
 
 def test_record_on_an_accelerator_keeps_detached_tensors_until_history(tmp_path):
     ctx = context(tmp_path)
-    ctx.finite_every, ctx.finite_now = 100, False  # the accelerator path, on CPU tensors
+    ctx.recorder.finite_every, ctx.recorder.finite_now = 100, False  # the accelerator path, on CPU tensors
     w = torch.tensor(1.0, requires_grad=True)
     for t in ctx.steps(3):
         ctx.record(t, loss=w * 2, w=w)
         with torch.no_grad():
             w += 1  # an in-place update, as an optimizer does
-    kept = ctx.columns["loss"][1][0]
+    kept = ctx.recorder.columns["loss"][1][0]
     assert isinstance(kept, torch.Tensor) and not kept.requires_grad
     assert [r["w"] for r in ctx.history()] == [1.0, 2.0, 3.0]  # the value at each step
     assert [r["loss"] for r in ctx.history()] == [2.0, 4.0, 6.0]

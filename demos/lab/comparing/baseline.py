@@ -98,7 +98,7 @@ class BaselineFile:
 
 def load(path: str) -> BaselineFile:
     """Read and validate a baseline file; every problem is one line naming the file and key."""
-    from demos.lab.core.config import read_yaml
+    from demos.lab.core.safe_yaml import read_yaml
 
     raw = read_yaml(path)
     if not isinstance(raw, dict) or not raw.get("scenarios"):

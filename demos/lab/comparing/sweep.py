@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from demos.lab.core import config as config_mod
-from demos.lab.core.config import auto_threads, available_cores
+from demos.lab.core.threads import auto_threads, available_cores
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError

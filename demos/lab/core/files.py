@@ -6,6 +6,7 @@ import csv
 import datetime as dt
 import io
 import json
+import math
 import os
 import re
 import tempfile
@@ -78,8 +79,28 @@ def save_atomic(path: Path, save: Callable[[Path], None]) -> None:
             tmp.unlink()
 
 
+def strict(value: Any) -> Any:
+    """`value` with every non-finite float as the string "nan", "inf" or "-inf"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    return value
+
+
+def dumps(data: Any, compact: bool = False) -> str:
+    """The one JSON writer: strict JSON, which every reader takes (no NaN or Infinity tokens;
+    a non-finite float still in `data` is written as a string, see `strict`); indented, or
+    `compact`; with a closing newline. Where a value means "none", write None (null) before:
+    summary.json's metrics do (demos.lab.core.results)."""
+    return json.dumps(strict(data), allow_nan=False, indent=None if compact else 2,
+                      separators=(",", ":") if compact else None) + "\n"
+
+
 def write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, allow_nan=True) + "\n")
+    write_atomic(path, dumps(data))
 
 
 def overwrite(path: Path, text: str) -> None:

@@ -11,7 +11,17 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-STATUSES = ("passed", "failed", "error", "interrupted")
+# an entry's status (a run's is one of passed, failed, interrupted)
+Status = Literal["passed", "failed", "error", "interrupted"]
+STATUSES: tuple[str, ...] = typing.get_args(Status)
+SEVERITY = {"passed": 0, "failed": 1, "error": 2, "interrupted": 3}  # a status only worsens
+
+
+def escalate(current: str, new: str) -> str:
+    """The one rule for a status that learns something new: the worse of the two (passed <
+    failed < error < interrupted). A failed check does not hide an error; nothing after an
+    interruption un-interrupts."""
+    return new if SEVERITY[new] > SEVERITY[current] else current
 # the rows of a Function's support matrix (demos.lab.checks.support), in order
 Capability = Literal["backward", "double_backward", "forward_ad", "func_grad", "vmap",
                      "compile", "float32", "noncontiguous", "cuda"]

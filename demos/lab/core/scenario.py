@@ -133,13 +133,13 @@ class Scenario:
         return "metrics.csv" in self.files
 
     def shrink(self, cfg: ScenarioConfig) -> ScenarioConfig:
-        """The --dry-run version of `cfg`: its tiny sizes, and a support matrix without its
-        one slow row, compile (about 0.15 s a Function once torch.compile is warm)."""
+        """The --dry-run version of `cfg`: its `dry_run` sizes, then each field's own dry-run
+        rule (a `param(..., dry_run=...)`), applied to the value it has by then."""
         small = dataclasses.replace(cfg, **self.dry_run)
-        support = getattr(small, "support", None)
-        if isinstance(support, list) and "compile" in support:
-            small = dataclasses.replace(small, support=[r for r in support if r != "compile"])
-        return small
+        rules = {f.name: f.metadata["dry_run"] for f in dataclasses.fields(small)
+                 if "dry_run" in f.metadata}
+        return dataclasses.replace(small, **{name: rule(getattr(small, name))
+                                             for name, rule in rules.items()})
 
 
 def support_param() -> Any:
@@ -148,7 +148,14 @@ def support_param() -> Any:
     from demos.lab.core.results import CAPABILITIES
 
     return param(list(CAPABILITIES), "rows of the support matrix to run for its Functions "
-                                     "(see 'What a Function supports'); [] for none")
+                                     "(see 'What a Function supports'); [] for none",
+                 dry_run=without_compile)
+
+
+def without_compile(rows: Any) -> Any:
+    """--dry-run leaves out the support matrix's one slow row, compile (about 0.15 s a
+    Function once torch.compile is warm)."""
+    return [r for r in rows if r != "compile"] if isinstance(rows, list) else rows
 
 
 def graph_files(*stems: str) -> tuple[str, ...]:

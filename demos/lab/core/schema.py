@@ -14,7 +14,7 @@ import re
 import reprlib
 import types
 import typing
-from typing import Any, Literal, Union
+from typing import Any, Callable, Literal, Union
 
 MAX_INT = 10**12  # a bound on every integer: steps, sizes, seeds (huge numbers are errors)
 
@@ -23,13 +23,16 @@ class ConfigError(Exception):
     """A user's config or command line is wrong; the message is one line naming the key."""
 
 
-def param(default: Any, help: str, *, path: str | None = None, **bounds: float) -> Any:
+def param(default: Any, help: str, *, path: str | None = None,
+          dry_run: Callable[[Any], Any] | None = None, **bounds: float) -> Any:
     """A config field with its default, a help text and optional bounds (gt, ge, lt, le).
 
     `path` marks a file or folder ("file", "dir") or code ("code": module:Attr or
     file.py:Attr) named relative to the config file; the loader makes it absolute.
+    `dry_run` maps the field's value to its --dry-run value (see Scenario.shrink).
     """
-    meta = {"help": help, **bounds, **({"path": path} if path else {})}
+    meta: dict[str, Any] = {"help": help, **bounds, **({"path": path} if path else {}),
+                            **({"dry_run": dry_run} if dry_run else {})}
     if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -143,7 +146,7 @@ def convert(tp: Any, value: Any, where: str) -> Any:
                 raise ConfigError(f"{where}: keys must be names, got {show(k)}")
             out[k] = convert(args[1], v, join(where, k))
         return out
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return build(tp, value, where)
     raise TypeError(f"unsupported config type {tp!r} at {where}")  # a bug in a schema
 
@@ -194,7 +197,8 @@ def describe(cls: type) -> list[tuple[str, str, Any, str]]:
     for f in dataclasses.fields(cls):
         if not f.init or "help" not in f.metadata:
             continue
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        default = (f.default if f.default is not dataclasses.MISSING
+                   else f.default_factory())  # type: ignore[operator]  # one of the two is set
         rows.append((f.name, _type_name(hints[f.name]), default, f.metadata["help"]))
     return rows
 

@@ -50,6 +50,10 @@ class SignalHandler:
             self.hard_exit(EXIT_INTERRUPTED)
             return
         self.stop.requested = name
+        self.first(name)
+
+    def first(self, name: str) -> None:
+        """The first signal, noted in `stop.requested`: the loop stops at its next step."""
         say(f"\n{name}: stopping at the next step boundary and saving what was done (send it "
             f"again to stop at once)\n")
 
@@ -75,23 +79,14 @@ def handle_signals(stop: StopRequest) -> Iterator[None]:
         yield
 
 
-class StartUp:
+class StartUp(SignalHandler):
     """Before the run has its own handler (start-up, and the instant after the run): the
     first signal raises KeyboardInterrupt, except while `stop.deferred` (torch importing: a
     KeyboardInterrupt raised inside torch's or numpy's import can leave them half-imported,
     or be swallowed), where it is only noted and start-up stops at the next safe point. A
     second signal ends the process at once."""
 
-    def __init__(self, stop: StopRequest, hard_exit: Callable[[int], None] = exit_now):
-        self.stop, self.hard_exit = stop, hard_exit
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        name = signal.Signals(signum).name
-        if self.stop.requested:
-            say(f"\n{name} again: stopping now\n")
-            self.hard_exit(EXIT_INTERRUPTED)
-            return
-        self.stop.requested = name
+    def first(self, name: str) -> None:
         if not self.stop.deferred:
             raise KeyboardInterrupt(name)
 

@@ -125,7 +125,8 @@ def within(old: float, new: float, rtol: float, atol: float, ratio: float | None
         return True
     if abs(new - old) <= atol + rtol * abs(old):
         return True
-    return bool(ratio) and old > 0 and new > 0 and max(new / old, old / new) <= ratio
+    return ratio is not None and ratio > 0 and old > 0 and new > 0 and \
+        max(new / old, old / new) <= ratio
 
 
 def check_keys(table: Tolerances, known: Mapping[str, Sequence[str]], where: str) -> None:

@@ -70,6 +70,7 @@ def load_file(path: str, where: str) -> types.ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None  # a .py file always has both
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look their module up by name
     before, bytecode = set(sys.modules), sys.dont_write_bytecode

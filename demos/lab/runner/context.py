@@ -2,41 +2,31 @@
 
 A scenario writes its training loop as `for t in ctx.steps(n):` and records values with
 `ctx.record(t, loss=loss)`. Recorded tensors stay on their device: nothing here forces a
-host/device sync during the loop; they are copied to the host once, by `history()`.
+host/device sync during the loop; they are copied to the host once, by `history()` (see
+demos.lab.runner.recorder).
 """
 from __future__ import annotations
 
 import logging
-import math
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from demos.lab.instruments import render as graphs
-
-from demos.lab.pages import plots
-
-from demos.lab.instruments import trace
-
-from demos.lab.instruments import walk
-from demos.lab.pages.drawing import Artifacts
-from demos.lab.core.results import Check, Result  # noqa: F401 (scenarios may import Result here)
-from demos.lab.core.scenario import ScenarioConfig
-from demos.lab.runner.device import check_device
-from demos.lab.runner.torchrun import SINGLE, World
 from demos.lab.core.files import save_atomic
+from demos.lab.core.results import Check, Result
+from demos.lab.core.scenario import ScenarioConfig
 from demos.lab.core.signals import StopRequest
-
-
-class Diverged(Exception):
-    """A recorded value (the loss) stopped being finite at `step`."""
-
-    def __init__(self, step: int, name: str, value: float):
-        super().__init__(f"{name} is {value} at step {step}")
-        self.step, self.name, self.value = step, name, value
+from demos.lab.instruments import render as graphs
+from demos.lab.instruments import trace, walk
+from demos.lab.pages import plots
+from demos.lab.pages.drawing import Artifacts
+from demos.lab.runner.device import check_device
+from demos.lab.runner.recorder import Diverged, Recorder  # noqa: F401 (re-exported)
+from demos.lab.runner.torchrun import SINGLE, World
 
 
 class Interrupted(Exception):
@@ -52,8 +42,22 @@ class Interrupted(Exception):
         self.result: Result | None = None
 
 
+@dataclass
+class Findings:
+    """What an entry's run left for the runner, beside its Result (read by demos.lab.runner.entry)."""
+    explanations: list[str] = field(default_factory=list)  # graph walks, for explain.txt
+    backward: list[dict[str, Any]] = field(default_factory=list)  # traced backwards: backward.json
+    trace_checks: list[Check] = field(default_factory=list)  # "backward trace agrees", per graph
+    write_errors: list[str] = field(default_factory=list)  # files save_state could not write
+    steps_started: int = 0  # where the loop started: > 0 when resumed
+    train_s: float | None = None  # the loop's time
+
+
 class Context:
-    """The run's services for one scenario entry: device, folder, log, steps, records, files."""
+    """What a scenario gets: its config, device, folder, log and seed; the loop (`steps`), its
+    records (`record`, `last`, `history`) and files (`graph`, `plot`, `animate`, `save_state`).
+
+    What the runner reads back afterwards (`findings`, `recorder`) is the runner's."""
 
     def __init__(self, cfg: ScenarioConfig, device: torch.device, folder: Path,
                  log: logging.Logger, *, seed: int, progress: bool = False,
@@ -65,29 +69,26 @@ class Context:
         # under torchrun: which rank this is; only rank 0 (world.primary) writes files
         self.world = world
         self.check_device = check_device(device)
-        self.progress = progress
         self.warn_once = warn_once or log.warning
         # plots and graph renders: drawn beside the run (see demos.lab.pages.drawing)
         self.artifacts = artifacts or Artifacts(self.warn_once)
-        self.stop = stop or StopRequest()
-        # how often recorded values are checked for NaN/inf: every step on the CPU (free), in
-        # windows on an accelerator, where each check is a host/device sync
-        self.finite_every = finite_every or (1 if device.type == "cpu" else 100)
-        self.finite_now = self.finite_every == 1
-        self.log_every = cfg.log_every
-        # tests: make any host/device sync inside the training steps an error (CUDA only)
-        self.forbid_sync = forbid_sync and device.type == "cuda"
-        self.pending: list[tuple[int, str, torch.Tensor]] = []  # values not yet checked
-        self.checked_names: set[str] = set()
-        self.columns: dict[str, tuple[list[int], list[Any]]] = {}  # name -> (steps, values)
-        self.explanations: list[str] = []  # graph walks, for explain.txt
-        self.backward: list[dict[str, Any]] = []  # traced backwards, for backward.json
-        self.trace_checks: list[Check] = []       # "backward trace agrees", one per graph
-        self.write_errors: list[str] = []  # files save_state could not write
-        self.steps_run = 0      # the step the loop reached (steps done, counting a resume's)
-        self.steps_started = 0  # where the loop started: > 0 when resumed
-        self.train_s: float | None = None
-        self._last_step = -1
+        self.recorder = Recorder(device, cfg.log_every, finite_every, forbid_sync)
+        self.findings = Findings()
+        # the loop's hot path: record() straight to the recorder, no call in between
+        self.record = self.recorder.record
+        self.history, self.last = self.recorder.history, self.recorder.last
+        self._progress = progress
+        self._stop = stop or StopRequest()
+
+    @property
+    def steps_run(self) -> int:
+        """The step the loop reached (steps done, counting a resume's)."""
+        return self.recorder.steps_run
+
+    @property
+    def train_s(self) -> float | None:
+        """The training loop's time in seconds, once it ran."""
+        return self.findings.train_s
 
     # -- the training loop -------------------------------------------------------------------
     def steps(self, n: int, start: int = 0, desc: str | None = None) -> Iterator[int]:
@@ -97,114 +98,34 @@ class Context:
         it makes sure every recorded value was finite (raising Diverged at the first that was
         not).
         """
-        self._last_step = n - 1
-        self.steps_run = self.steps_started = start
+        rec = self.recorder
+        rec.last_step = n - 1
+        rec.steps_run = self.findings.steps_started = start
         bar = None
-        if self.progress:
+        if self._progress:
             from tqdm import tqdm
             bar = tqdm(total=n, initial=start, desc=desc or self.cfg.id, leave=False,
                        unit="step", dynamic_ncols=True)
         started = time.perf_counter()
-        self.guard_sync(True)
+        rec.guard_sync(True)
         try:
             for t in range(start, n):
-                if self.stop.requested:
+                if self._stop.requested:
                     raise Interrupted(t)
                 yield t
-                self.steps_run = t + 1
-                if len(self.pending) >= self.finite_every:
-                    self.check_finite()
+                rec.steps_run = t + 1
+                if len(rec.pending) >= rec.finite_every:
+                    rec.check_finite()
                 if bar is not None:
                     bar.update()
-            self.check_finite()
+            rec.check_finite()
         finally:
-            self.guard_sync(False)
+            rec.guard_sync(False)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)  # once, so train_s covers the queued work
-            self.train_s = time.perf_counter() - started
+            self.findings.train_s = time.perf_counter() - started
             if bar is not None:
                 bar.close()
-
-    def record(self, step: int, always: bool = False, **values: torch.Tensor | float) -> None:
-        """Keep scalar `values` for this step if it is a log step (every `log_every`, the last).
-
-        `always=True` records regardless of `log_every` (e.g. a once-per-epoch accuracy).
-        Every tensor is checked for NaN/inf: on the CPU at once (one .item(), which needs no
-        sync, and the float is what is kept); elsewhere the detached tensor is kept on its
-        device and checked in windows (see check_finite). Parameters, which the optimizer
-        changes in place, are copied so the record holds their value at this step. This runs
-        every step, so it is written for speed.
-        """
-        keep = always or step % self.log_every == 0 or step == self._last_step
-        for name, v in values.items():
-            if isinstance(v, torch.Tensor):
-                if v.numel() != 1:
-                    raise ValueError(f"record({name}=...) takes scalars, got shape "
-                                     f"{tuple(v.shape)}")
-                self.checked_names.add(name)
-                if self.finite_now:
-                    v = v.item()
-                    if not math.isfinite(v):
-                        self.diverge(step, name, v)
-                else:
-                    v = v.detach().clone() if v.requires_grad and v.is_leaf else v.detach()
-                    self.pending.append((step, name, v))
-            if keep:
-                column = self.columns.get(name)
-                if column is None:
-                    column = self.columns[name] = ([], [])
-                column[0].append(step)
-                column[1].append(v)
-
-    def guard_sync(self, on: bool) -> None:
-        if self.forbid_sync:
-            torch.cuda.set_sync_debug_mode("error" if on else "default")
-
-    def check_finite(self) -> None:
-        """Check the values recorded since the last check; Diverged at the first NaN or inf.
-
-        One host/device sync for the whole window (on the CPU, record() checks at once).
-        """
-        if not self.pending:
-            return
-        window, self.pending = self.pending, []
-        self.guard_sync(False)  # the one sync per window, allowed
-        ok = torch.stack([v.reshape(()).double() for _, _, v in window]).isfinite().tolist()
-        self.guard_sync(True)
-        if not all(ok):
-            step, name, value = window[ok.index(False)]
-            self.diverge(step, name, value.item())
-
-    def diverge(self, step: int, name: str, value: float) -> None:
-        """Stop at `step`: drop what was recorded after it, keep the bad value, raise Diverged."""
-        for steps, values in self.columns.values():
-            while steps and steps[-1] >= step:
-                steps.pop()
-                values.pop()
-        steps, values = self.columns.setdefault(name, ([], []))
-        steps.append(step)
-        values.append(value)
-        self.steps_run = step  # the steps completed before it (a window may have run further)
-        raise Diverged(step, name, value)
-
-    def history(self) -> list[dict[str, Any]]:
-        """The recorded rows ({'step': s, name: value}, by step) as floats; one host copy."""
-        rows: dict[int, dict[str, Any]] = {}
-        for name, (steps, values) in self.columns.items():
-            tensors = [v for v in values if isinstance(v, torch.Tensor)]
-            if tensors:  # kept on an accelerator: copy them to the host together, once
-                floats = iter(torch.stack([t.reshape(()).double() for t in tensors]).tolist())
-                values[:] = [next(floats) if isinstance(v, torch.Tensor) else v for v in values]
-            for step, value in zip(steps, values):
-                rows.setdefault(step, {"step": step})[name] = float(value)
-        return [rows[s] for s in sorted(rows)]
-
-    def last(self, name: str) -> float:
-        """The last recorded value of `name`."""
-        for row in reversed(self.history()):
-            if name in row:
-                return row[name]
-        raise KeyError(f"nothing recorded under '{name}'")
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_state(self, filename: str, state: dict[str, Any]) -> None:
@@ -217,7 +138,7 @@ class Context:
             save_atomic(self.dir / filename, lambda path: torch.save(state, path))
         except (OSError, RuntimeError) as e:  # torch reports a full disk as a RuntimeError
             full = shutil.disk_usage(self.dir).free < 1 << 20
-            self.write_errors.append(f"could not write {filename}: " + (
+            self.findings.write_errors.append(f"could not write {filename}: " + (
                 "No space left on device" if full else f"{type(e).__name__}: {e}"))
 
     def load_state(self, path: str) -> dict[str, Any]:
@@ -242,13 +163,13 @@ class Context:
         source = graphs.make_graph(output, names)
         traced = trace.record(output, names, title=name)
         if traced is None:
-            self.backward.append({"graph": name, "error": None, "steps": [], "skipped": [],
+            self.findings.backward.append({"graph": name, "error": None, "steps": [], "skipped": [],
                                   "note": "no grad_fn: there is no backward to run"})
         else:
-            self.backward.append(trace.to_json(traced))
-            self.trace_checks.append(trace.agrees(traced))
+            self.findings.backward.append(trace.to_json(traced))
+            self.findings.trace_checks.append(trace.agrees(traced))
             explanation += "\n" + trace.explain(traced)
-        self.explanations.append(explanation)
+        self.findings.explanations.append(explanation)
         self.artifacts.submit(f"{self.cfg.id}/{name}.pdf/.svg", graphs.render_files, source,
                               self.dir / name, shutil.which("dot"))
         return source

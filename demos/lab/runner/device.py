@@ -8,8 +8,8 @@ from typing import Iterator
 
 import torch
 
-from demos.lab.core.config import auto_threads, available_cores  # noqa: F401 (re-exported)
 from demos.lab.core.schema import ConfigError
+from demos.lab.core.threads import auto_threads, available_cores  # noqa: F401 (re-exported)
 
 
 def resolve(spec: str) -> tuple[torch.device, str]:
@@ -67,8 +67,8 @@ def torch_settings(threads: int | str, deterministic: bool, share: int = 1) -> I
                "cudnn_deterministic": torch.backends.cudnn.deterministic,
                "cudnn_benchmark": torch.backends.cudnn.benchmark,
                "threads": threads, "cpu_threads": torch.get_num_threads(),
-               "seeded": "torch.manual_seed(seed) before each scenario; lenet's split and "
-                         "shuffles use their own generator seeded the same"}
+               "seeded": "torch.manual_seed(seed) before each scenario; a generator a "
+                         "scenario makes itself (a data split, shuffles) is seeded the same"}
     finally:
         torch.set_num_threads(before_threads)
         if before is not None:

@@ -14,15 +14,15 @@ from typing import Callable
 import torch
 
 from demos.lab.checks import gradients as checks_mod
-from demos.lab.pages import plots
-from demos.lab.pages.drawing import Artifacts
 from demos.lab.core.config import entry_dict
-from demos.lab.runner.context import Context, Diverged, Interrupted
-from demos.lab.runner.torchrun import SINGLE, World
 from demos.lab.core.files import write_atomic, write_csv, write_json
-from demos.lab.core.results import Check, EntrySummary, Result, Timing
+from demos.lab.core.results import Check, EntrySummary, Result, Timing, escalate
 from demos.lab.core.scenario import Scenario, ScenarioConfig
 from demos.lab.core.signals import StopRequest
+from demos.lab.pages import plots
+from demos.lab.pages.drawing import Artifacts
+from demos.lab.runner.context import Context, Diverged, Interrupted
+from demos.lab.runner.torchrun import SINGLE, World
 
 
 @dataclass
@@ -75,18 +75,19 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
         write_files(entry, ctx)
     except OSError as e:  # what was computed is still reported below, with the failure
         log.error("could not write the files of %s: %s", entry.id, e, extra={"console": False})
-        status, error = "error", error or f"could not write its files: {e.strerror or e}"
-    if ctx.write_errors and status == "passed":
-        status, error = "error", ctx.write_errors[0]
-    elif ctx.write_errors and status == "interrupted":  # e.g. its checkpoint: not resumable
-        error = f"{error}; {'; '.join(ctx.write_errors)}"
+        status = escalate(status, "error")
+        error = error or f"could not write its files: {e.strerror or e}"
+    if ctx.findings.write_errors and status == "passed":
+        status, error = escalate(status, "error"), ctx.findings.write_errors[0]
+    elif ctx.findings.write_errors and status == "interrupted":  # e.g. its checkpoint: not resumable
+        error = f"{error}; {'; '.join(ctx.findings.write_errors)}"
     found = finish_checks(entry, ctx, result, diverged, s.dry_run, status == "interrupted")
     log_checks(log, found)
-    if status == "passed" and any(c.passed is False for c in found):
-        status = "failed"
+    if any(c.passed is False for c in found):
+        status = escalate(status, "failed")
     timing = None
     if ctx.train_s is not None:
-        done = ctx.steps_run - ctx.steps_started
+        done = ctx.steps_run - ctx.findings.steps_started
         timing = Timing(round(ctx.train_s, 6),
                         round(done / ctx.train_s, 3) if ctx.train_s else None, done)
     return EntrySummary(
@@ -107,10 +108,10 @@ def log_checks(log: logging.Logger, found: list[Check]) -> None:
 
 def write_files(entry: ScenarioConfig, ctx: Context) -> None:
     """The generic files: explain.txt (the graph walks), metrics.csv and loss.png."""
-    if ctx.explanations:
-        write_atomic(ctx.dir / "explain.txt", "\n".join(ctx.explanations))
-    if ctx.backward:
-        write_json(ctx.dir / "backward.json", {"graphs": ctx.backward})
+    if ctx.findings.explanations:
+        write_atomic(ctx.dir / "explain.txt", "\n".join(ctx.findings.explanations))
+    if ctx.findings.backward:
+        write_json(ctx.dir / "backward.json", {"graphs": ctx.findings.backward})
     rows = ctx.history()
     if rows:
         write_csv(ctx.dir / "metrics.csv", rows)
@@ -130,14 +131,14 @@ def finish_checks(entry: ScenarioConfig, ctx: Context, result: Result | None,
         found.append(Check("loss stays finite", False, f"{diverged.name} is {diverged.value} at "
                                                        f"step {diverged.step}; training stopped "
                                                        f"there"))
-    elif result is not None and ctx.checked_names:
-        found.append(Check("loss stays finite", True, f"{', '.join(sorted(ctx.checked_names))} "
+    elif result is not None and ctx.recorder.checked_names:
+        found.append(Check("loss stays finite", True, f"{', '.join(sorted(ctx.recorder.checked_names))} "
                                                       f"finite at all {ctx.steps_run} steps"))
     if result is None:  # the graphs drawn hold whatever came after
-        return found + ctx.trace_checks
+        return found + ctx.findings.trace_checks
     skip = ("training diverged" if diverged else "an interrupted run" if interrupted
             else "--dry-run" if dry_run else None)
-    return found + list(result.checks) + ctx.trace_checks + checks_mod.expect(
+    return found + list(result.checks) + ctx.findings.trace_checks + checks_mod.expect(
         entry.expect, result.params, result.metrics, skip=skip)
 
 

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import torch
 
-from demos.lab.runner import torchrun as distributed
 from demos.lab.core.config import RunConfig
-from demos.lab.runner.context import Context, Diverged, Interrupted
-from demos.lab.runner.device import torch_settings
-from demos.lab.runner.torchrun import World
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from demos.lab.core.scenario import Registry
 from demos.lab.core.signals import StopRequest, handle_signals
+from demos.lab.runner import torchrun as distributed
+from demos.lab.runner.context import Context, Diverged, Interrupted
+from demos.lab.runner.device import torch_settings
+from demos.lab.runner.torchrun import World
 
 
 def follow(cfg: RunConfig, registry: Registry, device: torch.device, world: World,

@@ -6,44 +6,40 @@ Exit codes: 0 all passed, 1 a check failed or a scenario raised, 130 interrupted
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
-import socket
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
-from demos.lab.pages import report
-from demos.lab.core.config import RunConfig, dump, entry_dict
-from demos.lab.core.console import entry_lines, open_log, run_line
-from demos.lab.runner.device import torch_settings
-from demos.lab.pages.drawing import Artifacts
-from demos.lab.runner import torchrun as distributed
+from demos.lab.comparing.baseline import Comparison, describe_drift
 from demos.lab.core import fingerprint
-from demos.lab.comparing.baseline import Comparison, describe_drift, save
-from demos.lab.runner.torchrun import SINGLE, World
-from demos.lab.runner.entry import Services, list_files, log_checks, run_entry
+from demos.lab.core.config import RunConfig, dump
+from demos.lab.core.console import entry_lines, open_log, run_line
 from demos.lab.core.files import make_named_dir, make_run_dir, overwrite, write_atomic  # noqa: F401 (tests patch it here)
-from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EntrySummary, RunSummary
+from demos.lab.core.results import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EntrySummary,
+    RunSummary,
+    escalate,
+)
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import StopRequest, handle_signals
+from demos.lab.core.text import no_surrogates
+from demos.lab.pages.drawing import Artifacts
+from demos.lab.runner import outputs
+from demos.lab.runner import torchrun as distributed
+from demos.lab.runner.device import torch_settings
+from demos.lab.runner.entry import Services, list_files, log_checks, run_entry
+from demos.lab.runner.torchrun import SINGLE, World
 
 EXIT_CODES = {"passed": EXIT_OK, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
-
-
-def printable(text: str) -> str:
-    """`text` with the lone surrogates that stand for undecodable bytes (os.fsdecode) as "?"."""
-    try:
-        data = text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a surrogate that stands for no byte
-        data = text.encode("utf-8", "replace")
-    return data.decode("utf-8", "replace").replace("\ufffd", "?")
 
 
 class Run:
@@ -57,7 +53,7 @@ class Run:
                  world: World = SINGLE):
         self.cfg, self.registry, self.device, self.dir = cfg, registry, device, run_dir
         # as text that strict JSON readers take: a path's bytes that are not UTF-8 become "?"
-        self.source, self.command = printable(source), [printable(a) for a in command]
+        self.source, self.command = no_surrogates(source), [no_surrogates(a) for a in command]
         self.device_note = device_note
         self.progress, self.dry_run, self.open_report = progress, dry_run, open_report
         self.warned: set[str] = set()
@@ -65,7 +61,7 @@ class Run:
         self.status = "passed"
         self.stop = stop or StopRequest()
         self.artifacts = Artifacts(self.warn_once)
-        self.sets = [printable(a) for a in sets]
+        self.sets = [no_surrogates(a) for a in sets]
         self.baseline, self.save_baseline = baseline, save_baseline
         self.world = world
         self.fingerprint: dict[str, Any] | None = None  # once torch's threads are set
@@ -124,15 +120,15 @@ class Run:
             block = self.baseline.block()
             for line in describe_drift(block):
                 self.log.info("%s", line)
-            if block["status"] == "failed" and self.status == "passed":
-                self.status = "failed"
+            if block["status"] == "failed":
+                self.status = escalate(self.status, "failed")
         summary = self.summary(started, determinism)
         if self.save_baseline:
             self.write_baseline(summary)
         self.write_summary(summary)
         report_path = self.write_report(summary)
         if self.stop.requested and self.status != "interrupted":  # a signal while finishing
-            self.status = summary.status = "interrupted"
+            self.status = summary.status = escalate(self.status, "interrupted")
             self.write_summary(summary)
             report_path = self.write_report(summary)  # and the index, which said "passed"
         self.log.info("%s", run_line(summary, len(self.cfg.scenarios), self.dir))
@@ -157,8 +153,8 @@ class Run:
                                final=False)
             for line in entry_lines(summary, width):
                 self.log.info("%s", line)
-            if summary.status not in ("passed", "interrupted"):
-                self.status = "failed"
+            if summary.status in ("failed", "error"):
+                self.status = escalate(self.status, "failed")
             if summary.status == "interrupted" or self.stop.requested:
                 self.not_run()
                 return
@@ -168,8 +164,8 @@ class Run:
         found = self.baseline.check(e)
         log_checks(logging.getLogger(f"demos.scenario.{e.id}"), found)
         e.checks += found
-        if e.status == "passed" and any(c.passed is False for c in found):
-            e.status = "failed"
+        if any(c.passed is False for c in found):
+            e.status = escalate(e.status, "failed")
 
     def run_one(self, entry, services: Services) -> EntrySummary:
         """One entry. Under torchrun, a data-parallel one starts on every rank together; once
@@ -198,7 +194,7 @@ class Run:
 
     def not_run(self) -> None:
         """The run was interrupted: say which entries it did not reach."""
-        self.status = "interrupted"
+        self.status = escalate(self.status, "interrupted")
         self.give_up("the interruption")
         skipped = [e.id for e in self.cfg.scenarios[len(self.entries):]]
         if skipped:
@@ -212,45 +208,18 @@ class Run:
                 if e.id == what.split("/", 1)[0] and e.status == "passed":
                     e.status, e.error = "error", message
                     self.log.error("%s is now an error: %s", e.id, message)
-                    if self.status == "passed":
-                        self.status = "failed"
+                    self.status = escalate(self.status, "failed")
 
     def write_baseline(self, summary: RunSummary) -> None:
         """--save-baseline: the run's values, unless it was interrupted."""
         if self.status == "interrupted":
             self.log.warning("baseline not saved: the run was interrupted")
-            return
-        try:
-            self.log.info("%s", save(self.save_baseline, summary.to_json(),
-                                     {e.id: e.scenario for e in self.cfg.scenarios}))
-        except OSError as e:
-            self.log.error("could not save the baseline %s: %s", self.save_baseline, e)
-            self.status = summary.status = "failed"
+        elif not outputs.write_baseline(self.save_baseline, summary, self.cfg, self.log):
+            self.status = summary.status = escalate(self.status, "failed")
 
     def write_summary(self, summary: RunSummary, final: bool = True) -> None:
-        """summary.json: at the start and after every entry (status "running"), padded with
-        trailing blanks (still valid JSON) to hold the room the final one will need; the final
-        one replaces it, or, on a disk that filled up meanwhile, is written into that room."""
-        path, data = self.dir / "summary.json", summary.to_json()
-        if not final:  # so that the index can tell a run killed outright from a running one
-            data.update(pid=os.getpid(), host=socket.gethostname())
-        text = json.dumps(data, indent=2) + "\n"
-        # room for what the final summary adds: each entry's results, the closing fields
-        room = len(text) + 8192 + 4096 * (len(self.cfg.scenarios) - len(self.entries))
-        try:
-            write_atomic(path, text if final else text.ljust(room))
-            return
-        except OSError as e:
-            error = e
-        if final:  # the disk is full: write it compactly over the room the last one held
-            compact = json.dumps(data, separators=(",", ":")) + "\n"
-            try:
-                overwrite(path, compact)  # refuses (OSError) what does not fit
-                return
-            except OSError as e:
-                error = e
-        if final:  # the console lines above still tell every result
-            self.log.error("could not write summary.json: %s", error)
+        outputs.write_summary(self.dir, summary, self.log, final,
+                              len(self.cfg.scenarios) - len(self.entries))
 
     def summary(self, started: float, determinism: dict,
                 status: str | None = None) -> RunSummary:
@@ -266,28 +235,9 @@ class Run:
             fingerprint=self.fingerprint)
 
     def write_report(self, summary: RunSummary, index: bool = True) -> Path | None:
-        """report.html in the run folder, and the runs' index.html beside the run folders."""
-        import yaml
+        return outputs.write_pages(self.dir, summary, self.cfg, self.registry, self.log,
+                                   self.warn_once, index)
 
-        configs = {e.id: yaml.safe_dump(entry_dict(e), sort_keys=False) for e in self.cfg.scenarios}
-        about = {name: s.about for name, s in self.registry.items()}
-        try:
-            path = report.write_report(self.dir, summary, about, configs)
-        except Exception as e:  # a full disk; or a bug here, which must not cost the run
-            self.log.error("report.html:\n%s", traceback.format_exc(), extra={"console": False})
-            self.warn_once(f"could not write the report: {type(e).__name__}: {e}")
-            return None
-        if not index:
-            return path
-        try:
-            skipped = report.write_index(self.dir.parent)
-        except Exception as e:  # a full disk, a lock held too long, a folder it cannot read
-            self.warn_once(f"index.html not rebuilt ({e}); the next run rebuilds it")
-        else:
-            if skipped:
-                self.warn_once(f"index.html leaves out {', '.join(skipped)}: not a run's "
-                               f"summary.json")
-        return path
 
 
 def open_in_browser(path: Path) -> str:

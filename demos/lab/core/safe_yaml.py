@@ -1,0 +1,135 @@
+"""YAML read safely: `yaml.safe_load` only, after refusing what a config never holds (alias
+bombs, nesting past any real config, duplicate keys, YAML 1.1's surprising numbers, binary or
+huge files). Every failure is one ConfigError line naming the file and the line."""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from demos.lab.core.schema import ConfigError, show
+
+MAX_CONFIG_BYTES = 1 << 20   # a config is a page of YAML; a megabyte is plenty
+MAX_DEPTH = 64  # levels of nesting: the deepest real config has 8
+MAX_CONFIG_NODES = 100_000   # values after expanding aliases: refuses "billion laughs" bombs
+
+
+def read_yaml(path: str) -> Any:
+    """Parse a YAML file with `yaml.safe_load`; every failure is a one-line ConfigError."""
+    if not os.path.exists(path):
+        raise ConfigError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise ConfigError(f"{path}: is a directory, not a config file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES // 1024} KiB; not a config file")
+    return parse_yaml(data, path)
+
+
+def parse_yaml(data: bytes, path: str) -> Any:
+    """YAML text -> data, refusing alias bombs and deep nesting before anything is built."""
+    import yaml
+
+    if b"\x00" in data:
+        raise ConfigError(f"{path}: binary file, not YAML")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)  # the node graph: aliases shared
+        if node is None:
+            raise ConfigError("empty file")
+        check_size(node)
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: {yaml_error(e)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def check_size(root: Any) -> None:
+    """Refuse a YAML node graph that expands to too many values or refers to itself."""
+    import yaml
+
+    size: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack = [(root, False, 1)]
+    while stack:
+        node, done, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"line {node.start_mark.line + 1}: nested more than {MAX_DEPTH} "
+                              f"levels deep; refusing it")
+        if isinstance(node, yaml.MappingNode):
+            children = [c for pair in node.value for c in pair]
+            if not done:
+                check_keys(node)
+        elif isinstance(node, yaml.SequenceNode):
+            children = node.value
+        else:
+            children = []
+            check_number(node)
+        if done:
+            open_nodes.discard(id(node))
+            size[id(node)] = 1 + sum(size[id(c)] for c in children)
+            if size[id(node)] > MAX_CONFIG_NODES:
+                raise ConfigError(f"line {node.start_mark.line + 1}: holds more than "
+                                  f"{MAX_CONFIG_NODES:,} values (counting each use of an "
+                                  f"alias, *name); refusing it")
+            continue
+        if id(node) in size:
+            continue
+        if id(node) in open_nodes:
+            raise ConfigError(f"line {node.start_mark.line + 1}: an alias refers to the "
+                              f"value that contains it")
+        open_nodes.add(id(node))
+        stack.append((node, True, depth))
+        stack.extend((c, False, depth + 1) for c in children if id(c) not in size)
+
+
+def check_number(node: Any) -> None:
+    """YAML 1.1 reads 1:30 as 90 (base 60), 010 as 8 (octal), 0x10 as 16: refuse the
+    surprise and ask for the number itself."""
+    text = node.value if node.tag.endswith((":int", ":float")) else ""
+    kind = ("base-60" if ":" in text else
+            "hexadecimal" if re.fullmatch(r"[-+]?0x[0-9a-fA-F_]+", text) else
+            "octal" if re.fullmatch(r"[-+]?0[0-7_]+", text) else
+            "binary" if re.fullmatch(r"[-+]?0b[01_]+", text) else None)
+    if kind:
+        import yaml
+
+        value = yaml.safe_load(text)
+        raise ConfigError(f"line {node.start_mark.line + 1}: {text} is a YAML 1.1 {kind} "
+                          f"number ({value}); write {value} if you mean it, or quote it")
+
+
+def check_keys(node: Any) -> None:
+    """A key given twice in one mapping: YAML would silently keep the last one."""
+    import yaml
+
+    seen: set[str] = set()
+    for key, _ in node.value:
+        if isinstance(key, yaml.ScalarNode):
+            if key.value in seen:
+                raise ConfigError(f"line {key.start_mark.line + 1}: duplicate key "
+                                  f"{show(key.value)}; YAML would keep only the last")
+            seen.add(key.value)
+
+
+def yaml_error(e: Exception) -> str:
+    """A YAML error as 'line L, column C: problem', with a hint for the common ones."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    if "'\\t'" in problem or "\t" in problem:
+        problem += " (YAML indents with spaces, not tabs)"
+    if "python/" in problem:
+        problem = ("a tag that would build a Python object; configs hold plain values only "
+                   f"({problem})")
+    return f"invalid YAML: {where}{problem}"

@@ -1,0 +1,17 @@
+"""Text as the console and the error messages can show it."""
+from __future__ import annotations
+
+
+def one_line(text: str) -> str:
+    """A command-line value as an error message can show it on one line: itself, or its repr
+    when it holds control or other unprintable characters."""
+    return text if text.isprintable() else repr(text)
+
+
+def no_surrogates(text: str) -> str:
+    """`text` with the lone surrogates that stand for undecodable bytes (os.fsdecode) as "?"."""
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        data = text.encode("utf-8", "replace")
+    return data.decode("utf-8", "replace").replace("\ufffd", "?")

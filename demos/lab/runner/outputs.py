@@ -1,0 +1,81 @@
+"""What a run leaves in its folder besides the entries' own files: summary.json (written as the
+run goes and at its end), report.html with the runs' index, and a saved baseline. Each writer
+reports its failure and never costs the run what it already has."""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import traceback
+from pathlib import Path
+from typing import Callable
+
+from demos.lab.comparing.baseline import save
+from demos.lab.core.config import RunConfig, entry_dict
+from demos.lab.core.files import dumps, overwrite, write_atomic
+from demos.lab.core.results import RunSummary
+from demos.lab.core.scenario import Registry
+from demos.lab.pages import report
+
+
+def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final: bool = True,
+                  entries_left: int = 0) -> None:
+    """summary.json: at the start and after every entry (status "running"), padded with
+    trailing blanks (still valid JSON) to hold the room the final one will need; the final
+    one replaces it, or, on a disk that filled up meanwhile, is written into that room."""
+    path, data = run_dir / "summary.json", summary.to_json()
+    if not final:  # so that the index can tell a run killed outright from a running one
+        data.update(pid=os.getpid(), host=socket.gethostname())
+    text = dumps(data)
+    # room for what the final summary adds: each entry's results, the closing fields
+    room = len(text) + 8192 + 4096 * entries_left
+    try:
+        write_atomic(path, text if final else text.ljust(room))
+        return
+    except OSError as e:
+        error = e
+    if final:  # the disk is full: write it compactly over the room the last one held
+        compact = dumps(data, compact=True)
+        try:
+            overwrite(path, compact)  # refuses (OSError) what does not fit
+            return
+        except OSError as e:
+            error = e
+    if final:  # the console lines above still tell every result
+        log.error("could not write summary.json: %s", error)
+
+
+def write_baseline(path: str, summary: RunSummary, cfg: RunConfig, log: logging.Logger) -> bool:
+    """--save-baseline: the run's values; False when the file could not be written."""
+    try:
+        log.info("%s", save(path, summary.to_json(), {e.id: e.scenario for e in cfg.scenarios}))
+        return True
+    except OSError as e:
+        log.error("could not save the baseline %s: %s", path, e)
+        return False
+
+
+def write_pages(run_dir: Path, summary: RunSummary, cfg: RunConfig, registry: Registry,
+                log: logging.Logger, warn_once: Callable[[str], None],
+                index: bool = True) -> Path | None:
+    """report.html in the run folder, and the runs' index.html beside the run folders."""
+    import yaml
+
+    configs = {e.id: yaml.safe_dump(entry_dict(e), sort_keys=False) for e in cfg.scenarios}
+    about = {name: s.about for name, s in registry.items()}
+    try:
+        path = report.write_report(run_dir, summary, about, configs)
+    except Exception as e:  # a full disk; or a bug here, which must not cost the run
+        log.error("report.html:\n%s", traceback.format_exc(), extra={"console": False})
+        warn_once(f"could not write the report: {type(e).__name__}: {e}")
+        return None
+    if not index:
+        return path
+    try:
+        skipped = report.write_index(run_dir.parent)
+    except Exception as e:  # a full disk, a lock held too long, a folder it cannot read
+        warn_once(f"index.html not rebuilt ({e}); the next run rebuilds it")
+    else:
+        if skipped:
+            warn_once(f"index.html leaves out {', '.join(skipped)}: not a run's summary.json")
+    return path

@@ -1,0 +1,120 @@
+"""What a training loop records: scalar values per step, checked for NaN and infinity
+without a host/device sync per step, copied to the host once (`history()`)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+
+class Diverged(Exception):
+    """A recorded value (the loss) stopped being finite at `step`."""
+
+    def __init__(self, step: int, name: str, value: float):
+        super().__init__(f"{name} is {value} at step {step}")
+        self.step, self.name, self.value = step, name, value
+
+
+class Recorder:
+    """The recorded columns of one entry: {name: (steps, values)}.
+
+    On the CPU every value is checked at once (one .item(), no sync needed); on an accelerator
+    the detached tensors are kept on their device and checked in windows of `finite_every`.
+    """
+
+    def __init__(self, device: torch.device, log_every: int, finite_every: int | None = None,
+                 forbid_sync: bool = False):
+        # how often recorded values are checked for NaN/inf: every step on the CPU (free), in
+        # windows on an accelerator, where each check is a host/device sync
+        self.finite_every = finite_every or (1 if device.type == "cpu" else 100)
+        self.finite_now = self.finite_every == 1
+        self.log_every = log_every
+        # tests: make any host/device sync inside the training steps an error (CUDA only)
+        self.forbid_sync = forbid_sync and device.type == "cuda"
+        self.pending: list[tuple[int, str, torch.Tensor]] = []  # values not yet checked
+        self.checked_names: set[str] = set()
+        self.columns: dict[str, tuple[list[int], list[Any]]] = {}  # name -> (steps, values)
+        self.last_step = -1     # the loop's last step: always recorded
+        self.steps_run = 0      # the step the loop reached (steps done, counting a resume's)
+
+    def record(self, step: int, always: bool = False, **values: torch.Tensor | float) -> None:
+        """Keep scalar `values` for this step if it is a log step (every `log_every`, the last).
+
+        `always=True` records regardless of `log_every` (e.g. a once-per-epoch accuracy).
+        Every tensor is checked for NaN/inf: on the CPU at once (one .item(), which needs no
+        sync, and the float is what is kept); elsewhere the detached tensor is kept on its
+        device and checked in windows (see check_finite). Parameters, which the optimizer
+        changes in place, are copied so the record holds their value at this step. This runs
+        every step, so it is written for speed.
+        """
+        keep = always or step % self.log_every == 0 or step == self.last_step
+        for name, v in values.items():
+            if isinstance(v, torch.Tensor):
+                if v.numel() != 1:
+                    raise ValueError(f"record({name}=...) takes scalars, got shape "
+                                     f"{tuple(v.shape)}")
+                self.checked_names.add(name)
+                if self.finite_now:
+                    v = v.item()
+                    if not math.isfinite(v):
+                        self.diverge(step, name, v)
+                else:
+                    v = v.detach().clone() if v.requires_grad and v.is_leaf else v.detach()
+                    self.pending.append((step, name, v))
+            if keep:
+                column = self.columns.get(name)
+                if column is None:
+                    column = self.columns[name] = ([], [])
+                column[0].append(step)
+                column[1].append(v)
+
+    def guard_sync(self, on: bool) -> None:
+        if self.forbid_sync:
+            torch.cuda.set_sync_debug_mode("error" if on else "default")
+
+    def check_finite(self) -> None:
+        """Check the values recorded since the last check; Diverged at the first NaN or inf.
+
+        One host/device sync for the whole window (on the CPU, record() checks at once).
+        """
+        if not self.pending:
+            return
+        window, self.pending = self.pending, []
+        self.guard_sync(False)  # the one sync per window, allowed
+        ok = torch.stack([v.reshape(()).double() for _, _, v in window]).isfinite().tolist()
+        self.guard_sync(True)
+        if not all(ok):
+            step, name, value = window[ok.index(False)]
+            self.diverge(step, name, value.item())
+
+    def diverge(self, step: int, name: str, value: float) -> None:
+        """Stop at `step`: drop what was recorded after it, keep the bad value, raise Diverged."""
+        for steps, values in self.columns.values():
+            while steps and steps[-1] >= step:
+                steps.pop()
+                values.pop()
+        steps, values = self.columns.setdefault(name, ([], []))
+        steps.append(step)
+        values.append(value)
+        self.steps_run = step  # the steps completed before it (a window may have run further)
+        raise Diverged(step, name, value)
+
+    def history(self) -> list[dict[str, Any]]:
+        """The recorded rows ({'step': s, name: value}, by step) as floats; one host copy."""
+        rows: dict[int, dict[str, Any]] = {}
+        for name, (steps, values) in self.columns.items():
+            tensors = [v for v in values if isinstance(v, torch.Tensor)]
+            if tensors:  # kept on an accelerator: copy them to the host together, once
+                floats = iter(torch.stack([t.reshape(()).double() for t in tensors]).tolist())
+                values[:] = [next(floats) if isinstance(v, torch.Tensor) else v for v in values]
+            for step, value in zip(steps, values):
+                rows.setdefault(step, {"step": step})[name] = float(value)
+        return [rows[s] for s in sorted(rows)]
+
+    def last(self, name: str) -> float:
+        """The last recorded value of `name`."""
+        for row in reversed(self.history()):
+            if name in row:
+                return row[name]
+        raise KeyError(f"nothing recorded under '{name}'")
