@@ -83,14 +83,13 @@ def patch_run(monkeypatch, name: str, run) -> None:
 def dry_run(tmp_path_factory, request) -> Run:
     """all.yaml --dry-run, once per session, shared by pytest-xdist's workers (the first to
     get here runs it, under a lock; the others read it): every scenario's code path and files."""
-    import fcntl
+    from filelock import FileLock
 
     worker = getattr(request.config, "workerinput", None)
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if worker else base  # under xdist: the session's folder, not a worker's
     done = shared / "dry_run.json"
-    with open(shared / "dry_run.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(shared / "dry_run.lock", timeout=-1):  # as long as the first one's run takes
         if not done.exists():
             run = run_captured(shared / "dry", "--config", CONFIGS / "all.yaml", "--dry-run",
                                "--device", "cpu")

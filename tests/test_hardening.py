@@ -435,8 +435,8 @@ def test_the_index_skips_and_names_what_is_not_a_run(tmp_path, capsys):
 def test_a_lock_held_elsewhere_delays_the_index_only_so_long(tmp_path, monkeypatch, capsys):
     import fcntl
 
-    from demos.lab.pages import report
-    monkeypatch.setattr(report, "LOCK_WAIT_S", 0.3)
+    from demos.lab.pages import index
+    monkeypatch.setattr(index, "LOCK_WAIT_S", 0.3)
     with open(tmp_path / ".index.lock", "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # another process's rebuild that never ends
         started = time.monotonic()
@@ -753,7 +753,7 @@ def test_a_config_name_that_is_not_utf8_gives_strict_json(tmp_path):
 def test_the_index_keeps_working_whatever_the_siblings_hold(tmp_path):
     """Odd digits in a name, an absurd pid, absurdly deep JSON, a linked folder, a directory
     at an index temp name, a FIFO at the lock's name: skipped or said, never a crash."""
-    from demos.lab.pages.report import write_index
+    from demos.lab.pages.index import write_index
 
     def folder(name, text):
         (tmp_path / name).mkdir()

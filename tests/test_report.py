@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from demos.cli import main
-from demos.lab.pages.report import write_index
+from demos.lab.pages.index import write_index
 from tests.conftest import CONFIGS, only_run_dir, summary
 
 

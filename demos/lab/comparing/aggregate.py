@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from demos.lab.core.files import write_atomic
-from demos.lab.pages.report import fmt, read_run
+from demos.lab.core.layout import read_run
+from demos.lab.pages.templating import fmt
 from demos.lab.pages.sweep import group_label, write_page
 from demos.lab.core.results import EXIT_FAILED, EXIT_OK, Check
 from demos.lab.core.scenario import Registry

@@ -86,7 +86,7 @@ def describe(env: dict[str, str], threads: int | None) -> str:
 def run_ensemble(args: Any, registry: Registry, output_dir: Path, stop: StopRequest) -> int:
     """The whole ensemble: every variant, then the baseline with measured bands."""
     from demos.lab.core.files import make_named_dir, make_run_dir
-    from demos.lab.pages.report import read_run
+    from demos.lab.core.layout import read_run
     from demos.lab.comparing.sweep import Plan, passed_on, run_points
 
     cfg = config_mod.load(args.config, registry, args.sets)

@@ -1,33 +1,25 @@
 """Run folders compared: `python runner.py --compare RUN_A RUN_B [RUN_C ...]`.
 
 The first run is the reference. Prints every metric and param of the other runs that moved
-beyond its tolerance (demos.lab.core.tolerance), and writes compare.html, compare.json and the overlaid
-loss curves into a new `compare_<time>` folder in --output-dir. Torch-free; matplotlib loads
-only to draw.
+beyond its tolerance (demos.lab.core.tolerance), and writes compare.html (laid out by
+demos.lab.pages.compare), compare.json and the overlaid loss curves into a new
+`compare_<time>` folder in --output-dir. Torch-free; matplotlib loads only to draw.
 """
 from __future__ import annotations
 
-import difflib
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from demos.lab.core.config import ID_RE
 from demos.lab.core import fingerprint as fp
-from demos.lab.core.tolerance import Band, Drift, TableEntry, compare_values, num
+from demos.lab.core.config import ID_RE
 from demos.lab.core.files import make_run_dir, write_atomic, write_json
-from demos.lab.pages.plots import overlay_plot, read_losses
-from demos.lab.pages.report import CSS, badge, esc, fmt, read_run
+from demos.lab.core.layout import read_run
 from demos.lab.core.schema import ConfigError, convert
-
-EXTRA_CSS = """
-td.fail { background: #fdecea; font-weight: 600; color: #b71c1c; }
-pre .add { color: #1b5e20; background: #e8f5e9; } pre .del { color: #b71c1c; background: #fdecea; }
-pre .hunk { color: #0d47a1; } .agree { background: #2e7d32; } .differ { background: #c62828; }
-"""
+from demos.lab.core.tolerance import Band, Drift, TableEntry, compare_values, num
+from demos.lab.pages import compare as page
+from demos.lab.pages.plots import overlay_plot, read_losses
 
 
 @dataclass
@@ -145,7 +137,8 @@ def entry_ids(runs: list[Run]) -> list[str]:
 def compare(runs: list[Run], tables: dict[str, list[dict[str, TableEntry]]],
             bands: dict[str, dict[str, Band]] | None = None) -> Comparison:
     """Each run's values against the first's, within `tables` (by entry id), the measured
-    `bands` (by entry id, then value), or the tier their fingerprints give (demos.lab.core.tolerance)."""
+    `bands` (by entry id, then value), or the tier their fingerprints give
+    (demos.lab.core.tolerance)."""
     cpu = all(r.summary.get("device") == "cpu" for r in runs)
     ref = runs[0].entries
     drifts = []
@@ -226,95 +219,28 @@ def draw_losses(runs: list[Run], out: Path) -> dict[str, str]:
 
 
 def render(c: Comparison, out: Path, plots: dict[str, str]) -> str:
-    """The HTML of compare.html, in the folder `out`."""
-    word = "agree" if c.agree else "differ"
-    figures = "".join(f'<figure><img src="{esc(quote(f))}" alt="{esc(e)} loss">'
-                      f'<figcaption>{esc(e)}</figcaption></figure>' for e, f in plots.items())
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>autograd-demos comparison: {word}</title>
-<style>{CSS}{EXTRA_CSS}</style></head>
-<body>
-<h1>Comparison of {len(c.runs)} runs <span class="badge {word}">{word.upper()}</span></h1>
-<p>{esc(verdict(c))}.</p>
-<h2>Runs</h2>
-{runs_table(c, out)}
-{"".join(f"<p>{esc(line)}</p>" for line in machines(c))}
-<h2>Config differences</h2>
-{config_diffs(c)}
-<h2>Metrics and params</h2>
-{"".join(entry_table(c, i) for i in entry_ids(c.runs))}
-<h2>Loss curves</h2>
-{f'<div class="plots">{figures}</div>' if figures else "<p>No entry logged a loss.</p>"}
-<p><a href="compare.json">compare.json</a></p>
-</body></html>
-"""
+    """The HTML of compare.html, in the folder `out` (demos.lab.pages.compare lays it out)."""
+    return page.render(page.Page(
+        agree=c.agree, verdict=verdict(c), machines=machines(c), plots=plots,
+        runs=[page.Column(r.label, r.dir, run_info(r), r.config) for r in c.runs],
+        tables=[entry_table(c, i) for i in entry_ids(c.runs)]), out)
 
 
-def runs_table(c: Comparison, out: Path) -> str:
-    """A row per run: where, how and with what it ran."""
-    keys = ["config", "torch", "device", "seed", "threads", "sets", "kernels"]
-    rows = ["<tr>" + "".join(f"<th>{k}</th>" for k in ["run", "status", *keys]) + "</tr>"]
-    for r in c.runs:
-        info = run_info(r)
-        info["kernels"] = fp.describe(info["fingerprint"], ("capability", "cpu", "env")) \
-            if isinstance(info["fingerprint"], dict) else None
-        if isinstance(info["sets"], list):  # the run's --set overrides (newer runs)
-            info["sets"] = " ".join(map(str, info["sets"])) or None
-        cells = [report_link(r, out), badge(info["status"]), *(esc(fmt(info[k])) for k in keys)]
-        rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
-    return f"<table>{''.join(rows)}</table>"
-
-
-def report_link(r: Run, out: Path) -> str:
-    """The run's name, linking to its report.html by a path relative to `out`."""
-    report = r.dir / "report.html"
-    if not report.is_file():
-        return esc(r.label)
-    try:
-        href = quote(os.path.relpath(report.resolve(), out.resolve()))
-    except ValueError:  # another drive (Windows): no relative path exists
-        href = report.resolve().as_uri()
-    return f'<a href="{esc(href)}">{esc(r.label)}</a>'
-
-
-def config_diffs(c: Comparison) -> str:
-    """Each run's config.yaml against the first's, as a coloured unified diff."""
-    def lines(text: str) -> list[str]:  # the header comment names the run: always differs
-        return [line for line in text.splitlines(keepends=True) if not line.startswith("#")]
-
-    ref, parts = c.runs[0], []
-    for r in c.runs[1:]:
-        diff = list(difflib.unified_diff(lines(ref.config), lines(r.config),
-                                         f"{ref.label}/config.yaml", f"{r.label}/config.yaml"))
-        if not diff:
-            parts.append(f"<p>{esc(r.label)}: identical</p>")
-            continue
-        kinds = {"+": "add", "-": "del", "@": "hunk"}  # the file names (+++, ---) plain
-        spans = [esc(line) if line[:3] in ("+++", "---") or line[:1] not in kinds
-                 else f'<span class="{kinds[line[:1]]}">{esc(line)}</span>' for line in diff]
-        parts.append(f"<h3>{esc(r.label)}</h3><pre>{''.join(spans)}</pre>")
-    return "\n".join(parts)
-
-
-def entry_table(c: Comparison, entry: str) -> str:
+def entry_table(c: Comparison, entry: str) -> page.EntryTable:
     """One entry's values, a column per run; cells beyond tolerance of the first run marked."""
     runs = [r for r in c.runs if entry in r.entries]
     drift = {(r.label, d.key): d for r, ds in zip(c.runs[1:], c.drifts)
              for d in ds if d.entry == entry}
     flat = {r.label: {f"{kind}.{name}": v for kind, vs in values(r.entries[entry]).items()
                       for name, v in vs.items()} for r in runs}
-    head = "".join(f"<th>{esc(r.label)}</th>" for r in runs)
-    status = "".join(f"<td>{badge(str(r.entries[entry].get('status', '?')))}</td>" for r in runs)
-    rows = [f"<tr><td>status</td>{status}</tr>"]
+    rows = {}
     for key in dict.fromkeys(k for vs in flat.values() for k in vs):
         cells = []
         for r in runs:
             d = drift.get((r.label, key))
-            cls = f' class="fail" title="{esc(d.describe())}"' if d and not d.within else ""
-            cells.append(f"<td{cls}>{esc(fmt(flat[r.label].get(key)))}</td>")
-        rows.append(f"<tr><td><code>{esc(key)}</code></td>{''.join(cells)}</tr>")
-    only = (f"<p>only in {esc(', '.join(c.only[entry]))}</p>" if entry in c.only else "")
-    return (f'<h3 id="{esc(entry)}">{esc(entry)}</h3>{only}'
-            f"<table><tr><th>value</th>{head}</tr>{''.join(rows)}</table>")
+            cells.append(page.Cell(flat[r.label].get(key),
+                                   d.describe() if d and not d.within else None))
+        rows[key] = cells
+    return page.EntryTable(entry, [r.label for r in runs],
+                           [str(r.entries[entry].get("status", "?")) for r in runs], rows,
+                           c.only.get(entry))

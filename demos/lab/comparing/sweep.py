@@ -277,7 +277,7 @@ def fits(plan: Plan, name: str, running: dict[str, Any]) -> bool:
 def already_done(point: Path) -> bool:
     """A point a retried shard need not run again: its run finished (passed or failed). A
     folder it left unfinished is moved aside (`.<name>.unfinished-N`), so it can run anew."""
-    from demos.lab.pages.report import read_run
+    from demos.lab.core.layout import read_run
 
     if not point.exists():
         return False
@@ -295,7 +295,7 @@ def already_done(point: Path) -> bool:
 def report_point(name: str, code: int, out: Any, seconds: float, folder: Path, done: int,
                  total: int) -> None:
     """One line per finished point; what went wrong when it has no run to show for it."""
-    from demos.lab.pages.report import read_run
+    from demos.lab.core.layout import read_run
 
     s = read_run(folder / name / "summary.json") if code in (0, 1, 130) else None
     status = str(s.get("status")) if s else f"no run (exit {code})"

@@ -15,7 +15,7 @@ from demos.lab.core.config import RunConfig, entry_dict
 from demos.lab.core.files import dumps, overwrite, write_atomic
 from demos.lab.core.results import RunSummary
 from demos.lab.core.scenario import Registry
-from demos.lab.pages import report
+from demos.lab.pages import index, report
 
 
 def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final: bool = True,
@@ -57,7 +57,7 @@ def write_baseline(path: str, summary: RunSummary, cfg: RunConfig, log: logging.
 
 def write_pages(run_dir: Path, summary: RunSummary, cfg: RunConfig, registry: Registry,
                 log: logging.Logger, warn_once: Callable[[str], None],
-                index: bool = True) -> Path | None:
+                with_index: bool = True) -> Path | None:
     """report.html in the run folder, and the runs' index.html beside the run folders."""
     import yaml
 
@@ -69,10 +69,10 @@ def write_pages(run_dir: Path, summary: RunSummary, cfg: RunConfig, registry: Re
         log.error("report.html:\n%s", traceback.format_exc(), extra={"console": False})
         warn_once(f"could not write the report: {type(e).__name__}: {e}")
         return None
-    if not index:
+    if not with_index:
         return path
     try:
-        skipped = report.write_index(run_dir.parent)
+        skipped = index.write_index(run_dir.parent)
     except Exception as e:  # a full disk, a lock held too long, a folder it cannot read
         warn_once(f"index.html not rebuilt ({e}); the next run rebuilds it")
     else:

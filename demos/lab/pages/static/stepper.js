@@ -1,0 +1,73 @@
+/* The backward stepper: each traced graph's backward.json steps, one node at a time. */
+function num(x, digits) {  /* "nan", "inf" arrive as strings (strict JSON) */
+  return typeof x === 'number' ? String(+x.toPrecision(digits)) : String(x);
+}
+function describeGrad(g) {
+  if (g === null || g === undefined) return 'None';
+  if (g.values) {
+    var v = g.values.map(function (x) { return num(x, 6); });
+    return g.shape.length ? '[' + v.join(', ') + ']' : v[0];
+  }
+  var shape = '(' + g.shape.join(', ') + (g.shape.length === 1 ? ',' : '') + ')';
+  return shape + ' in [' + num(g.min, 4) + ', ' + num(g.max, 4) + '], norm ' + num(g.norm, 4);
+}
+document.querySelectorAll('.backward').forEach(function (box) {
+  var steps = JSON.parse(box.querySelector('script.steps').textContent);
+  var svg = box.querySelector('svg'), detail = box.querySelector('.step-detail');
+  var count = box.querySelector('.step-count'), play = box.querySelector('[data-action=play]');
+  var nodes = {}, edges = {}, k = 0, timer = null;
+  svg.querySelectorAll('g.node').forEach(function (g) {
+    nodes[g.querySelector('title').textContent] = g; });
+  svg.querySelectorAll('g.edge').forEach(function (g) {
+    edges[g.querySelector('title').textContent] = g; });
+  function mark(el, cls) { if (el) el.classList.add(cls); }
+  function line(label, text) {
+    var p = document.createElement('div'), b = document.createElement('b');
+    b.textContent = label + ' '; p.appendChild(b);
+    p.appendChild(document.createTextNode(text)); detail.appendChild(p);
+  }
+  function show() {
+    svg.querySelectorAll('.active, .leaf-active').forEach(function (el) {
+      el.classList.remove('active'); el.classList.remove('leaf-active'); });
+    count.textContent = 'step ' + k + ' of ' + steps.length;
+    detail.textContent = '';
+    if (k === 0) { line('', 'Press Next to run backward one node at a time.'); return; }
+    var s = steps[k - 1];
+    mark(nodes[s.dot_node], 'active');  /* and the edges a gradient really travels */
+    s.sent.forEach(function (e) { if (e.dot_edge && e.grad) mark(edges[e.dot_edge], 'active'); });
+    line('step ' + k + ':', s.node);
+    line('received:', s.received.map(describeGrad).join(', '));
+    if (s.leaf && s.received[0] === null) {
+      line('adds:', 'nothing (None arrived): ' + s.leaf.name + '.grad stays ' +
+           describeGrad(s.leaf.grad));
+    } else if (s.leaf) {
+      mark(nodes[s.leaf.dot_node], 'leaf-active'); mark(edges[s.leaf.dot_edge], 'active');
+      line('adds into:', s.leaf.name + '.grad, which is now ' + describeGrad(s.leaf.grad));
+    } else {
+      line('sends:', s.sent.map(function (e) {
+        return e.to ? describeGrad(e.grad) + ' to ' + e.to
+                    : describeGrad(e.grad) + ' for ' + e.input_name + ': carries nothing';
+      }).join('; ') || 'nothing');
+    }
+  }
+  function go(d) { k = Math.max(0, Math.min(steps.length, k + d)); show(); }
+  function stop() { clearInterval(timer); timer = null; play.textContent = 'Play'; }
+  box.querySelectorAll('button[data-action]').forEach(function (b) {
+    b.addEventListener('click', function () {
+      box.focus({preventScroll: true});
+      if (b.dataset.action === 'prev') { stop(); go(-1); }
+      else if (b.dataset.action === 'next') { stop(); go(1); }
+      else if (timer) { stop(); }
+      else {
+        if (k >= steps.length) k = 0;
+        play.textContent = 'Pause';
+        timer = setInterval(function () { go(1); if (k >= steps.length) stop(); }, 900);
+      }
+    });
+  });
+  box.addEventListener('keydown', function (ev) {
+    if (ev.key === 'ArrowRight') { stop(); go(1); ev.preventDefault(); }
+    if (ev.key === 'ArrowLeft') { stop(); go(-1); ev.preventDefault(); }
+  });
+  show();
+});

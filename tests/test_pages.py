@@ -1,0 +1,119 @@
+"""The pages as templates: whatever a user wrote arrives escaped on every page, graphviz's SVG
+and the stepper's JSON arrive whole, the static files are inlined as they are, jinja2 loads
+only to write a page, and the index's lock (filelock) waits, then says who held it."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from markupsafe import escape
+
+from demos.lab.core.results import Check, EntrySummary, RunSummary, Timing
+from demos.lab.pages import compare, index, report, sweep, templating
+from tests.conftest import ROOT
+
+H = "<script>alert(\"x\")</script> & 'q'"  # what a hostile id, config or file name could say
+SVG = ('<?xml version="1.0"?>\n<!-- graphviz -->\n<svg width="10pt" height="10pt">'
+       '<g id="node1" class="node"><title>a</title><polygon points="0,0"/></g></svg>\n')
+
+
+def assert_escaped(page: str) -> None:
+    assert H not in page and "<script>alert" not in page
+    assert str(escape(H)) in page
+
+
+def entry(entry_id: str) -> EntrySummary:
+    return EntrySummary(entry_id, "my_exp", "failed", H, 5, {H: 1.5}, {"p": H},
+                        [Check(H, False, H), Check("ok", True, "")], [], Timing(0.1, 50.0, 5),
+                        H, {H: H}, {H: {"backward": {"status": "fails", "detail": H}}})
+
+
+def test_the_report_escapes_everything_but_graphviz_svg_and_keeps_the_steps_whole(tmp_path):
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "graph.svg").write_text(SVG)
+    steps = [{"node": H + "</script>", "dot_node": "a", "received": [None], "sent": []}]
+    (tmp_path / "e" / "backward.json").write_text(json.dumps(
+        {"graphs": [{"graph": "graph", "steps": steps}]}))
+    s = RunSummary(H, "failed", "2", "cpu", 0, True, {"threads": H}, H, ["runner.py", H], H, 1.0,
+                   [entry("e"), entry(H)], sets=[f"seed={H}"],
+                   baseline={"file": H, "status": "failed", "from": {"run": H}, "differs": H,
+                             "measured": False, "compared": 1, "only_in_baseline": [H],
+                             "not_in_baseline": [], "not_run": [H],
+                             "drift": [{"entry": H, "key": H, "old": 1.0, "new": 2.0,
+                                        "diff": 1.0, "allowed": 0.1, "within": False,
+                                        "rule": H, "tier": H}]})
+    page = report.render_report(tmp_path, s, {"my_exp": H}, {"e": H})
+    assert_escaped(page)
+    assert '<div class="graph" id="g-e-graph"><svg width="10pt"' in page  # inline, as it is
+    assert 'id="g-e-graph-node1"' in page and "graphviz" not in page and "<?xml" not in page
+    data = page.split('<script type="application/json" class="steps">')[1].split("</script>")[0]
+    assert json.loads(data) == steps  # whole, and nothing in it ends the script early
+    assert page.count("<script") == 2  # the steps and the page's own script
+
+
+def test_the_index_sweep_and_compare_pages_escape_everything(tmp_path):
+    run = tmp_path / "2026-01-01_00-00-00"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({
+        "started": H, "config": H, "status": H, "device": H, "sets": [H],
+        "command": ["--only", H], "scenarios": [{"status": "passed"}]}))
+    (run / "report.html").write_text("x")
+    (tmp_path / f"sweep_{H.replace('/', '')}").mkdir()
+    assert index.write_index(tmp_path) == []
+    assert_escaped((tmp_path / "index.html").read_text())
+
+    data = {"folder": str(tmp_path), "status": "failed", "config": H, "configs": [H],
+            "axes": {"seed": ["0"]}, "points": [{"run": H, "sets": [f"seed={H}"],
+                                                "status": H, "duration_s": 1.0}],
+            "failed_runs": [], "dry_run": False, "command": [H], "notes": [H], "not_run": [H],
+            "groups": [{"sets": [H], "config": H, "dry_run": False, "runs": [],
+                        "checks": [{"name": H, "passed": False, "detail": H}],
+                        "scenarios": {H: {"metrics": {H: {"n": 1, "mean": 1.0}}}}}]}
+    sweep.write_page(tmp_path, data)
+    assert_escaped((tmp_path / "sweep.html").read_text())
+
+    cols = [compare.Column(H, tmp_path, {"status": H, "config": H, "torch": H, "device": H,
+                                         "seed": H, "threads": H, "sets": [H],
+                                         "fingerprint": None}, f"a: {H}\n"),
+            compare.Column(H + "2", run, {"status": H, "config": H, "torch": H, "device": H,
+                                          "seed": H, "threads": H, "sets": [H],
+                                          "fingerprint": None}, f"a: {H}2\n")]
+    page = compare.render(compare.Page(
+        False, H, cols, [H], [compare.EntryTable(H, [H], [H], {H: [compare.Cell(H, H)]}, [H])],
+        {H: "a b.png"}), tmp_path)
+    assert_escaped(page)
+    assert '<span class="del">-a: &lt;script&gt;' in page and 'src="a%20b.png"' in page
+
+
+def test_static_files_are_inlined_as_they_are():
+    static = Path(templating.__file__).parent / "static"
+    names = sorted(p.name for p in static.iterdir())
+    assert names == ["compare.css", "report.css", "stepper.js", "zoom.js"]
+    env = templating.environment()
+    for name in names:  # no template syntax in them: they arrive byte for byte
+        assert env.get_template(f"static/{name}").render() == (static / name).read_text()
+
+
+def test_help_imports_no_jinja2():
+    code = ("import sys; from demos.cli import main\ntry: main(['--help'])\n"
+            "except SystemExit: pass\n"
+            "print([m for m in ('jinja2', 'filelock') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60).stdout
+    assert out.splitlines()[-1] == "[]", out
+
+
+def test_the_index_lock_waits_then_names_itself_and_refuses_a_planted_link(tmp_path):
+    from filelock import FileLock
+
+    with FileLock(tmp_path / ".index.lock"):  # another process's rebuild, held throughout
+        with pytest.raises(TimeoutError, match=r"^\.index\.lock held by another process for "
+                                               r"0\.2 s$"):
+            index.write_index(tmp_path, wait_s=0.2)
+    (tmp_path / ".index.lock").unlink()
+    (tmp_path / "elsewhere").write_text("precious")
+    (tmp_path / ".index.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError, match="not a regular file; remove it"):
+        index.write_index(tmp_path)
+    assert (tmp_path / "elsewhere").read_text() == "precious"
