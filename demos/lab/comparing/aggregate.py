@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from demos.lab.core.files import write_atomic
-from demos.lab.core.layout import read_run
-from demos.lab.pages.templating import fmt
-from demos.lab.pages.sweep import group_label, write_page
+from demos.lab.core.layout import CONFIG, SUMMARY, SWEEP, read_run
 from demos.lab.core.results import EXIT_FAILED, EXIT_OK, Check
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError
+from demos.lab.pages.sweep import group_label, write_page
+from demos.lab.pages.templating import fmt
 
 MAX_DEPTH = 4  # how deep under the folder runs are looked for
 
@@ -53,8 +53,8 @@ def find_runs(root: Path) -> list[PointRun]:
         depth = len(Path(here).relative_to(root).parts)
         dirs[:] = sorted(d for d in dirs if depth < MAX_DEPTH and not d.startswith(".") and
                          not os.path.islink(os.path.join(here, d)))  # .x: set aside
-        if depth and "summary.json" in files:
-            s = read_run(Path(here) / "summary.json")
+        if depth and SUMMARY in files:
+            s = read_run(Path(here) / SUMMARY)
             if s and "run_id" in s and s.get("status") != "running":
                 runs.append(PointRun(Path(here), s))
             dirs[:] = []  # a run's entry folders hold no runs
@@ -124,7 +124,7 @@ def expectations(run: PointRun, registry: Registry) -> tuple[dict[str, Any], str
     from demos.lab.core.config import load
 
     try:
-        cfg = load(str(run.dir / "config.yaml"), registry)
+        cfg = load(str(run.dir / CONFIG), registry)
     except ConfigError as e:
         return {}, f"the sweep's expectations could not be read: {e}"
     return {e.id: e.expect.sweep for e in cfg.scenarios}, None
@@ -189,7 +189,7 @@ def aggregate(folder: Path, registry: Registry, command: Iterable[str] = (),
         raise ConfigError(f"--aggregate {folder}: no finished run folders (with summary.json) "
                           f"under it")
     data = build(folder, runs, registry, command, interrupted, not_run)
-    write_atomic(folder / "sweep.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
+    write_atomic(folder / SWEEP, json.dumps(data, indent=2, allow_nan=False) + "\n")
     write_page(folder, data)
     for line in console_lines(data):
         print(line)

@@ -15,9 +15,9 @@ from typing import Any, Sequence
 import yaml
 
 from demos.lab.core import fingerprint as fp
-from demos.lab.core.tolerance import KINDS, Band, Drift, TableEntry, compare_values, num
 from demos.lab.core.results import Check, EntrySummary
 from demos.lab.core.schema import ConfigError, build, join, param, to_dict
+from demos.lab.core.tolerance import KINDS, Band, Drift, TableEntry, compare_values, num
 
 HEADER = """\
 # autograd-demos baseline: the final metrics and params of each scenario entry of one run.

@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from demos.lab.core import config as config_mod
-from demos.lab.core.threads import auto_threads, available_cores
 from demos.lab.core import fingerprint as fp
-from demos.lab.core.tolerance import KINDS, Band, measure, num
+from demos.lab.core.layout import SUMMARY
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError, did_you_mean
 from demos.lab.core.signals import StopRequest
+from demos.lab.core.threads import auto_threads, available_cores
+from demos.lab.core.tolerance import KINDS, Band, measure, num
 
 AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}  # what torch's AVX512 level needs
 
@@ -85,9 +86,8 @@ def describe(env: dict[str, str], threads: int | None) -> str:
 
 def run_ensemble(args: Any, registry: Registry, output_dir: Path, stop: StopRequest) -> int:
     """The whole ensemble: every variant, then the baseline with measured bands."""
-    from demos.lab.core.files import make_named_dir, make_run_dir
-    from demos.lab.core.layout import read_run
     from demos.lab.comparing.sweep import Plan, passed_on, run_points
+    from demos.lab.core.layout import make_named_dir, make_run_dir, read_run
 
     cfg = config_mod.load(args.config, registry, args.sets)
     if args.only:
@@ -108,7 +108,7 @@ def run_ensemble(args: Any, registry: Registry, output_dir: Path, stop: StopRequ
     if stop.requested:
         print(f"ensemble interrupted: no baseline saved; the runs so far are in {folder}")
         return EXIT_INTERRUPTED
-    runs = {n: s for n in chosen if (s := read_run(folder / n / "summary.json"))
+    runs = {n: s for n in chosen if (s := read_run(folder / n / SUMMARY))
             and s.get("status") in ("passed", "failed")}
     if "native" not in runs:
         print(f"error: the native run did not finish: no baseline saved (see {folder}/native)")

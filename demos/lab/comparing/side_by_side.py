@@ -14,8 +14,8 @@ from typing import Any
 
 from demos.lab.core import fingerprint as fp
 from demos.lab.core.config import ID_RE
-from demos.lab.core.files import make_run_dir, write_atomic, write_json
-from demos.lab.core.layout import read_run
+from demos.lab.core.files import write_atomic, write_json
+from demos.lab.core.layout import COMPARISON, CONFIG, SUMMARY, make_run_dir, read_run
 from demos.lab.core.schema import ConfigError, convert
 from demos.lab.core.tolerance import Band, Drift, TableEntry, compare_values, num
 from demos.lab.pages import compare as page
@@ -70,7 +70,7 @@ def compare_runs(run_dirs: list[Path], output_dir: Path, baseline: str | None = 
     print(console_text(c))
     out = make_run_dir(output_dir, datetime.now(), prefix="compare_")
     plots = draw_losses(runs, out)
-    write_json(out / "compare.json", to_json(c))
+    write_json(out / COMPARISON, to_json(c))
     write_atomic(out / "compare.html", render(c, out, plots))
     print(out / "compare.html")
     return 0 if c.agree else 1
@@ -84,15 +84,15 @@ def load_runs(run_dirs: list[Path]) -> list[Run]:
     for path in run_dirs:
         why = ("no such folder" if not path.exists() else "not a folder" if not path.is_dir()
                else "no readable summary.json: not a run folder"
-               if "run_id" not in (read_run(path / "summary.json") or {}) else None)
+               if "run_id" not in (read_run(path / SUMMARY) or {}) else None)
         if why:
             raise ConfigError(f"--compare {path}: {why}")
         if path.resolve() in seen:
             raise ConfigError(f"--compare {path}: the same folder as {seen[path.resolve()]}")
         seen[path.resolve()] = path
     names = [p.name for p in run_dirs]
-    return [Run(p, p.name if names.count(p.name) == 1 else str(p), read_run(p / "summary.json"),
-                read_text(p / "config.yaml")) for p in run_dirs]
+    return [Run(p, p.name if names.count(p.name) == 1 else str(p), read_run(p / SUMMARY),
+                read_text(p / CONFIG)) for p in run_dirs]
 
 
 def read_text(path: Path) -> str:
@@ -107,7 +107,7 @@ def tolerance_tables(run: Run) -> dict[str, list[dict[str, TableEntry]]]:
     """Each entry's `tolerance:` table in the run's config.yaml (absent in older runs)."""
     import yaml
 
-    where = run.dir / "config.yaml"
+    where = run.dir / CONFIG
     try:
         cfg = yaml.safe_load(run.config) or {}
     except yaml.YAMLError:

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from demos.lab.core import config as config_mod
-from demos.lab.core.threads import auto_threads, available_cores
+from demos.lab.core.layout import SUMMARY
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import StopRequest, say, signal_handler
+from demos.lab.core.threads import auto_threads, available_cores
 
 MAX_POINTS = 1000
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=,+-]{0,99}")  # a run or sweep folder's name
@@ -177,7 +178,7 @@ def share_cores(jobs: int, threads: int | str, swept: bool) -> tuple[int | None,
 def sweep_folder(args: Any, plan: Plan, output_dir: Path) -> Path:
     """The run name given, or for a shard one every shard of the same sweep agrees on, or a
     new sweep_<time> folder."""
-    from demos.lab.core.files import make_named_dir, make_run_dir
+    from demos.lab.core.layout import make_named_dir, make_run_dir
 
     name = args.run_name
     if name is None and plan.shard:
@@ -281,7 +282,7 @@ def already_done(point: Path) -> bool:
 
     if not point.exists():
         return False
-    s = read_run(point / "summary.json")
+    s = read_run(point / SUMMARY)
     if s and s.get("status") in ("passed", "failed"):
         return True
     for i in range(1, 1000):
@@ -297,7 +298,7 @@ def report_point(name: str, code: int, out: Any, seconds: float, folder: Path, d
     """One line per finished point; what went wrong when it has no run to show for it."""
     from demos.lab.core.layout import read_run
 
-    s = read_run(folder / name / "summary.json") if code in (0, 1, 130) else None
+    s = read_run(folder / name / SUMMARY) if code in (0, 1, 130) else None
     status = str(s.get("status")) if s else f"no run (exit {code})"
     if status == "running":  # killed before it could write its summary
         status = "killed"

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
+from demos.lab.core.layout import reserved
 from demos.lab.core.overrides import apply_set
 from demos.lab.core.safe_yaml import read_yaml
 from demos.lab.core.scenario import Expect, Registry, ScenarioConfig, Target  # noqa: F401 (re-exported)
@@ -30,7 +31,6 @@ from demos.lab.core.user_code import is_path, split_spec
 
 DEVICE_RE = re.compile(r"auto|cpu|mps|cuda(:\d{1,3})?")  # whole strings only: fullmatch
 ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")  # an entry's id, its folder's name
-RUN_FILES = {"config.yaml", "run.log", "summary.json", "report.html", "index.html"}
 
 
 @dataclass
@@ -135,7 +135,7 @@ def build_entry(raw: Any, where: str, registry: Registry, bases: Bases) -> Scena
     if not ID_RE.fullmatch(entry.id):
         raise ConfigError(f"{where}.id: must be a folder-safe name (letters, digits, _ . -; at "
                           f"most 100), got {show(entry.id)}")
-    if entry.id in RUN_FILES or re.fullmatch(r"rank\d+\.log", entry.id):
+    if reserved(entry.id):
         raise ConfigError(f"{where}.id: '{entry.id}' is a file of the run folder itself; "
                           f"choose another id")
     check_tolerance_keys(entry.tolerance, {"params": scenario.params, "metrics": scenario.metrics},

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from demos.lab.core.layout import LOG
 from demos.lab.core.results import EntrySummary, RunSummary
 
 RUN_LOGGER = "demos.run"
@@ -75,7 +76,7 @@ def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
     err.setLevel(logging.WARNING)
     err.addFilter(NotForConsole())
     err.setFormatter(logging.Formatter("warning: %(message)s"))
-    log_file = LogFile(run_dir / "run.log", encoding="utf-8",
+    log_file = LogFile(run_dir / LOG, encoding="utf-8",
                        errors="backslashreplace")  # paths that are not UTF-8
     log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     handlers = [out, err, log_file]

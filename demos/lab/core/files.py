@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import datetime as dt
 import io
 import json
 import math
@@ -12,8 +11,6 @@ import re
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
-
-from demos.lab.core.schema import ConfigError
 
 
 def _file_mode() -> int:
@@ -129,36 +126,3 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     for row in rows:
         writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
     write_atomic(path, buf.getvalue())
-
-
-def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
-    """A new folder named `prefix` + the start time; never an existing one (-1, -2, ... if
-    taken). Run folders have no prefix; sweeps and comparisons have theirs."""
-    try:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        base = prefix + now.strftime("%Y-%m-%d_%H-%M-%S")
-        for i in range(10_000):
-            path = output_dir / (base if i == 0 else f"{base}-{i}")
-            try:
-                path.mkdir()
-                return path
-            except FileExistsError:
-                continue
-    except OSError as e:
-        raise ConfigError(f"--output-dir {output_dir}: cannot create the run folder: "
-                          f"{e.strerror or e}") from None
-    raise ConfigError(f"--output-dir {output_dir}: too many runs started at {base}")
-
-
-def make_named_dir(output_dir: Path, name: str) -> Path:
-    """The run folder `name` in `output_dir` (--run-name); never an existing one."""
-    path = output_dir / name
-    try:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        path.mkdir()
-    except FileExistsError:
-        raise ConfigError(f"--run-name {name}: {path} already exists") from None
-    except OSError as e:
-        raise ConfigError(f"--output-dir {output_dir}: cannot create {name}: "
-                          f"{e.strerror or e}") from None
-    return path

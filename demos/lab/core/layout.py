@@ -6,6 +6,7 @@ user or a killed run left there. Torch-free.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -14,7 +15,24 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from demos.lab.core.schema import ConfigError
+
 RUN_ID = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(-\d+)?")  # a run folder's name: its start
+# what a run folder holds beside one folder per entry (README, "Output")
+SUMMARY, REPORT, CONFIG, LOG = "summary.json", "report.html", "config.yaml", "run.log"
+INDEX = "index.html"  # beside the run folders: the runs' list
+SWEEP, COMPARISON = "sweep.json", "compare.json"  # what marks a sweep's, a comparison's folder
+RANK_LOG = re.compile(r"rank\d+\.log")  # under torchrun: the log of each rank but 0
+RESERVED = {CONFIG, LOG, SUMMARY, REPORT, INDEX}  # names no entry may take for its folder
+
+
+def rank_log_name(rank: int) -> str:
+    return f"rank{rank}.log"
+
+
+def reserved(entry_id: str) -> bool:
+    """Whether an entry's folder would take the name of a file the run writes."""
+    return entry_id in RESERVED or bool(RANK_LOG.fullmatch(entry_id))
 MAX_SUMMARY_BYTES = 10 << 20  # a summary larger than this is not one of ours
 
 
@@ -50,3 +68,36 @@ def still_running(s: dict[str, Any]) -> bool:
     except (OSError, OverflowError):
         return True
     return True
+
+
+def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
+    """A new folder named `prefix` + the start time; never an existing one (-1, -2, ... if
+    taken). Run folders have no prefix; sweeps and comparisons have theirs."""
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        base = prefix + now.strftime("%Y-%m-%d_%H-%M-%S")
+        for i in range(10_000):
+            path = output_dir / (base if i == 0 else f"{base}-{i}")
+            try:
+                path.mkdir()
+                return path
+            except FileExistsError:
+                continue
+    except OSError as e:
+        raise ConfigError(f"--output-dir {output_dir}: cannot create the run folder: "
+                          f"{e.strerror or e}") from None
+    raise ConfigError(f"--output-dir {output_dir}: too many runs started at {base}")
+
+
+def make_named_dir(output_dir: Path, name: str) -> Path:
+    """The run folder `name` in `output_dir` (--run-name); never an existing one."""
+    path = output_dir / name
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        path.mkdir()
+    except FileExistsError:
+        raise ConfigError(f"--run-name {name}: {path} already exists") from None
+    except OSError as e:
+        raise ConfigError(f"--output-dir {output_dir}: cannot create {name}: "
+                          f"{e.strerror or e}") from None
+    return path

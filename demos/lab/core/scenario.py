@@ -11,8 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from demos.lab.core.tolerance import ARITHMETIC, TableEntry, within
 from demos.lab.core.schema import ConfigError, did_you_mean, param
+from demos.lab.core.tolerance import ARITHMETIC, TableEntry, within
 
 
 @dataclass

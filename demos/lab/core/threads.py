@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+
 def auto_threads(cores: int) -> int:
     """`threads: auto`: 1 on up to 2 cores (two threads wait on each other as soon as anything
     else wants a core), else half the cores, at most 8 (the scenarios' tensors are small)."""

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from demos.lab.core import fingerprint as fp
+from demos.lab.core.layout import REPORT
 
 FACTS = ["config", "torch", "device", "seed", "threads", "sets", "kernels"]  # the runs' table
 
@@ -77,7 +78,7 @@ def run_row(r: Column, out: Path) -> dict[str, Any]:
 
 def report_href(run_dir: Path, out: Path) -> str | None:
     """The run's report.html by a path relative to `out`; None when it has none."""
-    report = run_dir / "report.html"
+    report = run_dir / REPORT
     if not report.is_file():
         return None
     try:

@@ -15,7 +15,16 @@ from typing import Any, Iterator
 from urllib.parse import quote
 
 from demos.lab.core.files import remove_temps, write_atomic
-from demos.lab.core.layout import RUN_ID, read_run, still_running
+from demos.lab.core.layout import (
+    COMPARISON,
+    INDEX,
+    REPORT,
+    RUN_ID,
+    SUMMARY,
+    SWEEP,
+    read_run,
+    still_running,
+)
 
 LOCK_WAIT_S = 10.0  # how long a finished run waits for another run's index rebuild
 
@@ -96,10 +105,10 @@ def write_index(output_dir: Path, wait_s: float | None = None) -> list[str]:
         folders = [p for p in output_dir.iterdir() if p.is_dir() and not p.is_symlink()]
         runs, skipped = rows(output_dir, folders)
         unfinished = sorted((p.name for p in folders
-                             if RUN_ID.fullmatch(p.name) and not (p / "summary.json").exists()),
+                             if RUN_ID.fullmatch(p.name) and not (p / SUMMARY).exists()),
                             reverse=True)
         sweeps, comparisons = sweeps_and_comparisons(folders)
-        write_atomic(output_dir / "index.html",
+        write_atomic(output_dir / INDEX,
                      render("index.html.j2", runs=runs, unfinished=unfinished, sweeps=sweeps,
                             comparisons=comparisons))
     return sorted(skipped)
@@ -109,7 +118,7 @@ def rows(output_dir: Path, folders: list[Path]) -> tuple[list[Row], list[str]]:
     """The runs among `folders`, newest first; and the folders whose summary.json is not a
     run's. A "running" run whose process is gone is "stopped", its temp files removed."""
     found, skipped = [], []
-    for summary_path in (p / "summary.json" for p in folders):
+    for summary_path in (p / SUMMARY for p in folders):
         if not os.path.lexists(summary_path):
             continue
         name = summary_path.parent.name
@@ -131,7 +140,7 @@ def rows(output_dir: Path, folders: list[Path]) -> tuple[list[Row], list[str]]:
         # ./: a folder named like http: stays a folder; fsencode: a name whose bytes are not
         # UTF-8 stays itself
         href = (quote(os.fsencode(f"./{name}/report.html"))
-                if (output_dir / name / "report.html").exists() else None)
+                if (output_dir / name / REPORT).exists() else None)
         out.append(Row(name, href, started, s.get("config"),
                        " ".join(overrides(s) + other_options(s)), str(s.get("status", "?")),
                        ok, len(entries) - ok, s.get("device"), bool(s.get("dry_run"))))
@@ -162,8 +171,8 @@ def sweeps_and_comparisons(folders: list[Path]) -> tuple[list[Sweep], list[Compa
         return quote(os.fsencode(f"./{folder.name}/{page}"))
 
     for p in sorted(folders, key=lambda p: p.name, reverse=True):
-        if (p / "sweep.json").is_file() or p.name.startswith("sweep_"):
-            data = read_run(p / "sweep.json")
+        if (p / SWEEP).is_file() or p.name.startswith("sweep_"):
+            data = read_run(p / SWEEP)
             if data is None:
                 sweeps.append(Sweep(p.name))
                 continue
@@ -171,8 +180,8 @@ def sweeps_and_comparisons(folders: list[Path]) -> tuple[list[Sweep], list[Compa
                              for k, v in (data.get("axes") or {}).items())
             sweeps.append(Sweep(p.name, href(p, "sweep.html"), data.get("config"), axes,
                                 len(data.get("points") or []), str(data.get("status", "?"))))
-        elif (p / "compare.json").is_file():
-            data = read_run(p / "compare.json") or {}
+        elif (p / COMPARISON).is_file():
+            data = read_run(p / COMPARISON) or {}
             runs = [str(r.get("label", r.get("run_id", "?"))) if isinstance(r, dict) else str(r)
                     for r in data.get("runs") or []]
             words: dict[Any, str] = {True: "agree", False: "differ"}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from demos.lab.core import fingerprint
 from demos.lab.core.files import write_atomic
+from demos.lab.core.layout import RANK_LOG, REPORT
 from demos.lab.core.results import EntrySummary, RunSummary
 from demos.lab.pages import index
 
@@ -78,7 +79,7 @@ def render_report(run_dir: Path, s: RunSummary, descriptions: Mapping[str, str],
 
 def write_report(run_dir: Path, summary: RunSummary, descriptions: Mapping[str, str],
                  configs: Mapping[str, str]) -> Path:
-    path = run_dir / "report.html"
+    path = run_dir / REPORT
     write_atomic(path, render_report(run_dir, summary, descriptions, configs))
     return path
 
@@ -157,7 +158,7 @@ def inline_svg(path: Path, prefix: str) -> Markup | None:
 def rank_logs(run_dir: Path) -> list[str]:
     """The logs of the ranks but 0 (under torchrun), in rank order."""
     try:
-        names = [p.name for p in run_dir.iterdir() if re.fullmatch(r"rank\d+\.log", p.name)]
+        names = [p.name for p in run_dir.iterdir() if RANK_LOG.fullmatch(p.name)]
     except OSError:
         return []
     return sorted(names, key=lambda n: int(n[4:-4]))

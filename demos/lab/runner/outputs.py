@@ -13,6 +13,7 @@ from typing import Callable
 from demos.lab.comparing.baseline import save
 from demos.lab.core.config import RunConfig, entry_dict
 from demos.lab.core.files import dumps, overwrite, write_atomic
+from demos.lab.core.layout import SUMMARY
 from demos.lab.core.results import RunSummary
 from demos.lab.core.scenario import Registry
 from demos.lab.pages import index, report
@@ -23,7 +24,7 @@ def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final
     """summary.json: at the start and after every entry (status "running"), padded with
     trailing blanks (still valid JSON) to hold the room the final one will need; the final
     one replaces it, or, on a disk that filled up meanwhile, is written into that room."""
-    path, data = run_dir / "summary.json", summary.to_json()
+    path, data = run_dir / SUMMARY, summary.to_json()
     if not final:  # so that the index can tell a run killed outright from a running one
         data.update(pid=os.getpid(), host=socket.gethostname())
     text = dumps(data)

@@ -19,7 +19,8 @@ from demos.lab.comparing.baseline import Comparison, describe_drift
 from demos.lab.core import fingerprint
 from demos.lab.core.config import RunConfig, dump
 from demos.lab.core.console import entry_lines, open_log, run_line
-from demos.lab.core.files import make_named_dir, make_run_dir, overwrite, write_atomic  # noqa: F401 (tests patch it here)
+from demos.lab.core.files import overwrite, write_atomic  # noqa: F401 (tests patch it here)
+from demos.lab.core.layout import CONFIG, make_named_dir, make_run_dir
 from demos.lab.core.results import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -84,7 +85,7 @@ class Run:
                     self.fingerprint = fingerprint.take(self.device)
                     self.write_summary(self.summary(started, determinism, "running"), final=False)
                     try:
-                        write_atomic(self.dir / "config.yaml",
+                        write_atomic(self.dir / CONFIG,
                                      f"# resolved config of run {self.dir.name} (from "
                                      f"{self.source})\n" + dump(self.cfg))
                     except OSError as e:

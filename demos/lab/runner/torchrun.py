@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from demos.lab.core.layout import rank_log_name
+
 TIMEOUT_S = 300  # the longest a collective waits for a rank that does not come
 
 
@@ -165,7 +167,7 @@ def rank_log(run_dir: Path, world: World) -> tuple[logging.Logger, Any]:
     log = logging.getLogger(f"demos.rank{world.rank}")
     log.setLevel(logging.INFO)
     log.propagate = False
-    file = logging.FileHandler(run_dir / f"rank{world.rank}.log", encoding="utf-8")
+    file = logging.FileHandler(run_dir / rank_log_name(world.rank), encoding="utf-8")
     file.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)-7s rank {world.rank}: "
                                         f"%(message)s"))
     console = logging.StreamHandler()
