@@ -137,14 +137,15 @@ def build(folder: Path, runs: list[PointRun], registry: Registry,
     groups: dict[tuple[str, ...], list[PointRun]] = {}
     for r in runs:
         groups.setdefault(r.group, []).append(r)
-    keys = {}
+    keys: dict[str, set[str]] = {}
     for r in runs:
         for s in r.sets:
             k, _, v = s.partition("=")
             keys.setdefault(k.strip(), set()).add(v)
     axes = {k: sorted(v) for k, v in keys.items() if len(v) > 1}
     configs = list(dict.fromkeys(str(r.summary.get("config")) for r in runs))
-    notes, out_groups = [], []
+    notes: list[str] = []
+    out_groups: list[dict[str, Any]] = []
     for key, members in groups.items():
         table = summarise(members)
         expects, note = expectations(members[0], registry)

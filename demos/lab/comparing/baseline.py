@@ -262,6 +262,7 @@ def save(path: str, summary: dict[str, Any], scenarios: dict[str, str],
     ran = {e["id"] for e in entries}
     carried = [i for i in (old.scenarios if old else {}) if i not in ran]
     for i in carried:  # not run this time (--only): kept as they were
+        assert old is not None  # carried entries come from it
         kept[i] = as_saved(old.scenarios[i])
     data["scenarios"] = kept
     text = header(str(data["config"]), path, kept, ensemble) + yaml.dump(

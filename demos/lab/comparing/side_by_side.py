@@ -91,8 +91,8 @@ def load_runs(run_dirs: list[Path]) -> list[Run]:
             raise ConfigError(f"--compare {path}: the same folder as {seen[path.resolve()]}")
         seen[path.resolve()] = path
     names = [p.name for p in run_dirs]
-    return [Run(p, p.name if names.count(p.name) == 1 else str(p), read_run(p / SUMMARY),
-                read_text(p / CONFIG)) for p in run_dirs]
+    return [Run(p, p.name if names.count(p.name) == 1 else str(p), read_run(p / SUMMARY) or {},
+                read_text(p / CONFIG)) for p in run_dirs]  # (each summary was read above)
 
 
 def read_text(path: Path) -> str:
@@ -211,10 +211,10 @@ def draw_losses(runs: list[Run], out: Path) -> dict[str, str]:
     for entry in filter(ID_RE.fullmatch, entry_ids(runs)):
         curves = {r.label: read_losses(r.dir / entry / "metrics.csv") for r in runs
                   if entry in r.entries and (r.dir / entry / "metrics.csv").is_file()}
-        curves = {label: xy for label, xy in curves.items() if xy}
-        if curves:
+        drawn = {label: xy for label, xy in curves.items() if xy}
+        if drawn:
             names[entry] = f"{entry}_loss.png"
-            overlay_plot(out / names[entry], curves, title=f"{entry}: loss")
+            overlay_plot(out / names[entry], drawn, title=f"{entry}: loss")
     return names
 
 

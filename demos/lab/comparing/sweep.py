@@ -140,6 +140,7 @@ def make_plan(args: Any, registry: Registry) -> Plan:
         base = base or cfg
         if args.only:
             config_mod.select(cfg, ",".join(args.only), args.config)
+    assert base is not None  # the grid has a point at least
     shard = parse_shard(args.shard) if args.shard else None
     if shard:
         points = [p for i, p in enumerate(points) if i % shard[1] == shard[0]]
@@ -169,7 +170,7 @@ def share_cores(jobs: int, threads: int | str, swept: bool) -> tuple[int | None,
         return None, ""
     if threads == "auto":
         return min(auto_threads(cores), max(1, cores // jobs)), ""
-    if threads * jobs > cores:
+    if int(threads) * jobs > cores:
         return None, (f"{jobs} jobs x {threads} threads on {cores} cores: oversubscribed; "
                       f"each point runs slower")
     return None, ""
@@ -202,7 +203,8 @@ class Children:
     once, through us; the first stop signal is passed on, a second kills them."""
 
     def __init__(self, stop: StopRequest):
-        self.stop, self.running = stop, {}
+        self.stop = stop
+        self.running: dict[str, Any] = {}  # name -> (process, its output file, started)
 
     def __call__(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name

@@ -106,16 +106,16 @@ def band_plot(path: Path, curves: Sequence[tuple[Sequence[float], Sequence[float
         for x, y in zip(xs, ys):
             if math.isfinite(y):
                 at.setdefault(x, []).append(y)
-    x = sorted(at)
-    lo, hi = [min(at[v]) for v in x], [max(at[v]) for v in x]
-    mean = [sum(at[v]) / len(at[v]) for v in x]
+    xs_all = sorted(at)
+    lo, hi = [min(at[v]) for v in xs_all], [max(at[v]) for v in xs_all]
+    mean = [sum(at[v]) / len(at[v]) for v in xs_all]
     fig = Figure(figsize=(6.4, 4.0), dpi=100, layout="constrained")
     ax = fig.add_subplot()
-    ax.fill_between(x, lo, hi, alpha=0.3, linewidth=0, label=f"min–max of {len(curves)} runs")
-    ax.plot(x, mean, label="mean")
+    ax.fill_between(xs_all, lo, hi, alpha=0.3, linewidth=0, label=f"min–max of {len(curves)} runs")
+    ax.plot(xs_all, mean, label="mean")
     if wants_log_scale(lo + hi):
         ax.set_yscale("log")
-    if all(float(v).is_integer() for v in x):  # steps: no ticks at 0.5, 1.5
+    if all(float(v).is_integer() for v in xs_all):  # steps: no ticks at 0.5, 1.5
         from matplotlib.ticker import MaxNLocator
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)

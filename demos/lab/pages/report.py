@@ -17,7 +17,6 @@ from demos.lab.core import fingerprint
 from demos.lab.core.files import write_atomic
 from demos.lab.core.layout import RANK_LOG, REPORT
 from demos.lab.core.results import EntrySummary, RunSummary
-from demos.lab.pages import index
 
 if TYPE_CHECKING:
     from markupsafe import Markup
@@ -162,13 +161,3 @@ def rank_logs(run_dir: Path) -> list[str]:
     except OSError:
         return []
     return sorted(names, key=lambda n: int(n[4:-4]))
-
-
-# Until the runner (demos.lab.runner.outputs, .cli) and tests/test_hardening.py import the index
-# from demos.lab.pages.index, it answers here too, under this module's LOCK_WAIT_S.
-LOCK_WAIT_S = index.LOCK_WAIT_S
-
-
-def write_index(output_dir: Path) -> list[str]:
-    """index.write_index, waiting at most LOCK_WAIT_S (this module's) for the index's lock."""
-    return index.write_index(output_dir, wait_s=LOCK_WAIT_S)

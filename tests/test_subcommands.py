@@ -1,0 +1,168 @@
+"""The commands run, sweep, aggregate and compare: each with its own options, run the default,
+and the old spellings (--seeds on a run, --aggregate DIR, --compare A B) read as the commands."""
+import contextlib
+import io
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from demos.cli import main
+from demos.lab.runner.options import COMMANDS, parse, parsers
+from tests.conftest import ROOT, run_cli
+
+SWEEP = ROOT / "tests" / "fixtures" / "sweep.yaml"  # my_relu, tiny: a point in about 2 s
+
+
+def cli(*args):
+    """main() in-process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([*map(str, args)])
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """`sweep` of two seeds, dry: its folder, with the two points' run folders in it."""
+    out = tmp_path_factory.mktemp("subcommands")
+    code, text, err = cli("sweep", "--config", SWEEP, "--seeds", "0-1", "--dry-run",
+                          "--jobs", "2", "--run-name", "s", "--output-dir", out)
+    assert code == 0, text + err
+    return out / "s"
+
+
+def test_help_lists_the_commands():
+    done = run_cli("--help", timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.startswith("usage: runner.py [run] --config PATH")
+    for name in COMMANDS:
+        assert f"runner.py {name} " in done.stdout  # in the synopsis
+        assert f"    {name} " in done.stdout or f"    {name}\n" in done.stdout  # listed
+    assert "The old spellings still work" in done.stdout
+
+
+def test_each_commands_help_lists_its_options_with_help_text_and_imports_no_torch():
+    script = ("import contextlib, io, sys\nfrom demos.cli import main\n"
+              "for name in ('run', 'sweep', 'aggregate', 'compare'):\n"
+              "    out = io.StringIO()\n"
+              "    with contextlib.redirect_stdout(out):\n"
+              "        try: main([name, '--help'])\n"
+              "        except SystemExit as e: assert e.code == 0, name\n"
+              "    print(out.getvalue())\n"
+              "print('HEAVY', [m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.stdout.splitlines()[-1] == "HEAVY []", done.stdout + done.stderr
+    for name in ("run", "sweep", "aggregate", "compare"):
+        assert f"usage: runner.py {name} " in done.stdout
+    _, commands = parsers("runner.py")
+    for name, p in commands.items():
+        for action in p._actions:
+            assert action.help, (name, action.option_strings or action.dest)
+
+
+@pytest.mark.parametrize("old, new", [
+    (["--config", "c.yaml", "--dry-run", "--only", "my_relu"],
+     ["run", "--config", "c.yaml", "--dry-run", "--only", "my_relu"]),
+    ([], ["run"]),
+    (["--list"], ["run", "--list"]),
+    (["--config", "c.yaml", "--save-baseline", "b.yaml", "--ensemble", "--jobs", "2"],
+     ["run", "--config", "c.yaml", "--save-baseline", "b.yaml", "--ensemble", "--jobs", "2"]),
+    (["--config", "c.yaml", "--seeds", "0-4", "--sweep", "lr=1,2", "--jobs", "2",
+      "--shard", "1/2", "--set", "x=1"],
+     ["sweep", "--config", "c.yaml", "--seeds", "0-4", "--sweep", "lr=1,2", "--jobs", "2",
+      "--shard", "1/2", "--set", "x=1"]),
+    (["--output-dir", "o", "--compare", "a", "b", "c", "--baseline", "f.yaml"],
+     ["compare", "--output-dir", "o", "a", "b", "c", "--baseline", "f.yaml"]),
+    (["--comp=a", "b"], ["compare", "a", "b"]),  # argparse's abbreviations, and =VALUE
+    (["--aggregate", "d"], ["aggregate", "d"]),
+    # what the old parser took beside --aggregate and ignored is still taken
+    (["--no-progress", "--output-dir", "o", "--aggregate=d"], ["aggregate", "d"]),
+])
+def test_the_old_spellings_are_read_as_the_commands(old, new):
+    assert parse(old, "runner.py") == parse(new, "runner.py")
+
+
+@pytest.mark.parametrize("args, words", [
+    (("compare", "a", "b", "--save-baseline", "b.yaml"),
+     "--save-baseline: an option of run, not of compare (see runner.py compare --help)"),
+    (("compare", "a", "b", "--no-progress"),
+     "--no-progress: an option of run and sweep, not of compare"),
+    (("aggregate", "d", "--seeds", "0-1"), "--seeds: an option of sweep, not of aggregate"),
+    (("aggregate", "d", "--output-dir", "o"),
+     "--output-dir: an option of run, sweep and compare, not of aggregate"),
+    (("sweep", "--config", SWEEP, "--seeds", "0", "--open"),
+     "--open: an option of run, not of sweep (see runner.py sweep --help)"),
+    (("sweep", "--config", SWEEP, "--seeds", "0", "--ens"),  # abbreviated, as argparse reads
+     "--ensemble: an option of run, not of sweep"),
+    (("run", "--config", SWEEP, "--seeds", "0-1"), "--seeds: an option of sweep, not of run"),
+    (("run", "--config", SWEEP, "--shard", "0/2"), "--shard: an option of sweep, not of run"),
+    # the old spellings keep their old words
+    (("--config", SWEEP, "--seeds", "0", "--print-config"), "--print-config: not with a sweep"),
+    (("--config", SWEEP, "--shard", "0/2"), "--shard: only for a sweep (--sweep or --seeds)"),
+    (("--compare", "a", "b", "--dry-run"), "--compare stands alone: not with --dry-run"),
+    (("--config", SWEEP, "--ensemble", "--save-baseline", "b.yaml", "--sweep", "seed=1,2"),
+     "--ensemble: not with --sweep"),
+    # and what is no option anywhere, or no command
+    (("compare", "a", "b", "--bogus"), "unrecognized arguments: --bogus (see --help)"),
+    (("compar", "a", "b"), "compar: not a command (did you mean 'compare'?)"),
+    (("c.yaml",), "c.yaml: not a command (expected one of: aggregate, compare, run, sweep)"),
+    (("sweep", "--config", SWEEP), "sweep: what to sweep? --seeds LIST, --sweep KEY=V1,V2,..."),
+])
+def test_an_option_of_another_command_is_a_one_line_error(tmp_path, monkeypatch, args, words):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(*args)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("error: ") and words in err, err
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_run_in_process_and_its_command_line_recorded_as_typed(tmp_path):
+    code, out, err = cli("run", "--config", SWEEP, "--dry-run", "--no-progress",
+                         "--output-dir", tmp_path, "--run-name", "r")
+    assert code == 0, out + err
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["status"] == "passed"
+    assert summary["command"][:4] == ["runner.py", "run", "--config", str(SWEEP)]
+
+
+def test_print_config_is_the_same_either_way():
+    assert cli("run", "--config", SWEEP, "--dry-run", "--print-config") == \
+        cli("--config", SWEEP, "--dry-run", "--print-config")
+
+
+def test_sweep_in_process_launches_its_points_as_runs(swept):
+    data = json.loads((swept / "sweep.json").read_text())
+    assert data["command"][:2] == ["runner.py", "sweep"]
+    assert [p["seed"] for p in data["points"]] == [0, 1]
+    for p in data["points"]:  # each point's own command line names no command: a run
+        point = json.loads((swept / p["run"] / "summary.json").read_text())
+        assert point["status"] == "passed" and point["command"][1] == "--config"
+
+
+def test_aggregate_old_and_new_write_the_same_sweep_json(swept, tmp_path):
+    written = {}
+    for name, spelling in (("new", "aggregate"), ("old", "--aggregate")):
+        copy = tmp_path / name
+        shutil.copytree(swept, copy)
+        (copy / "sweep.json").unlink()
+        code, out, _ = cli(spelling, copy)
+        assert code == 0 and f"sweep: {copy / 'sweep.html'}" in out
+        written[name] = json.loads((copy / "sweep.json").read_text())
+    new, old = written["new"], written["old"]
+    assert new["command"][1:2] == ["aggregate"] and old["command"][1:2] == ["--aggregate"]
+    assert new["groups"] == old["groups"] and new["points"] == old["points"]
+
+
+def test_compare_old_and_new_print_the_same(swept, tmp_path):
+    runs = sorted(p for p in swept.iterdir() if p.is_dir())
+    new = cli("compare", *runs, "--output-dir", tmp_path / "new")
+    old = cli("--compare", *runs, "--output-dir", tmp_path / "old")
+    assert new[0] == old[0] == 1  # two seeds: their losses differ
+    assert new[1].splitlines()[:-1] == old[1].splitlines()[:-1]  # all but the page's path
+    assert "2 runs compared with 0_seed=0" in new[1]
+    for folder in ("new", "old"):
+        assert len(list((tmp_path / folder).glob("compare_*/compare.html"))) == 1
