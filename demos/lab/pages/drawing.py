@@ -106,7 +106,7 @@ def kill() -> None:
     """End the helper now, its work undone (a second Ctrl-C; a run that never started)."""
     global _pool
     if _pool is not None:
-        for process in list(getattr(_pool, "_processes", {}).values()):
+        for process in multiprocessing.active_children():  # the helper: this process's one
             process.kill()  # SIGKILL: it ignores SIGTERM (see _init_worker)
         _pool.shutdown(wait=False, cancel_futures=True)
         _pool = None
