@@ -6,7 +6,7 @@ import torch.nn as nn
 
 from demos.documents.functions import LegendrePolynomial3, MyReLU
 from tests.conftest import BASELINE, CONFIGS, NO_SUPPORT, check, entry, run_captured
-from tests.wrong_functions import P3MissingFactor, ReLUScaledBackward
+from tests.fixtures.wrong_functions import P3MissingFactor, ReLUScaledBackward
 
 
 def against_baseline(tmp_path, only, *sets):

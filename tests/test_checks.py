@@ -4,13 +4,27 @@ import math
 import pytest
 import torch
 
-from demos.documents.functions import (LegendrePolynomial3, LinearFunction, MultiplyAdd, MyExp, MyReLU,
-                             exp_reference, legendre_p3_reference, linear_reference,
-                             multiply_add_reference, relu_reference)
+from demos.documents.functions import (
+    LegendrePolynomial3,
+    LinearFunction,
+    MultiplyAdd,
+    MyExp,
+    MyReLU,
+    exp_reference,
+    legendre_p3_reference,
+    linear_reference,
+    multiply_add_reference,
+    relu_reference,
+)
 from demos.lab.checks import gradients as checks
 from demos.lab.core.config import Expect, Target
-from tests.wrong_functions import (LinearNoBiasSum, MultiplyAddSwapped, MyExpSavesInput,
-                                   P3MissingFactor, ReLUWrongMask)
+from tests.fixtures.wrong_functions import (
+    LinearNoBiasSum,
+    MultiplyAddSwapped,
+    MyExpSavesInput,
+    P3MissingFactor,
+    ReLUWrongMask,
+)
 
 CPU = torch.device("cpu")
 X = {"x": torch.linspace(-1.5, 1.5, 7, requires_grad=True)}

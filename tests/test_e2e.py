@@ -9,17 +9,28 @@ from pathlib import Path
 import pytest
 import torch
 
-from demos.documents.functions import LegendrePolynomial3
 from demos.cli import main
+from demos.documents.functions import LegendrePolynomial3
 from demos.lab.comparing.baseline import load as load_baseline
 from demos.lab.core.config import load
-from demos.lab.runner.run import make_run_dir
 from demos.lab.core.schema import ConfigError
+from demos.lab.runner.run import make_run_dir
 from demos.scenarios import registry
-from tests.conftest import (BASELINE, CONFIGS, NO_SUPPORT, QUICK, ROOT, check, entry,
-                            only_run_dir,
-                            patch_run, run_captured, run_cli, summary)
-from tests.wrong_functions import P3MissingFactor
+from tests.conftest import (
+    BASELINE,
+    CONFIGS,
+    NO_SUPPORT,
+    QUICK,
+    ROOT,
+    check,
+    entry,
+    only_run_dir,
+    patch_run,
+    run_captured,
+    run_cli,
+    summary,
+)
+from tests.fixtures.wrong_functions import P3MissingFactor
 
 SIGNATURES = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-", ".csv": b"step,",
               ".gif": b"GIF89a"}

@@ -5,7 +5,7 @@ import torch
 
 from demos.documents import functions as fns
 from demos.lab.checks import support
-from tests import wrong_functions as wrong
+from tests.fixtures import wrong_functions as wrong
 
 D = torch.float64
 
@@ -112,54 +112,6 @@ class OnceSquare(torch.autograd.Function):
         return 2 * x * g
 
 
-class SquareBackwardRawMemory(OnceSquare):
-    """Its backward reads x's memory as if contiguous."""
-    @staticmethod
-    def backward(ctx, g):
-        x, = ctx.saved_tensors
-        return 2 * x.as_strided(x.shape, torch.empty(x.shape).stride()) * g
-
-
-class MatVec(torch.autograd.Function):
-    """A @ v with a hand-written vmap rule that is wrong when A is not batched."""
-    @staticmethod
-    def forward(a, v):
-        return a @ v
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, g):
-        a, v = ctx.saved_tensors
-        return g.unsqueeze(-1) * v, a.t() @ g
-
-    @staticmethod
-    def vmap(info, in_dims, a, v):
-        a_dim, v_dim = in_dims
-        if a_dim is None:  # the mistake: a shared A is used transposed
-            return torch.einsum("ji,bj->bi", a, v.movedim(v_dim, 0)), 0
-        a, v = a.movedim(a_dim, 0), v.movedim(v_dim, 0) if v_dim is not None else v
-        return (torch.einsum("bij,bj->bi", a, v) if v_dim is not None
-                else torch.einsum("bij,j->bi", a, v)), 0
-
-
-class AddToBuffer(torch.autograd.Function):
-    """Doubles x, and adds 1 in place to a buffer that needs no grad: not a pure function, so
-    gradcheck and every comparison of two calls disagree (as gradcheck does on its own); but
-    the caller's buffer must not change."""
-    @staticmethod
-    def forward(ctx, x, buf):
-        buf.add_(1)
-        ctx.mark_dirty(buf)
-        return x * 2, buf
-
-    @staticmethod
-    def backward(ctx, g, g_buf):
-        return 2 * g, None
-
-
 def test_once_differentiable_is_unsupported_not_failing():
     rows = support.matrix(OnceSquare.apply, {"x": x43()}, lambda x: x * x)
     assert rows["double_backward"].status == "unsupported"
@@ -168,7 +120,7 @@ def test_once_differentiable_is_unsupported_not_failing():
 
 
 def test_gradients_are_also_taken_at_non_contiguous_inputs():
-    rows = support.matrix(SquareBackwardRawMemory.apply, {"x": x43()}, lambda x: x * x,
+    rows = support.matrix(wrong.SquareBackwardRawMemory.apply, {"x": x43()}, lambda x: x * x,
                           rows=["backward", "noncontiguous"])
     assert statuses(rows) == {"backward": "ok", "noncontiguous": "fails"}
     assert rows["noncontiguous"].detail.startswith("non-contiguous grad of x differs")
@@ -178,7 +130,8 @@ def test_vmap_tries_an_unbatched_input_and_the_batch_elsewhere():
     g = torch.Generator().manual_seed(0)
     inputs = {"a": torch.randn(3, 3, generator=g, dtype=D, requires_grad=True),
               "v": torch.randn(3, generator=g, dtype=D, requires_grad=True)}
-    rows = support.matrix(MatVec.apply, inputs, lambda a, v: a @ v, rows=["vmap"])
+    rows = support.matrix(wrong.MatVecSharedATransposed.apply, inputs, lambda a, v: a @ v,
+                          rows=["vmap"])
     assert rows["vmap"].status == "fails"
     assert "first input unbatched, in_dims None" in rows["vmap"].detail
 
@@ -193,8 +146,8 @@ def test_float32_measures_the_functions_own_error_not_its_inputs_rounding():
 
 def test_the_callers_tensors_are_left_alone_and_no_grad_rows_are_skipped():
     buf = torch.zeros(3, dtype=D)
-    rows = support.matrix(AddToBuffer.apply, {"x": torch.ones(3, dtype=D, requires_grad=True),
-                                              "buf": buf})
+    rows = support.matrix(wrong.AddToBuffer.apply,
+                          {"x": torch.ones(3, dtype=D, requires_grad=True), "buf": buf})
     assert torch.equal(buf, torch.zeros(3, dtype=D)) and rows["backward"].status == "fails"
     none = support.matrix(fns.MyExpModern.apply, {"x": torch.ones(3, dtype=D)})
     assert {k: none[k].status for k in ("backward", "double_backward", "forward_ad",

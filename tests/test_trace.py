@@ -8,6 +8,7 @@ import torch
 
 from demos.lab.instruments import trace
 from demos.lab.instruments.walk import node_name
+from tests.fixtures.wrong_functions import InPlaceGradOut, RaisesValueError
 
 
 def document_002():
@@ -181,17 +182,6 @@ def test_the_graphs_name_what_functions_saved_and_keep_leaves_blue(dry_run):
 
 
 # -- what users' Functions do to a trace ------------------------------------------------------
-class InPlaceGradOut(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, g):
-        assert g.is_contiguous()  # as custom kernels often require
-        return g.mul_(2)  # changes what it received, in place
-
-
 class TwoOut(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
@@ -214,16 +204,6 @@ class NoneForY(torch.autograd.Function):
     def backward(ctx, g):
         y, = ctx.saved_tensors
         return g * y, None
-
-
-class RaisesValueError(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, g):
-        raise ValueError("my backward is broken")
 
 
 def test_what_arrived_is_recorded_before_a_backward_changes_it_in_place():

@@ -1,1 +1,3 @@
-"""The documents' own objects: the custom Functions, the models, the digits, the DDP wrapping."""
+"""The documents' own objects: the custom Functions, the models, the data, LeNet's checkpoint
+and its DDP training. They import nothing of the machinery (demos.lab): what they need is
+passed in."""

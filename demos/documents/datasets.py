@@ -3,6 +3,8 @@
 digits: 1,797 handwritten digits, 8x8 pixels valued 0..16 (UCI "Optical Recognition of
 Handwritten Digits", E. Alpaydin and C. Kaynak, 1998, CC BY 4.0; the copy scikit-learn ships).
 mnist: the standard MNIST IDX files from a folder the user names (nothing is downloaded).
+Then LeNet's inputs: either one as 32x32 images, split under a seed, standardized, and each
+epoch's order of the training images. Imports numpy and torch only when a function needs them.
 """
 from __future__ import annotations
 
@@ -112,3 +114,64 @@ def load_mnist(root: str):
             raise DataError(f"{paths[f'{split}_labels']}: label {labels.max()} is not a digit")
         out += [images.astype(np.float32) / 255.0, labels.astype(np.int64)]
     return tuple(out)
+
+
+# -- LeNet's inputs ---------------------------------------------------------------------------
+def lenet_images(dataset: str, g, *, root: str | None = None, synthetic_size: int = 512,
+                 test_fraction: float = 0.2, max_images: int | None = None):
+    """Images (n, 1, 32, 32), labels (n,), and the train / test indices into them: the digits
+    upscaled, MNIST padded (as LeNet-5 was; its own test set), or synthetic random images.
+    The split (and the synthetic images) come from the generator `g`."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    if dataset == "mnist":
+        train_x, train_y, test_x, test_y = load_mnist(root)
+        images = torch.from_numpy(np.concatenate([train_x, test_x])).unsqueeze(1)  # (n, 1, 28, 28)
+        x = F.pad(images, (2, 2, 2, 2))                                   # (n, 1, 32, 32)
+        labels = torch.from_numpy(np.concatenate([train_y, test_y]))
+        train = torch.randperm(len(train_x), generator=g)
+        test = len(train_x) + torch.arange(len(test_x))
+    else:
+        if dataset == "digits":
+            images, digits = load_digits()
+            x = torch.from_numpy(images).unsqueeze(1) / 16.0              # (n, 1, 8, 8)
+            x = F.interpolate(x, size=(32, 32), mode="bilinear", align_corners=False)
+            labels = torch.from_numpy(digits)
+        else:  # synthetic: the tutorial's random tensors, random labels (nothing to learn)
+            x = torch.randn(synthetic_size, 1, 32, 32, generator=g)
+            labels = torch.randint(0, 10, (synthetic_size,), generator=g)
+        order = torch.randperm(len(x), generator=g)
+        n_test = max(1, int(len(x) * test_fraction))
+        test, train = order[:n_test], order[n_test:]
+    if max_images is not None:
+        train, test = train[:max_images], test[:max_images]
+    return x, labels, train, test
+
+
+def standardize(x, train):
+    """Zero mean, unit variance, with the statistics of the training images only."""
+    if len(train) < 2:
+        raise DataError(f"{len(train)} training image(s): too few to train on")
+    mean, std = x[train].mean(), x[train].std()
+    if not std > 0:
+        raise DataError("every training image has the same pixels: nothing to learn")
+    return (x - mean) / std
+
+
+class Shuffles:
+    """Each epoch's order of the training images, drawn from the seeded generator in epoch
+    order when the epoch starts (memory for one order, not one per epoch), and copied to the
+    device once per epoch."""
+
+    def __init__(self, train, g):
+        self.train, self.g, self.drawn = train, g, 0
+
+    def __call__(self, epoch: int):
+        import torch
+
+        while self.drawn <= epoch:  # a resumed run draws the epochs it skips, to stay in step
+            perm = torch.randperm(len(self.train), generator=self.g)
+            self.drawn += 1
+        return self.train[perm.to(self.train.device)]

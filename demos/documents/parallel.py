@@ -7,9 +7,13 @@ the hook starts that bucket's all-reduce while backward goes on to the earlier l
 time backward returns, every rank holds the same averaged gradients, so the same optimizer step
 keeps the weights the same everywhere. Each rank takes batch_size / world_size images a step,
 its slice of one seeded permutation: the global batch and its order are one process's.
+
+DDPTraining is one rank's side of it, for the scenario's training loop; `reference` and
+`equivalence` replay the first steps in one process and compare.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -40,6 +44,54 @@ class RankShuffles:
     def __call__(self, epoch: int) -> torch.Tensor:
         self.sampler.set_epoch(epoch)
         return self.train[torch.tensor(list(self.sampler), device=self.train.device)]
+
+
+class DDPTraining:
+    """One rank's side of data-parallel training: the Net in DDP, its optimizer, its slice of
+    every global batch, and what the checks need (the weights it started from, the first
+    step's gradient, the weights after EQUIVALENCE_STEPS). `cfg.mistake` plants its mistake."""
+
+    def __init__(self, cfg: Any, ctx: Context, net: torch.nn.Module, make_optimizer: Callable,
+                 train: torch.Tensor):
+        world = ctx.world
+        self.cfg, self.ctx, self.net, self.make_optimizer = cfg, ctx, net, make_optimizer
+        self.model = wrap(net, ctx, cfg.bucket_cap_mb)  # rank 0's weights, on every rank
+        self.start = {k: v.clone() for k, v in net.state_dict().items()}
+        lr = cfg.lr * (2 if cfg.mistake == "rank_lr" and world.rank > 0 else 1)
+        self.opt = make_optimizer(net, lr)
+        self.shuffles = RankShuffles(train, world.size, world.rank, ctx.seed)
+        self.batch = local_batch(cfg, world.size)  # this rank's images per step
+        self.n_batches = -(-len(self.shuffles) // self.batch)
+        self.k = min(EQUIVALENCE_STEPS, cfg.epochs * self.n_batches)
+        self.kept: dict[str, torch.Tensor] = {}
+        # what backward runs in: DDP's no_sync skips the all-reduce (the no_allreduce mistake)
+        self.sync = self.model.no_sync if cfg.mistake == "no_allreduce" else contextlib.nullcontext
+
+    def after_step(self, t: int) -> None:
+        """After the optimizer step of step t (.grad is still this step's): keep what the
+        equivalence check needs."""
+        if self.cfg.mistake == "rank0_raises" and self.ctx.world.rank == 0 and t == 2:
+            raise RuntimeError("mistake rank0_raises: rank 0 fails alone at step 3")
+        if t == 0:
+            self.kept["grad"] = flat_grad(self.net)
+        if t == self.k - 1:
+            self.kept["weights"] = flat(self.net)
+
+    def compare_with_one_process(self, x: torch.Tensor, labels: torch.Tensor,
+                                 train: torch.Tensor) -> tuple[bool, str]:
+        """Whether DDP's first steps equal one process's on the same global batches, and the
+        detail (see `equivalence`). Rank 0 only: the others need not wait for it."""
+        one = reference(self.cfg, self.ctx, self.start, self.make_optimizer, x, labels, train,
+                        self.k)
+        return equivalence(self.kept, one, flat_state(self.start), self.k)
+
+    def inspection(self) -> dict[str, Any]:
+        """What the report shows of DDP: its gradient buckets, the ranks, the batch per rank."""
+        sizes, world = buckets(self.model), self.ctx.world
+        note = (f"{len(sizes)} gradient bucket(s) ({', '.join(f'{b:,}' for b in sizes)} bytes; "
+                f"cap {self.cfg.bucket_cap_mb:g} MiB), all-reduced over {world.size} ranks "
+                f"({world.backend}) while backward runs; {self.batch} images per rank and step")
+        return {"DDP": note, "gradient buckets": len(sizes)}
 
 
 def local_batch(cfg: Any, size: int) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from demos.lab.core.scenario import Scenario
+from demos.api import Scenario
 
 _found: dict[str, Scenario] | None = None
 

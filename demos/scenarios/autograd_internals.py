@@ -13,12 +13,10 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.core.results import Result
-from demos.lab.core.scenario import Scenario, ScenarioConfig, graph_files
-from demos.lab.core.schema import param
+from demos.api import Result, Scenario, ScenarioConfig, graph_files, param, run_alone
 
 if TYPE_CHECKING:
-    from demos.lab.runner.context import Context
+    from demos.api import Context
 
 
 @dataclass
@@ -36,8 +34,7 @@ def leaves(cfg, ctx):
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    from demos.lab.checks import gradients as checks
-    from demos.lab.instruments.walk import node_name
+    from demos.api import check, node_name
 
     a, b, d = leaves(cfg, ctx)
     c = a + b
@@ -68,23 +65,23 @@ def run(cfg: Config, ctx: Context) -> Result:
                  "c_grad_retained": c2.grad.item(), "d_grad": d.grad.item()},
         inspection=walk,
         checks=[
-            checks.check("e.grad_fn is MulBackward0", node_name(e.grad_fn) == "MulBackward0",
-                         node_name(e.grad_fn)),
-            checks.check("e.grad_fn.next_functions[0][0] is c.grad_fn (AddBackward0)",
-                         add is c.grad_fn and node_name(add) == "AddBackward0", node_name(add)),
-            checks.check("AccumulateGrad.variable is the very leaf a, b, d",
-                         all(walk["AccumulateGrad.variable is the leaf"]),
-                         "acc.variable is a / b / d: "
-                         f"{walk['AccumulateGrad.variable is the leaf']}"),
-            checks.check("a.grad = b.grad = d", a.grad.item() == b.grad.item() == cfg.d,
-                         f"a.grad {a.grad.item()}, b.grad {b.grad.item()}"),
-            checks.check("d.grad = c = a + b", d.grad.item() == expected_c,
-                         f"d.grad {d.grad.item()}"),
-            checks.check("c.grad is None: c is not a leaf", c_grad is None and not c.is_leaf,
-                         f"c.grad is {c_grad}; reading it warned: "
-                         f"{str(caught[0].message).split('. ')[0] if caught else 'no'}"),
-            checks.check("with c.retain_grad(), c.grad = d", c2.grad.item() == cfg.d,
-                         f"c.grad {c2.grad.item()}"),
+            check("e.grad_fn is MulBackward0", node_name(e.grad_fn) == "MulBackward0",
+                  node_name(e.grad_fn)),
+            check("e.grad_fn.next_functions[0][0] is c.grad_fn (AddBackward0)",
+                  add is c.grad_fn and node_name(add) == "AddBackward0", node_name(add)),
+            check("AccumulateGrad.variable is the very leaf a, b, d",
+                  all(walk["AccumulateGrad.variable is the leaf"]),
+                  "acc.variable is a / b / d: "
+                  f"{walk['AccumulateGrad.variable is the leaf']}"),
+            check("a.grad = b.grad = d", a.grad.item() == b.grad.item() == cfg.d,
+                  f"a.grad {a.grad.item()}, b.grad {b.grad.item()}"),
+            check("d.grad = c = a + b", d.grad.item() == expected_c,
+                  f"d.grad {d.grad.item()}"),
+            check("c.grad is None: c is not a leaf", c_grad is None and not c.is_leaf,
+                  f"c.grad is {c_grad}; reading it warned: "
+                  f"{str(caught[0].message).split('. ')[0] if caught else 'no'}"),
+            check("with c.retain_grad(), c.grad = d", c2.grad.item() == cfg.d,
+                  f"c.grad {c2.grad.item()}"),
         ])
 
 
@@ -92,3 +89,7 @@ SCENARIO = Scenario(
     name="autograd_internals", config=Config, run=run, document="002",
     metrics=("e", "a_grad", "b_grad", "c_grad_retained", "d_grad"),
     files=(*graph_files("graph"), "explain.txt"))
+
+
+if __name__ == "__main__":
+    run_alone(SCENARIO)

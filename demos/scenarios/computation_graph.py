@@ -12,12 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.core.results import Result
-from demos.lab.core.scenario import Scenario, ScenarioConfig, graph_files
-from demos.lab.core.schema import param
+from demos.api import Result, Scenario, ScenarioConfig, graph_files, param, run_alone
 
 if TYPE_CHECKING:
-    from demos.lab.runner.context import Context
+    from demos.api import Context
 
 
 @dataclass
@@ -36,7 +34,7 @@ def tensor(value, ctx, requires_grad=True):
 
 
 def contains(graph_of, t) -> bool:
-    from demos.lab.instruments.walk import leaves
+    from demos.api import leaves
 
     return any(leaf is t for leaf in leaves(graph_of))
 
@@ -44,30 +42,28 @@ def contains(graph_of, t) -> bool:
 def with_requires_grad(cfg, ctx) -> list:
     import torch
 
-    from demos.lab.checks import gradients as checks
-    from demos.lab.instruments.walk import node_name
+    from demos.api import check, close, node_name
 
     x, w, b = tensor(cfg.x, ctx), tensor(cfg.w, ctx), tensor(cfg.b, ctx)
     h = w * x + b
     ctx.graph(h, {"x": x, "w": w, "b": b}, name="graph_requires_grad")
     h.backward()
     return [
-        checks.check("requires_grad: x, w, b are leaves, h is not",
-                     x.is_leaf and w.is_leaf and b.is_leaf and not h.is_leaf,
-                     f"is_leaf: x {x.is_leaf}, w {w.is_leaf}, b {b.is_leaf}, h {h.is_leaf}"),
-        checks.check("requires_grad: h.grad_fn is AddBackward0, leaves have none",
-                     node_name(h.grad_fn) == "AddBackward0" and x.grad_fn is None,
-                     f"h.grad_fn {node_name(h.grad_fn)}, x.grad_fn {x.grad_fn}"),
-        checks.close("requires_grad: w.grad = x", w.grad, x.detach()),
-        checks.close("requires_grad: b.grad = 1", b.grad, torch.ones_like(b)),
-        checks.close("requires_grad: x.grad = w", x.grad, w.detach()),
+        check("requires_grad: x, w, b are leaves, h is not",
+              x.is_leaf and w.is_leaf and b.is_leaf and not h.is_leaf,
+              f"is_leaf: x {x.is_leaf}, w {w.is_leaf}, b {b.is_leaf}, h {h.is_leaf}"),
+        check("requires_grad: h.grad_fn is AddBackward0, leaves have none",
+              node_name(h.grad_fn) == "AddBackward0" and x.grad_fn is None,
+              f"h.grad_fn {node_name(h.grad_fn)}, x.grad_fn {x.grad_fn}"),
+        close("requires_grad: w.grad = x", w.grad, x.detach()),
+        close("requires_grad: b.grad = 1", b.grad, torch.ones_like(b)),
+        close("requires_grad: x.grad = w", x.grad, w.detach()),
     ], h.item()
 
 
 def without_requires_grad(cfg, ctx) -> list:
 
-    from demos.lab.checks import gradients as checks
-    from demos.lab.instruments.walk import node_name
+    from demos.api import check, node_name
 
     x = tensor(cfg.x, ctx, requires_grad=False)
     w, b = tensor(cfg.w, ctx), tensor(cfg.b, ctx)
@@ -76,22 +72,22 @@ def without_requires_grad(cfg, ctx) -> list:
     mul = h.grad_fn.next_functions[0][0]
     h.backward()
     return [
-        checks.check("no_grad: x.grad is None", x.grad is None, f"x.grad is {x.grad}"),
-        checks.check("no_grad: x is absent from the graph source",
-                     "x\n" not in source and "w\n" in source and "b\n" in source,
-                     "the torchviz source names w and b, not x"),
-        checks.check("no_grad: MulBackward0.next_functions = (AccumulateGrad, None)",
-                     [node_name(nf) for nf, _ in mul.next_functions] == ["AccumulateGrad", "None"],
-                     ", ".join(node_name(nf) for nf, _ in mul.next_functions)),
-        checks.check("no_grad: x is a leaf that requires no grad",
-                     x.is_leaf and not x.requires_grad and not contains(h, x),
-                     f"is_leaf {x.is_leaf}, requires_grad {x.requires_grad}"),
+        check("no_grad: x.grad is None", x.grad is None, f"x.grad is {x.grad}"),
+        check("no_grad: x is absent from the graph source",
+              "x\n" not in source and "w\n" in source and "b\n" in source,
+              "the torchviz source names w and b, not x"),
+        check("no_grad: MulBackward0.next_functions = (AccumulateGrad, None)",
+              [node_name(nf) for nf, _ in mul.next_functions] == ["AccumulateGrad", "None"],
+              ", ".join(node_name(nf) for nf, _ in mul.next_functions)),
+        check("no_grad: x is a leaf that requires no grad",
+              x.is_leaf and not x.requires_grad and not contains(h, x),
+              f"is_leaf {x.is_leaf}, requires_grad {x.requires_grad}"),
     ]
 
 
 def with_detach(cfg, ctx) -> list:
 
-    from demos.lab.checks import gradients as checks
+    from demos.api import check
     x, w, b = tensor(cfg.x, ctx), tensor(cfg.w, ctx), tensor(cfg.b, ctx)
     h = w * x + b
     x_detached = x.detach()
@@ -103,18 +99,18 @@ def with_detach(cfg, ctx) -> list:
     after_h2 = x.grad
     h.backward()
     return [
-        checks.check("detach: the original graph keeps x; the copy is in no graph",
-                     in_h and not in_h2, f"x is a leaf of h: {in_h}; of h2: {in_h2}"),
-        checks.check("detach: the copy shares x's storage",
-                     x_detached.data_ptr() == x.data_ptr(),
-                     f"data_ptr equal: {x_detached.data_ptr() == x.data_ptr()}"),
-        checks.check("detach: the copy has no grad_fn and requires no grad",
-                     x_detached.grad_fn is None and not x_detached.requires_grad,
-                     f"grad_fn {x_detached.grad_fn}, requires_grad {x_detached.requires_grad}"),
-        checks.check("detach: h2.backward() leaves x.grad alone; h.backward() fills it",
-                     after_h2 is None and x.grad is not None and x.grad.item() == cfg.w,
-                     f"x.grad after h2.backward(): {after_h2}; after h.backward(): "
-                     f"{None if x.grad is None else x.grad.item()}"),
+        check("detach: the original graph keeps x; the copy is in no graph",
+              in_h and not in_h2, f"x is a leaf of h: {in_h}; of h2: {in_h2}"),
+        check("detach: the copy shares x's storage",
+              x_detached.data_ptr() == x.data_ptr(),
+              f"data_ptr equal: {x_detached.data_ptr() == x.data_ptr()}"),
+        check("detach: the copy has no grad_fn and requires no grad",
+              x_detached.grad_fn is None and not x_detached.requires_grad,
+              f"grad_fn {x_detached.grad_fn}, requires_grad {x_detached.requires_grad}"),
+        check("detach: h2.backward() leaves x.grad alone; h.backward() fills it",
+              after_h2 is None and x.grad is not None and x.grad.item() == cfg.w,
+              f"x.grad after h2.backward(): {after_h2}; after h.backward(): "
+              f"{None if x.grad is None else x.grad.item()}"),
     ]
 
 
@@ -127,3 +123,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 SCENARIO = Scenario(
     name="computation_graph", config=Config, run=run, document="001", metrics=("h",),
     files=(*graph_files("graph_requires_grad", "graph_no_grad", "graph_detach"), "explain.txt"))
+
+
+if __name__ == "__main__":
+    run_alone(SCENARIO)

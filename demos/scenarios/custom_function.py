@@ -14,15 +14,24 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from demos.lab.core.results import Capability, Result
-from demos.lab.core.scenario import Scenario, ScenarioConfig, graph_files, support_param
-from demos.lab.core.schema import ConfigError, convert, param
-from demos.lab.core.user_code import split_spec
+from demos.api import (
+    Capability,
+    ConfigError,
+    Result,
+    Scenario,
+    ScenarioConfig,
+    convert,
+    graph_files,
+    param,
+    run_alone,
+    split_spec,
+    support_param,
+)
 
 if TYPE_CHECKING:
     import torch
 
-    from demos.lab.runner.context import Context
+    from demos.api import Context
 
 
 @dataclass
@@ -122,7 +131,7 @@ def prepare(cfg: Config, where: str) -> None:
     """Load the Function (and the reference) once the run starts; check what they are."""
     import torch
 
-    from demos.lab.core.user_code import load_object
+    from demos.api import load_object
 
     fn = load_object(cfg.function, f"{where}.function")
     if not (isinstance(fn, type) and issubclass(fn, torch.autograd.Function)):
@@ -155,8 +164,14 @@ def make_inputs(cfg: Config, seed: int, device: torch.device) -> dict[str, torch
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    from demos.lab.checks import gradients as checks
-    from demos.lab.checks.structure import backward_structure, gradgradcheck
+    from demos.api import (
+        backward_structure,
+        compare_to_reference,
+        gradcheck,
+        gradgradcheck,
+        support,
+        tensors,
+    )
 
     fn, reference = cfg.function_object, cfg.reference_object
     inputs = make_inputs(cfg, ctx.seed, ctx.check_device)
@@ -165,20 +180,19 @@ def run(cfg: Config, ctx: Context) -> Result:
     found = backward_structure(fn, inputs, ctx.check_device)
     if not found[0].passed or found[1].name == "the output is in the graph":
         return Result(metrics={}, checks=found)  # no forward, or no graph: nothing else runs
-    out = checks.tensors(fn.apply(*inputs.values()))
+    out = tensors(fn.apply(*inputs.values()))
     ctx.graph(out if len(out) > 1 else out[0], inputs)  # before any backward frees its saves
-    found.append(checks.gradcheck("gradcheck", fn.apply, inputs, ctx.check_device))
+    found.append(gradcheck("gradcheck", fn.apply, inputs, ctx.check_device))
     if cfg.double_backward:
         found.append(gradgradcheck("gradgradcheck", fn.apply, inputs, ctx.check_device))
     metrics = {}
     if reference is not None:
-        check, metrics = checks.compare_to_reference(
+        check, metrics = compare_to_reference(
             "parity with the reference", fn.apply, reference, inputs, ctx.check_device,
             rtol=cfg.rtol, atol=cfg.atol)
         found.append(check)
     matrix = {}
     if cfg.support:
-        from demos.lab.checks import support
         rows = support.matrix(fn.apply, inputs, reference, ctx.check_device, rows=cfg.support)
         found += support.checks(rows, cfg.require)
         matrix = {fn.__name__: support.to_json(rows)}
@@ -188,3 +202,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 SCENARIO = Scenario(
     name="custom_function", config=Config, run=run, document="yours", prepare=prepare,
     metrics=("max_abs_error", "max_rel_error"), files=(*graph_files("graph"), "explain.txt"))
+
+
+if __name__ == "__main__":
+    run_alone(SCENARIO)

@@ -11,13 +11,21 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.core.results import Capability, Result
-from demos.lab.core.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
-                                 support_param)
-from demos.lab.core.schema import ConfigError, param
+from demos.api import (
+    TRAINING_FILES,
+    Capability,
+    ConfigError,
+    Result,
+    Scenario,
+    ScenarioConfig,
+    graph_files,
+    param,
+    run_alone,
+    support_param,
+)
 
 if TYPE_CHECKING:
-    from demos.lab.runner.context import Context
+    from demos.api import Context
 
 
 @dataclass
@@ -49,10 +57,12 @@ def sse(x, y, a, b, c, d, p3):
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
-    from demos.documents.functions import (LegendrePolynomial3, LegendrePolynomial3Modern,
-                                 legendre_p3_reference)
-    from demos.lab.checks import gradients as checks
-    from demos.lab.checks import support
+    from demos.api import gradcheck, parity, support
+    from demos.documents.functions import (
+        LegendrePolynomial3,
+        LegendrePolynomial3Modern,
+        legendre_p3_reference,
+    )
     P3 = LegendrePolynomial3.apply
     x = torch.linspace(-math.pi, math.pi, cfg.points, device=ctx.device)  # (points,)
     y = torch.sin(x)
@@ -96,11 +106,11 @@ def run(cfg: Config, ctx: Context) -> Result:
         metrics={"final_loss": ctx.last("loss")},
         params={"a": a.item(), "b": b.item(), "c": c.item(), "d": d.item()}, support=matrix,
         checks=supported + [
-            checks.gradcheck("gradcheck", P3, {"x": torch.linspace(-1.5, 1.5, 7).requires_grad_()},
-                             ctx.check_device),
-            checks.parity("parity", lambda *v: sse(*v, P3),
-                          lambda *v: sse(*v, legendre_p3_reference),
-                          {"x": x, "y": y, **init}, ctx.check_device),
+            gradcheck("gradcheck", P3, {"x": torch.linspace(-1.5, 1.5, 7).requires_grad_()},
+                      ctx.check_device),
+            parity("parity", lambda *v: sse(*v, P3),
+                   lambda *v: sse(*v, legendre_p3_reference),
+                   {"x": x, "y": y, **init}, ctx.check_device),
         ])
 
 
@@ -109,3 +119,7 @@ SCENARIO = Scenario(
     params=("a", "b", "c", "d"), metrics=("final_loss",),
     files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt", "fit.png", "fit.gif"),
     dry_run={"steps": 5})
+
+
+if __name__ == "__main__":
+    run_alone(SCENARIO)

@@ -11,13 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.core.results import Capability, Check, Result
-from demos.lab.core.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
-                                 support_param)
-from demos.lab.core.schema import ConfigError, param
+from demos.api import (
+    TRAINING_FILES,
+    Capability,
+    Check,
+    ConfigError,
+    Result,
+    Scenario,
+    ScenarioConfig,
+    graph_files,
+    param,
+    run_alone,
+    support_param,
+)
 
 if TYPE_CHECKING:
-    from demos.lab.runner.context import Context
+    from demos.api import Context
 
 
 @dataclass
@@ -47,26 +56,25 @@ def only_input_grad(ctx: Context) -> Check:
     """With only the input requiring grad, backward computes no weight or bias grad."""
     import torch
 
+    from demos.api import check
     from demos.documents.functions import LinearFunction
-    from demos.lab.checks import gradients as checks
     input = torch.randn(4, 3, device=ctx.device, requires_grad=True)
     weight, bias = torch.randn(2, 3, device=ctx.device), torch.randn(2, device=ctx.device)
     out = LinearFunction.apply(input, weight, bias)
     # autograd calls backward with the graph node as ctx; so can we, to see what it returns
     grads = LinearFunction.backward(out.grad_fn, torch.ones_like(out))
     shapes = [None if g is None else tuple(g.shape) for g in grads]
-    return checks.check("only the input requires grad: backward returns (grad, None, None)",
-                        shapes == [(4, 3), None, None] and out.grad_fn.needs_input_grad
-                        == (True, False, False), f"needs_input_grad "
-                        f"{out.grad_fn.needs_input_grad}, backward returned shapes {shapes}")
+    return check("only the input requires grad: backward returns (grad, None, None)",
+                 shapes == [(4, 3), None, None] and out.grad_fn.needs_input_grad
+                 == (True, False, False), f"needs_input_grad "
+                 f"{out.grad_fn.needs_input_grad}, backward returned shapes {shapes}")
 
 
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
+    from demos.api import check, gradcheck, parity, support
     from demos.documents.functions import LinearFunction, LinearFunctionModern, linear_reference
-    from demos.lab.checks import gradients as checks
-    from demos.lab.checks import support
     from demos.documents.models import Linear
 
     g = torch.Generator().manual_seed(ctx.seed)
@@ -74,10 +82,10 @@ def run(cfg: Config, ctx: Context) -> Result:
            "weight": torch.randn(30, 20, generator=g, dtype=torch.float64, requires_grad=True),
            "bias": torch.randn(30, generator=g, dtype=torch.float64, requires_grad=True)}
     found = [
-        checks.gradcheck("gradcheck", LinearFunction.apply, doc, ctx.check_device,
-                         eps=1e-6, atol=1e-4),
-        checks.parity("parity vs F.linear", LinearFunction.apply, linear_reference, doc,
-                      ctx.check_device),
+        gradcheck("gradcheck", LinearFunction.apply, doc, ctx.check_device,
+                  eps=1e-6, atol=1e-4),
+        parity("parity vs F.linear", LinearFunction.apply, linear_reference, doc,
+               ctx.check_device),
         only_input_grad(ctx),
     ]
 
@@ -87,9 +95,9 @@ def run(cfg: Config, ctx: Context) -> Result:
     noise = cfg.noise * torch.randn(cfg.N, cfg.out_features, generator=g)
     y = x @ true_w.T + true_b + noise.to(ctx.device)                           # (N, out)
     model = Linear(cfg.in_features, cfg.out_features).to(ctx.device)
-    found.append(checks.check("Linear registers weight and bias as parameters",
-                              [n for n, _ in model.named_parameters()] == ["weight", "bias"],
-                              str([n for n, _ in model.named_parameters()])))
+    found.append(check("Linear registers weight and bias as parameters",
+                       [n for n, _ in model.named_parameters()] == ["weight", "bias"],
+                       str([n for n, _ in model.named_parameters()])))
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
     ctx.graph((model(x) - y).pow(2).mean(), {**dict(model.named_parameters()), "x": x})
     for t in ctx.steps(cfg.steps):
@@ -116,3 +124,7 @@ SCENARIO = Scenario(
     metrics=("final_loss", "weight_error", "bias_error"),
     files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt"),
     dry_run={"steps": 5})
+
+
+if __name__ == "__main__":
+    run_alone(SCENARIO)

@@ -12,13 +12,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.core.results import Capability, Check, Result
-from demos.lab.core.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
-                                 support_param)
-from demos.lab.core.schema import ConfigError, param
+from demos.api import (
+    TRAINING_FILES,
+    Capability,
+    Check,
+    ConfigError,
+    Result,
+    Scenario,
+    ScenarioConfig,
+    graph_files,
+    param,
+    run_alone,
+    support_param,
+)
 
 if TYPE_CHECKING:
-    from demos.lab.runner.context import Context
+    from demos.api import Context
 
 
 @dataclass
@@ -44,7 +53,7 @@ def node_name(fn) -> str:
 
 def inspect(out, w, b, ctx: Context) -> tuple[dict, list[Check]]:
     """The document's walk from out.grad_fn, as recorded facts and checks."""
-    from demos.lab.checks import gradients as checks
+    from demos.api import check
     fn = out.grad_fn
     nexts = [nf for nf, _ in fn.next_functions]
     facts = {
@@ -56,23 +65,22 @@ def inspect(out, w, b, ctx: Context) -> tuple[dict, list[Check]]:
     for key, value in facts.items():
         ctx.log.info("  %s: %s", key, value)
     return facts, [
-        checks.check("grad_fn is MultiplyAddBackward", node_name(fn) == "MultiplyAddBackward",
-                     f"out.grad_fn is {node_name(fn)}"),
-        checks.check("next_functions = (AccumulateGrad, None, AccumulateGrad)",
-                     [node_name(nf) for nf in nexts] == ["AccumulateGrad", "None", "AccumulateGrad"],
-                     ", ".join(node_name(nf) for nf in nexts)),
-        checks.check("AccumulateGrad.variable is w and b",
-                     nexts[0].variable is w and nexts[2].variable is b,
-                     "next_functions[0][0].variable is w, next_functions[2][0].variable is b"),
+        check("grad_fn is MultiplyAddBackward", node_name(fn) == "MultiplyAddBackward",
+              f"out.grad_fn is {node_name(fn)}"),
+        check("next_functions = (AccumulateGrad, None, AccumulateGrad)",
+              [node_name(nf) for nf in nexts] == ["AccumulateGrad", "None", "AccumulateGrad"],
+              ", ".join(node_name(nf) for nf in nexts)),
+        check("AccumulateGrad.variable is w and b",
+              nexts[0].variable is w and nexts[2].variable is b,
+              "next_functions[0][0].variable is w, next_functions[2][0].variable is b"),
     ]
 
 
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
+    from demos.api import check, close, gradcheck, parity, support
     from demos.documents.functions import MultiplyAdd, MultiplyAddModern, multiply_add_reference
-    from demos.lab.checks import gradients as checks
-    from demos.lab.checks import support
     multiply_add = MultiplyAdd.apply
     dev = ctx.device
     w = torch.tensor([[1., 2], [3, 4]], device=dev, requires_grad=True)  # (2, 2)
@@ -84,12 +92,12 @@ def run(cfg: Config, ctx: Context) -> Result:
     out.backward(torch.ones(2, 2, device=dev), retain_graph=True)
     facts, found = inspect(out, w, b, ctx)
     found += [
-        checks.close("w.grad equals x", w.grad, x),
-        checks.close("b.grad equals ones", b.grad, torch.ones(2, 2, device=dev)),
-        checks.check("x.grad is None", x.grad is None, f"x.grad is {x.grad}"),
-        checks.gradcheck("gradcheck", multiply_add, {"w": w, "x": x, "b": b}, ctx.check_device),
-        checks.parity("parity", multiply_add, multiply_add_reference, {"w": w, "x": x, "b": b},
-                      ctx.check_device),
+        close("w.grad equals x", w.grad, x),
+        close("b.grad equals ones", b.grad, torch.ones(2, 2, device=dev)),
+        check("x.grad is None", x.grad is None, f"x.grad is {x.grad}"),
+        gradcheck("gradcheck", multiply_add, {"w": w, "x": x, "b": b}, ctx.check_device),
+        parity("parity", multiply_add, multiply_add_reference, {"w": w, "x": x, "b": b},
+               ctx.check_device),
     ]
 
     # the layer in use: learn w, b so that w * x + b matches w* * x + b* on fresh random x
@@ -129,3 +137,7 @@ SCENARIO = Scenario(
     metrics=("final_loss", "w_error", "b_error"),
     files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt"),
     dry_run={"steps": 5})
+
+
+if __name__ == "__main__":
+    run_alone(SCENARIO)

@@ -10,12 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.core.results import Capability, Result
-from demos.lab.core.scenario import Scenario, ScenarioConfig, graph_files, support_param
-from demos.lab.core.schema import ConfigError, param
+from demos.api import (
+    Capability,
+    ConfigError,
+    Result,
+    Scenario,
+    ScenarioConfig,
+    graph_files,
+    param,
+    run_alone,
+    support_param,
+)
 
 if TYPE_CHECKING:
-    from demos.lab.runner.context import Context
+    from demos.api import Context
 
 
 @dataclass
@@ -34,9 +42,8 @@ class Config(ScenarioConfig):
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
+    from demos.api import check, close, gradcheck, parity, support
     from demos.documents.functions import MyExp, MyExpModern, exp_reference
-    from demos.lab.checks import gradients as checks
-    from demos.lab.checks import support
     inputs = torch.tensor(cfg.inputs, device=ctx.device, requires_grad=True)
     outputs = MyExp.apply(inputs)
     ctx.graph(outputs, {"inputs": inputs})
@@ -57,16 +64,20 @@ def run(cfg: Config, ctx: Context) -> Result:
     return Result(
         metrics={"max_grad_error": (grad1 - grad2).abs().max().item()}, support=matrix,
         checks=supported + [
-            checks.close("grads equal the built-in exp's", grad1, grad2),
-            checks.close("grads equal e^x", grad1, e_to_x.to(grad1), rtol=1e-6),
-            checks.check("MyExp saved its output, not its input",
-                         torch.equal(saved_output, outputs.detach()),
-                         "saved_tensors[0] == exp(inputs)"),
-            checks.gradcheck("gradcheck", MyExp.apply, {"x": inputs}, ctx.check_device),
-            checks.parity("parity", MyExp.apply, exp_reference, {"x": inputs}, ctx.check_device),
+            close("grads equal the built-in exp's", grad1, grad2),
+            close("grads equal e^x", grad1, e_to_x.to(grad1), rtol=1e-6),
+            check("MyExp saved its output, not its input",
+                  torch.equal(saved_output, outputs.detach()),
+                  "saved_tensors[0] == exp(inputs)"),
+            gradcheck("gradcheck", MyExp.apply, {"x": inputs}, ctx.check_device),
+            parity("parity", MyExp.apply, exp_reference, {"x": inputs}, ctx.check_device),
         ])
 
 
 SCENARIO = Scenario(
     name="my_exp", config=Config, run=run, document="003, example 1",
     metrics=("max_grad_error",), files=(*graph_files("graph"), "explain.txt"))
+
+
+if __name__ == "__main__":
+    run_alone(SCENARIO)

@@ -10,13 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from demos.lab.core.results import Capability, Result
-from demos.lab.core.scenario import (TRAINING_FILES, Scenario, ScenarioConfig, graph_files,
-                                 support_param)
-from demos.lab.core.schema import ConfigError, param
+from demos.api import (
+    TRAINING_FILES,
+    Capability,
+    ConfigError,
+    Result,
+    Scenario,
+    ScenarioConfig,
+    graph_files,
+    param,
+    run_alone,
+    support_param,
+)
 
 if TYPE_CHECKING:
-    from demos.lab.runner.context import Context
+    from demos.api import Context
 
 
 @dataclass
@@ -51,9 +59,8 @@ def sse(x, y, w1, w2, relu):
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
+    from demos.api import gradcheck, parity, support
     from demos.documents.functions import MyReLU, MyReLUModern, relu_reference
-    from demos.lab.checks import gradients as checks
-    from demos.lab.checks import support
     relu = MyReLU.apply
     N, D_in, H, D_out = cfg.N, cfg.D_in, cfg.H, cfg.D_out
     x = torch.randn(N, D_in).to(ctx.device)                     # (N, D_in)
@@ -84,9 +91,9 @@ def run(cfg: Config, ctx: Context) -> Result:
     return Result(
         metrics={"final_loss": ctx.last("loss"), "initial_loss": ctx.history()[0]["loss"]},
         support=matrix, checks=supported + [
-            checks.gradcheck("gradcheck", relu, {"x": away}, ctx.check_device),
-            checks.parity("parity", lambda *v: sse(*v, relu),
-                          lambda *v: sse(*v, relu_reference), real, ctx.check_device),
+            gradcheck("gradcheck", relu, {"x": away}, ctx.check_device),
+            parity("parity", lambda *v: sse(*v, relu),
+                   lambda *v: sse(*v, relu_reference), real, ctx.check_device),
         ])
 
 
@@ -95,3 +102,7 @@ SCENARIO = Scenario(
     metrics=("final_loss", "initial_loss"),
     files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt"),
     dry_run={"steps": 5})
+
+
+if __name__ == "__main__":
+    run_alone(SCENARIO)

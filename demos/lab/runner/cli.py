@@ -11,14 +11,15 @@ passed, 1 a check failed or a scenario raised, 2 usage or config error, 130 inte
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, NoReturn
 
 from demos.lab.core import config as config_mod
-from demos.lab.core.results import EXIT_INTERRUPTED, EXIT_USAGE
+from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import StartUp, StopRequest, signal_handler, stop_if_requested
@@ -39,6 +40,7 @@ class Call:
     registry: Callable[[], Registry]
     stop: StopRequest
     command: list[str]  # [prog, *argv] as typed, for the records
+    config: Any = None  # the config's data, when it comes from memory: --config only names it
 
 
 # The commands.
@@ -62,7 +64,8 @@ def run_command(args: argparse.Namespace, call: Call) -> int:
         code = run_ensemble(args, registry, Path(args.output_dir), call.stop)
         index(Path(args.output_dir))
         return code
-    cfg = configured = config_mod.load(args.config, registry, args.sets)
+    cfg = configured = (config_mod.load(args.config, registry, args.sets) if call.config is None
+                        else config_mod.load_data(call.config, args.config, registry, args.sets))
     if args.device is not None:
         cfg.device = args.device
     if args.seed is not None:
@@ -122,16 +125,18 @@ def list_scenarios(registry: Registry) -> str:
 
 
 def main(argv: list[str] | None, registry: Callable[[], Registry],
-         prog: str = "runner.py", stop: StopRequest | None = None) -> int:
+         prog: str = "runner.py", stop: StopRequest | None = None, config: Any = None) -> int:
     """Run the command line `argv` over the scenarios of `registry()`; return the exit code.
 
-    `stop` is the caller's, when it noted signals already (see demos.cli)."""
+    `stop` is the caller's, when it noted signals already (see demos.cli). `config`: the
+    config's data, for a run whose config is made in memory (its --config names it in
+    messages and records; see demos.api.run_alone)."""
     argv = sys.argv[1:] if argv is None else argv
     code, stop = 0, stop or StopRequest()
     try:
         with signal_handler(StartUp(stop)):  # the run installs its own handler when it starts
             args = parse(argv, prog)
-            code = COMMANDS[args.command](args, Call(registry, stop, [prog, *argv]))
+            code = COMMANDS[args.command](args, Call(registry, stop, [prog, *argv], config))
             if stop.requested and code != EXIT_INTERRUPTED:  # came after the run's handler
                 raise KeyboardInterrupt
         sys.stdout.flush()
@@ -223,3 +228,32 @@ def index(output_dir: Path) -> None:
     except Exception as e:  # a lock held too long, a folder it cannot read: not the work lost
         print(f"warning: index.html not rebuilt ({e}); the next run rebuilds it",
               file=sys.stderr)
+
+
+def leave(code: int) -> NoReturn:
+    """Exit with `code` without tearing the interpreter down.
+
+    By the end of a run, torch has lazily loaded its compiler stack (torch.optim and explicit
+    backward gradients pull in torch._dynamo and sympy); unloading all that takes about a
+    second and does nothing for a run whose files are written and closed. So: flush, run the
+    exit handlers (the drawing helper finishes; coverage.py saves its data), and leave.
+    Python has no public call that runs the exit handlers and stops there, hence atexit's
+    _run_exitfuncs (the interpreter's own exit runs them the same way).
+    """
+    from demos.lab.pages import drawing
+
+    if code not in (EXIT_OK, EXIT_FAILED):  # no run, or an interrupted one: nothing to draw
+        drawing.kill()
+    late = StopRequest()
+    late.deferred = True  # noted only: the exit handlers finish the helper's drawing
+    with signal_handler(StartUp(late)):  # a signal now: the run is whole; say so, exit 130
+        atexit._run_exitfuncs()
+    if late.requested and code != EXIT_INTERRUPTED:
+        print("\ninterrupted after the run finished", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # the reader went away (| head), or closed
+            pass
+    os._exit(code)

@@ -1,0 +1,132 @@
+"""What a scenario file imports: `from demos.api import ...`, the one surface of the machinery.
+
+Importing this module is cheap (no torch): a scenario imports the names it declares itself with
+at its top, and the checks inside its `run`, where torch is loaded anyway; those are imported on
+first use. `run_alone` is what `python -m demos.scenarios.<name>` runs.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import TYPE_CHECKING, Any, NoReturn
+
+# -- declaring a scenario: its config, what it returns (no torch) ------------------------------
+from demos.lab.core.results import (
+    Capability,  # a row of the support matrix ("vmap", ...)
+    Check,  # one named check: passed, and a one-line detail
+    Result,  # what run() returns: metrics, params, checks, ...
+)
+from demos.lab.core.scenario import (
+    TRAINING_FILES,  # the files written for ctx.record's values
+    Scenario,  # the declaration at a scenario file's end
+    ScenarioConfig,  # base of a scenario's typed Config
+    graph_files,  # the files ctx.graph(..., name) writes
+    support_param,  # the Config field naming the support rows
+)
+from demos.lab.core.schema import (
+    ConfigError,  # a config problem: one line, exit code 2
+    convert,  # a value checked and converted to a type hint
+    param,  # a Config field: default, help, bounds
+)
+from demos.lab.core.user_code import (
+    load_object,  # the user's module:Attr, loaded
+    split_spec,  # "module:Attr" checked and split
+)
+
+# -- used inside run(): these import torch, so they load on first use --------------------------
+LAZY = {  # name: (module, attribute), or (module, None) for the module itself
+    # what run(cfg, ctx) gets: ctx.steps(n), ctx.record(...), ctx.graph(...), ctx.plot(...)
+    "Context": ("demos.lab.runner.context", "Context"),
+    # raised by ctx.steps when a stop is asked for (Ctrl-C): catch it to keep what was earned
+    "Interrupted": ("demos.lab.runner.context", "Interrupted"),
+    # check(name, passed, detail): a Check from a condition
+    "check": ("demos.lab.checks.gradients", "check"),
+    # close(name, actual, expected, rtol): a Check that two tensors agree
+    "close": ("demos.lab.checks.gradients", "close"),
+    # gradcheck(name, fn, inputs, device): torch.autograd.gradcheck in float64, as a Check
+    "gradcheck": ("demos.lab.checks.gradients", "gradcheck"),
+    # parity(name, custom, reference, inputs, device): same values and gradients, as a Check
+    "parity": ("demos.lab.checks.gradients", "parity"),
+    # parity with tolerances, and its largest errors as metrics: (Check, metrics)
+    "compare_to_reference": ("demos.lab.checks.gradients", "compare_to_reference"),
+    # a Function's output, or outputs, as a tuple of tensors
+    "tensors": ("demos.lab.checks.gradients", "tensors"),
+    # an exception as one short line: "ValueError: ..."
+    "one_line": ("demos.lab.checks.gradients", "one_line"),
+    # what a custom backward returns (one grad per input, shapes, dtypes): Checks
+    "backward_structure": ("demos.lab.checks.structure", "backward_structure"),
+    # torch.autograd.gradgradcheck in float64, as a Check
+    "gradgradcheck": ("demos.lab.checks.structure", "gradgradcheck"),
+    # the support matrix: support.classic_and_twin, support.matrix, .checks, .to_json
+    "support": ("demos.lab.checks.support", None),
+    # the leaf tensors an output's graph starts from
+    "leaves": ("demos.lab.instruments.walk", "leaves"),
+    # a graph node's name, as the graphs and explain.txt show it (MulBackward0)
+    "node_name": ("demos.lab.instruments.walk", "node_name"),
+    # under torchrun: whether a tensor is the same on every rank, and the detail
+    "same_everywhere": ("demos.lab.runner.torchrun", "same_everywhere"),
+}
+
+if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_api.py compares)
+    from demos.lab.checks import support
+    from demos.lab.checks.gradients import (
+        check,
+        close,
+        compare_to_reference,
+        gradcheck,
+        one_line,
+        parity,
+        tensors,
+    )
+    from demos.lab.checks.structure import backward_structure, gradgradcheck
+    from demos.lab.instruments.walk import leaves, node_name
+    from demos.lab.runner.context import Context, Interrupted
+    from demos.lab.runner.torchrun import same_everywhere
+
+__all__ = [  # what a scenario file may import: the names above, LAZY's, and run_alone
+    "Capability", "Check", "ConfigError", "Result", "Scenario", "ScenarioConfig",
+    "TRAINING_FILES", "convert", "graph_files", "load_object", "param", "split_spec",
+    "support_param",
+    "Context", "Interrupted", "backward_structure", "check", "close", "compare_to_reference",
+    "gradcheck", "gradgradcheck", "leaves", "node_name", "one_line", "parity", "same_everywhere",
+    "support", "tensors",
+    "run_alone"]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of LAZY, imported now (PEP 562: called only for names not yet in the module)."""
+    if name not in LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = LAZY[name]
+    value = importlib.import_module(module)
+    value = value if attribute is None else getattr(value, attribute)
+    globals()[name] = value  # once: the next lookup finds it
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+# the runner's options that need a config file, or more than one run: not for run_alone
+NOT_ALONE = ("--config", "--sweep", "--seeds", "--ensemble", "--compare", "--aggregate")
+
+
+def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
+    """`python -m demos.scenarios.<name> [options]`: run that one scenario on its Config()
+    defaults, as `runner.py --config` runs a config of one entry, and exit with the runner's
+    code. The options are the runner's (--output-dir, --dry-run, --set, --device, ...). The
+    config is made in memory: no file is read or written outside the run."""
+    from demos.lab.core.results import EXIT_USAGE
+    from demos.lab.runner import cli
+
+    prog = f"python -m demos.scenarios.{scenario.name}"
+    argv = sys.argv[1:] if argv is None else argv
+    refused = [a.split("=", 1)[0] for a in argv if a.split("=", 1)[0] in NOT_ALONE]
+    if refused:
+        print(f"error: {refused[0]}: {prog} runs its scenario once, on its defaults; for "
+              f"{refused[0]}, use runner.py with a config", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    config = {"scenarios": [{"scenario": scenario.name}]}
+    cli.leave(cli.main(["--config", f"<{scenario.name} defaults>", *argv],
+                       lambda: {scenario.name: scenario}, prog, config=config))

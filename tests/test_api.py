@@ -1,0 +1,78 @@
+"""demos.api, the one surface a scenario file imports: cheap to import, every name there, the
+scenarios use nothing else of the machinery; and `python -m demos.scenarios.<name>`."""
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+import demos.api as api
+from demos.scenarios import registry
+from tests.conftest import ROOT, only_run_dir, summary
+
+SCENARIOS = sorted((ROOT / "demos" / "scenarios").glob("*.py"))
+
+
+def test_importing_the_api_and_every_scenario_imports_no_torch():
+    code = ("import sys, demos.api, demos.scenarios as s; s.registry(); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('torch', 'numpy', 'matplotlib')))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert (proc.returncode, proc.stdout.strip()) == (0, "[]"), proc.stderr
+
+
+def test_every_name_resolves_and_the_lazy_ones_are_the_type_checking_imports():
+    assert all(getattr(api, name) is not None for name in api.__all__)
+    assert set(api.LAZY) <= set(api.__all__)
+    tree = ast.parse((ROOT / "demos" / "api.py").read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If)
+                 and getattr(n.test, "id", None) == "TYPE_CHECKING")
+    typed = {}
+    for imp in block.body:
+        for alias in imp.names:
+            module = f"{imp.module}.{alias.name}"
+            is_module = module in sys.modules and isinstance(sys.modules[module], type(api))
+            typed[alias.name] = (module, None) if is_module else (imp.module, alias.name)
+    assert typed == api.LAZY
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_a_scenario_imports_the_machinery_from_demos_api_only(path):
+    modules = [n.module for n in ast.walk(ast.parse(path.read_text()))
+               if isinstance(n, ast.ImportFrom) and n.module]
+    modules += [a.name for n in ast.walk(ast.parse(path.read_text()))
+                if isinstance(n, ast.Import) for a in n.names]
+    assert [m for m in modules if m.startswith("demos.") and
+            not m.startswith(("demos.api", "demos.documents"))] == []
+
+
+def test_a_scenario_file_runs_alone_on_its_defaults(tmp_path):
+    """The options pass through to the runner; nothing is written outside the run folder."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "demos.scenarios.my_exp", "--output-dir",
+                           str(tmp_path / "out"), "--set", "scenarios.my_exp.support=[]"],
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    run_dir = only_run_dir(tmp_path / "out")
+    assert "PASSED      my_exp  checks" in proc.stdout and str(run_dir) in proc.stdout
+    assert summary(run_dir)["status"] == "passed"
+    entry = yaml.safe_load((run_dir / "config.yaml").read_text())["scenarios"]
+    assert [(e["scenario"], e["inputs"], e["support"]) for e in entry] == [
+        ("my_exp", [1.0, 2.0, 3.0], [])]  # Config()'s inputs; the --set
+    assert list(cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize("option", ["--config", "--seeds=0-2", "--compare"])
+def test_running_alone_refuses_what_needs_a_config_file(capsys, option):
+    with pytest.raises(SystemExit) as stop:
+        api.run_alone(registry()["my_exp"], [option, "x"])
+    assert stop.value.code == 2
+    name = option.split("=")[0]
+    assert capsys.readouterr().err == (
+        f"error: {name}: python -m demos.scenarios.my_exp runs its scenario once, on its "
+        f"defaults; for {name}, use runner.py with a config\n")
