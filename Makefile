@@ -120,7 +120,10 @@ browser:
 demo: setup
 	$(PY) runner.py --config configs/all.yaml
 
+# ruff (the whole tree) and mypy (the torch-free layers) first: seconds, and they fail fast
 test: setup browser
+	$(PY) -m ruff check --quiet .
+	$(PY) -m mypy
 	$(PY) -m pytest -q -n auto --dist loadfile
 
 bench: setup

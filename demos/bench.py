@@ -327,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         us = r["us_per_step"]
         print(f"| {r['scenario']} | {r['steps']} | {us['bare']} | {us['runner']} | {r['ratio']} "
               f"({r['ratio_iqr'][0]}-{r['ratio_iqr'][1]}) | {us['runner+bar']} | "
-              f"{r['ratio_with_bar']} ({r['ratio_with_bar_iqr'][0]}-{r['ratio_with_bar_iqr'][1]}) |",
+              f"{r['ratio_with_bar']} "
+              f"({r['ratio_with_bar_iqr'][0]}-{r['ratio_with_bar_iqr'][1]}) |",
               flush=True)
     results["machinery"] = machinery(device)
     m = results["machinery"]

@@ -9,9 +9,9 @@ import typing
 import yaml
 
 from demos.lab.core.config import RunConfig
-from demos.lab.core.tolerance import Tolerance
 from demos.lab.core.scenario import ScenarioConfig, Target
 from demos.lab.core.schema import describe
+from demos.lab.core.tolerance import Tolerance
 from demos.scenarios import registry
 from tests.conftest import ROOT
 

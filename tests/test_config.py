@@ -6,13 +6,13 @@ import textwrap
 import pytest
 import yaml
 
+from demos.cli import main
 from demos.lab.core import config
 from demos.lab.core.schema import show
-from demos.cli import main
 from demos.scenarios import registry
+from tests.conftest import CONFIGS, NO_SUPPORT, ROOT
 
 REGISTRY = registry()
-from tests.conftest import CONFIGS, NO_SUPPORT, ROOT
 
 
 def write(tmp_path, text, name="x.yaml"):
@@ -110,7 +110,8 @@ def error_of(capsys, *argv):
      "scenarios[0].lr: must be a finite number of reasonable size, got 10000000000000"),
     ("scenarios:\n- scenario: custom_function\n  inputs: [{shape: [2]}]\n",
      "scenarios[0].function: missing (required): the Function as module:Class, e.g. my_ops:MyCube"),
-    ("scenarios:\n- {scenario: custom_function, function: a:B, inputs: [{shape: [2], low: 2, high: 1}]}\n",
+    ("scenarios:\n- {scenario: custom_function, function: a:B, "
+     "inputs: [{shape: [2], low: 2, high: 1}]}\n",
      "scenarios[0].inputs[0]: low 2.0 must be below high 1.0"),
     ("scenarios:\n- {scenario: custom_function, function: a:B, inputs: [{value: 1, low: 0}]}\n",
      "scenarios[0].inputs[0]: low/high go with shape, not with value"),
@@ -118,7 +119,8 @@ def error_of(capsys, *argv):
      "scenarios[0].inputs[0].value: empty list"),
     ("scenarios:\n- {scenario: custom_function, function: a:B, inputs: [{value: [1, x]}]}\n",
      "scenarios[0].inputs[0].value[1]: must be a finite number, got 'x'"),
-    ("scenarios:\n- {scenario: custom_function, function: a:B, reference: ab, inputs: [{value: 1}]}\n",
+    ("scenarios:\n- {scenario: custom_function, function: a:B, reference: ab, "
+     "inputs: [{value: 1}]}\n",
      "scenarios[0].reference: expected module:attribute (e.g. my_ops:MyCube), got 'ab'"),
 ])
 def test_config_errors_are_one_exact_line(tmp_path, capsys, body, message):
@@ -145,7 +147,8 @@ def test_defaults_reproduce_the_documents():
     run = config.build_run({"scenarios": [{"scenario": n} for n in names]}, REGISTRY)
     by_id = {e.id: e for e in run.scenarios}
     legendre, relu, lenet = by_id["legendre_fit"], by_id["my_relu"], by_id["lenet"]
-    graph, internals, my_exp = by_id["computation_graph"], by_id["autograd_internals"], by_id["my_exp"]
+    graph, internals = by_id["computation_graph"], by_id["autograd_internals"]
+    my_exp = by_id["my_exp"]
     assert (legendre.points, legendre.steps, legendre.lr) == (2000, 2000, 5e-6)
     assert legendre.init == [0.0, -1.0, 0.0, 0.3]
     assert (relu.N, relu.D_in, relu.H, relu.D_out, relu.steps, relu.lr) == \

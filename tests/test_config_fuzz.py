@@ -7,13 +7,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from demos.lab.core import config, overrides, safe_yaml
 from demos.cli import main
+from demos.lab.core import config, overrides, safe_yaml
 from demos.lab.core.schema import ConfigError
 from demos.scenarios import registry
+from tests.conftest import CONFIGS
 
 REGISTRY = registry()
-from tests.conftest import CONFIGS
 
 VALID = yaml.safe_load((CONFIGS / "all.yaml").read_text())
 FIELDS = sorted({f for s in REGISTRY.values() for f in s.config.__dataclass_fields__} |
@@ -81,7 +81,8 @@ def test_any_bytes_as_a_file(tmp_path_factory, data):
 def bomb(levels=9):
     lines = ["scenarios:", "  - scenario: legendre_fit", "    init:",
              "      - &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
-    lines += [f"      - &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels + 1)]
+    lines += [f"      - &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]"
+              for i in range(1, levels + 1)]
     return "\n".join(lines + [f"    lr: *a{levels}"]) + "\n"
 
 

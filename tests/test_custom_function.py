@@ -1,4 +1,5 @@
-"""custom_function: right Functions pass; each classic mistake is caught, named, without traceback."""
+"""custom_function: right Functions pass; each classic mistake is caught, named, without
+traceback."""
 import shutil
 
 import pytest

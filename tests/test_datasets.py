@@ -5,8 +5,8 @@ import struct
 import numpy as np
 import pytest
 
-from demos.documents.datasets import DataError, load_digits, load_mnist, read_idx
 from demos.cli import main
+from demos.documents.datasets import DataError, load_digits, load_mnist, read_idx
 from tests.conftest import CONFIGS, entry, only_run_dir, summary
 
 

@@ -1,10 +1,20 @@
-"""Each custom Function against plain-torch autograd of the same formula (float64), and gradcheck."""
+"""Each custom Function against plain-torch autograd of the same formula (float64), and
+gradcheck."""
 import torch
 from torch.autograd import gradcheck
 
-from demos.documents.functions import (LegendrePolynomial3, LinearFunction, MultiplyAdd, MyExp, MyReLU,
-                             exp_reference, legendre_p3_reference, linear_reference,
-                             multiply_add_reference, relu_reference)
+from demos.documents.functions import (
+    LegendrePolynomial3,
+    LinearFunction,
+    MultiplyAdd,
+    MyExp,
+    MyReLU,
+    exp_reference,
+    legendre_p3_reference,
+    linear_reference,
+    multiply_add_reference,
+    relu_reference,
+)
 
 
 def grads(fn, *inputs):

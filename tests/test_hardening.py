@@ -16,15 +16,24 @@ import pytest
 import torch
 
 from demos.cli import main
-from demos.lab.runner.context import Context, Diverged, StopRequest  # noqa: F401
 from demos.lab.core.files import save_atomic, write_atomic
-from demos.lab.runner.run import make_run_dir
 from demos.lab.core.results import EXIT_INTERRUPTED
 from demos.lab.core.signals import SignalHandler
+from demos.lab.runner.context import Context, Diverged, StopRequest  # noqa: F401
+from demos.lab.runner.run import make_run_dir
 from demos.scenarios import registry
 from demos.scenarios.legendre_fit import Config as LegendreFit
-from tests.conftest import (CONFIGS, NO_SUPPORT, QUICK, ROOT, check, entry, only_run_dir,
-                            patch_run, summary)
+from tests.conftest import (
+    CONFIGS,
+    NO_SUPPORT,
+    QUICK,
+    ROOT,
+    check,
+    entry,
+    only_run_dir,
+    patch_run,
+    summary,
+)
 
 LONG = ["--set", "scenarios.legendre_fit.steps=100000000", "--no-progress"]
 
@@ -208,7 +217,8 @@ def test_runs_started_together_get_their_own_folders(tmp_path):
     now = datetime.datetime(2026, 1, 2, 3, 4, 5)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         runs = list(pool.map(lambda _: make_run_dir(tmp_path, now).name, range(8)))
-    assert sorted(runs) == ["2026-01-02_03-04-05"] + [f"2026-01-02_03-04-05-{i}" for i in range(1, 8)]
+    expected = ["2026-01-02_03-04-05"] + [f"2026-01-02_03-04-05-{i}" for i in range(1, 8)]
+    assert sorted(runs) == expected
 
 
 def test_writes_are_atomic(tmp_path):
@@ -728,7 +738,6 @@ def test_a_plot_that_cannot_be_written_makes_its_entry_an_error(tmp_path, monkey
     import errno
 
     from demos.lab.pages import drawing as artifacts
-
     from demos.lab.pages import plots
     def no_room(path, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -843,7 +852,8 @@ def test_terminal_control_characters_are_shown_not_obeyed(tmp_path, capsys):
     handler.emit(logging.LogRecord("x", logging.ERROR, "", 0, "boom \x1b[31mred\x07\tok", (),
                                    None))
     assert stream.getvalue() == "boom \\x1b[31mred\\x07\tok\n"
-    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT, "--only", "a\x1b[31mb") == 2
+    code = run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT, "--only", "a\x1b[31mb")
+    assert code == 2
     assert "\x1b" not in capsys.readouterr().err
 
 

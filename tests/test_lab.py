@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from demos.documents.functions import LegendrePolynomial3, MultiplyAdd
+from demos.lab.core.files import write_csv
 from demos.lab.instruments import render as graphs
 from demos.lab.pages import plots
 from demos.lab.runner.context import Context
-from demos.lab.core.files import write_csv
 from demos.scenarios.legendre_fit import Config as LegendreFit
 
 
@@ -38,7 +38,8 @@ def test_record_keeps_no_tensor_alive_on_the_cpu(tmp_path):
 
 def test_record_on_an_accelerator_keeps_detached_tensors_until_history(tmp_path):
     ctx = context(tmp_path)
-    ctx.recorder.finite_every, ctx.recorder.finite_now = 100, False  # the accelerator path, on CPU tensors
+    # the accelerator path, on CPU tensors
+    ctx.recorder.finite_every, ctx.recorder.finite_now = 100, False
     w = torch.tensor(1.0, requires_grad=True)
     for t in ctx.steps(3):
         ctx.record(t, loss=w * 2, w=w)
@@ -148,7 +149,8 @@ def test_a_file_that_cannot_be_written_is_a_warning(tmp_path):
 
 
 def test_last_names_what_was_never_recorded(tmp_path):
-    ctx = Context(LegendreFit(id="t"), torch.device("cpu"), tmp_path, logging.getLogger("t"), seed=0)
+    ctx = Context(LegendreFit(id="t"), torch.device("cpu"), tmp_path, logging.getLogger("t"),
+                  seed=0)
     for t in ctx.steps(2):
         ctx.record(t, loss=1.0)
     assert ctx.last("loss") == 1.0

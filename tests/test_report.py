@@ -247,6 +247,13 @@ def test_the_backward_stepper_in_a_real_browser(dry_run, tmp_path):
             });
             return [document.querySelectorAll('.backward').length, out];""")
         assert missing[0] >= 10 and missing[1] == []
+
+        def active(box):
+            """The titles of the nodes lit in the stepper `box`."""
+            return driver.execute_script(
+                "var a = arguments[0].querySelectorAll('g.node.active title');"
+                "return Array.from(a, t => t.textContent);", box)
+
         for section, graph in [("autograd_internals", "graph"),
                                ("computation_graph", "graph_detach")]:
             steps = json.loads((dry_run.dir / section / "backward.json").read_text())["graphs"]
@@ -256,28 +263,23 @@ def test_the_backward_stepper_in_a_real_browser(dry_run, tmp_path):
             driver.execute_script("arguments[0].scrollIntoView()", box)
             button = {a: box.find_element("css selector", f"[data-action={a}]")
                       for a in ("prev", "next", "play")}
-
-            def active():
-                return driver.execute_script(
-                    "var a = arguments[0].querySelectorAll('g.node.active title');"
-                    "return Array.from(a, t => t.textContent);", box)
             detail = box.find_element("css selector", ".step-detail")
-            assert active() == []
+            assert active(box) == []
             for n, step in enumerate(steps, 1):
                 button["next"].click()
-                assert active() == [step["dot_node"]], (section, n)
+                assert active(box) == [step["dot_node"]], (section, n)
                 assert f"step {n}: {step['node']}" in detail.text
             button["prev"].click()
-            assert active() == [steps[-2]["dot_node"]]
+            assert active(box) == [steps[-2]["dot_node"]]
             box.send_keys(Keys.ARROW_LEFT)
-            assert active() == [steps[-3]["dot_node"]]
+            assert active(box) == [steps[-3]["dot_node"]]
             box.send_keys(Keys.ARROW_RIGHT)
-            assert active() == [steps[-2]["dot_node"]]
+            assert active(box) == [steps[-2]["dot_node"]]
         button["play"].click()  # from step len-1: one tick reaches the end and stops
         deadline = time.monotonic() + 5
-        while active() != [steps[-1]["dot_node"]] and time.monotonic() < deadline:
+        while active(box) != [steps[-1]["dot_node"]] and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert active() == [steps[-1]["dot_node"]] and button["play"].text == "Play"
+        assert active(box) == [steps[-1]["dot_node"]] and button["play"].text == "Play"
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
         assert errors == []
     finally:

@@ -1,5 +1,5 @@
-"""What a Function supports (demos.lab.checks.support): right Functions get no `fails`; mistakes that
-only a transform can see are caught in their row and no other."""
+"""What a Function supports (demos.lab.checks.support): right Functions get no `fails`; mistakes
+that only a transform can see are caught in their row and no other."""
 import pytest
 import torch
 

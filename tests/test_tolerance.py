@@ -1,13 +1,21 @@
-"""The tolerance model (demos.lab.core.tolerance): which rule judges a value, how a band is measured,
-and that expect, --baseline and --compare share the comparison."""
+"""The tolerance model (demos.lab.core.tolerance): which rule judges a value, how a band is
+measured, and that expect, --baseline and --compare share the comparison."""
 import math
 
 import pytest
 
 from demos.lab.core import fingerprint as fp
-from demos.lab.core.tolerance import (ARITHMETIC, SAME_MACHINE, Band, Drift, Tolerance, measure, resolve,
-                             within)
 from demos.lab.core.scenario import Target
+from demos.lab.core.tolerance import (
+    ARITHMETIC,
+    SAME_MACHINE,
+    Band,
+    Drift,
+    Tolerance,
+    measure,
+    resolve,
+    within,
+)
 
 BAND = Band(14, 2.9917e-05, 3.0293e-05, 1e-5, 1e-9, 1.038)
 

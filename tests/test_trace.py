@@ -1,4 +1,5 @@
-"""Watching backward: the engine's order and every gradient, node by node (demos.lab.instruments.trace)."""
+"""Watching backward: the engine's order and every gradient, node by node
+(demos.lab.instruments.trace)."""
 import copy
 import dataclasses
 import json

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Config(ScenarioConfig):
-    """LinearFunction with needs_input_grad and gradcheck; a Linear module trained on it (doc 004)."""
+    """LinearFunction with needs_input_grad and gradcheck; a Linear module trained on it
+    (doc 004)."""
     N: int = param(256, "samples in the regression y = x W*^T + b* + noise (W*, b*, x drawn "
                         "under the seed)", ge=1, le=10**7)
     in_features: int = param(5, "input features", ge=1, le=10**5)

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Config(ScenarioConfig):
-    """A custom w*x + b Function: grads, grad_fn / next_functions, its graph, a short fit (doc 000)."""
+    """A custom w*x + b Function: grads, grad_fn / next_functions, its graph, a short fit
+    (doc 000)."""
     steps: int = param(300, "SGD steps of the fit to w*, b* (fresh random x each step)", ge=1,
                        le=10**9)
     lr: float = param(0.2, "learning rate of the fit", gt=0)

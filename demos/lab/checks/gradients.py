@@ -1,7 +1,8 @@
 """Checks of gradients and results; each returns a `Check` (name, passed, detail), never raises.
 
 - `gradcheck`: torch.autograd.gradcheck of a custom Function in float64.
-- `parity`: a custom Function's value and gradients against plain-torch autograd of the same formula.
+- `parity`: a custom Function's value and gradients against plain-torch autograd of the same
+  formula.
 - `expect`: final params/metrics against the targets of the config.
 """
 from __future__ import annotations

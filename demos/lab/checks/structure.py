@@ -12,8 +12,16 @@ from typing import Mapping
 
 import torch
 
-from demos.lab.checks.gradients import (Check, as_float64, gradcheck_failure, one_line, output_grads,
-                              tensors, too_big, watched)
+from demos.lab.checks.gradients import (
+    Check,
+    as_float64,
+    gradcheck_failure,
+    one_line,
+    output_grads,
+    tensors,
+    too_big,
+    watched,
+)
 
 
 def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor],

@@ -82,7 +82,8 @@ def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             out[name] = Row("skipped", "no input requires grad")
         else:  # fresh copies: a Function that changes an input in place changes only these
             fresh = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in xs.items()}
-            out[name] = attempt(lambda: runs[name](fn, fresh))
+            # called at once; the defaults bind this iteration's name and fresh copies
+            out[name] = attempt(lambda name=name, fresh=fresh: runs[name](fn, fresh))
     return out
 
 

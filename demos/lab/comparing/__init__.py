@@ -1,1 +1,2 @@
-"""Runs compared, torch-free: tolerances applied to baselines, side by side, sweeps, aggregates, ensembles."""
+"""Runs compared, torch-free: tolerances applied to baselines, side by side, sweeps, aggregates,
+ensembles."""

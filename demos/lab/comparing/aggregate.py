@@ -8,7 +8,6 @@ checked against them.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from demos.lab.core.files import write_atomic
+from demos.lab.core.files import write_json
 from demos.lab.core.layout import CONFIG, SUMMARY, SWEEP, read_run
 from demos.lab.core.results import EXIT_FAILED, EXIT_OK, Check
 from demos.lab.core.scenario import Registry
@@ -61,7 +60,7 @@ def find_runs(root: Path) -> list[PointRun]:
     return sorted(runs, key=lambda r: str(r.dir))
 
 
-def finite(v: Any) -> float | None:
+def finite_float(v: Any) -> float | None:
     """A value read from a summary as a finite float, or None (null, NaN, text, too large)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
@@ -74,7 +73,7 @@ def finite(v: Any) -> float | None:
 
 def stats(values: list[Any]) -> dict[str, float]:
     """n, mean, std (sample), min, max of the finite values (inf where they overflow)."""
-    xs = [x for x in map(finite, values) if x is not None]
+    xs = [x for x in map(finite_float, values) if x is not None]
     if not xs:
         return {"n": 0}
     try:
@@ -190,7 +189,7 @@ def aggregate(folder: Path, registry: Registry, command: Iterable[str] = (),
         raise ConfigError(f"--aggregate {folder}: no finished run folders (with summary.json) "
                           f"under it")
     data = build(folder, runs, registry, command, interrupted, not_run)
-    write_atomic(folder / SWEEP, json.dumps(data, indent=2, allow_nan=False) + "\n")
+    write_json(folder / SWEEP, data)
     write_page(folder, data)
     for line in console_lines(data):
         print(line)

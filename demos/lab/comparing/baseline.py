@@ -249,7 +249,8 @@ def save(path: str, summary: dict[str, Any], scenarios: dict[str, str],
         if previous is not None and previous.tolerance:
             entry["tolerance"] = to_dict(previous.tolerance)
         if bands and bands.get(e["id"]):
-            entry["band"] = {k: Flow(prune(to_dict(b))) for k, b in bands[e["id"]].items()}
+            entry["band"] = {k: Flow(drop_unset_tolerances(to_dict(b)))
+                             for k, b in bands[e["id"]].items()}
         kept[e["id"]] = {k: v for k, v in entry.items() if v or k == "metrics"}
     data = {"config": summary.get("config"), "run": summary.get("run_id"),
             "saved": summary.get("started"), "torch": str(summary.get("torch")),
@@ -266,7 +267,7 @@ def save(path: str, summary: dict[str, Any], scenarios: dict[str, str],
         kept[i] = as_saved(old.scenarios[i])
     data["scenarios"] = kept
     text = header(str(data["config"]), path, kept, ensemble) + yaml.dump(
-        prune(data), Dumper=Dumper, sort_keys=False, default_flow_style=False,
+        drop_unset_tolerances(data), Dumper=Dumper, sort_keys=False, default_flow_style=False,
         allow_unicode=True)
     write_atomic(Path(path), text)
     values = sum(len(v["metrics"]) + len(v.get("params", {})) for v in kept.values())
@@ -294,16 +295,17 @@ def header(config: str, path: str, entries: dict[str, dict[str, Any]],
 
 def as_saved(entry: BaselineEntry) -> dict[str, Any]:
     """An entry of a baseline read back, as save() writes one: empty parts left out."""
-    saved = {k: v for k, v in prune(to_dict(entry)).items() if v or k == "metrics"}
+    saved = {k: v for k, v in drop_unset_tolerances(to_dict(entry)).items() if v or k == "metrics"}
     if "band" in saved:
         saved["band"] = {k: Flow(v) for k, v in saved["band"].items()}
     return saved
 
 
-def prune(data: Any) -> Any:
+def drop_unset_tolerances(data: Any) -> Any:
     """Unset tolerance fields left out, so the file says only what was set."""
     if isinstance(data, dict):
-        return type(data)({k: prune(v) for k, v in data.items() if v is not None or k in KINDS})
+        return type(data)({k: drop_unset_tolerances(v) for k, v in data.items()
+                           if v is not None or k in KINDS})
     return data
 
 

@@ -6,8 +6,8 @@ machine would: torch's kernel level (ATEN_CPU_CAPABILITY), oneDNN's (ONEDNN_MAX_
 code path (MKL_CBWR), and the thread count. Each variant is its own process (these variables
 are read when the libraries load), a run folder inside one `ensemble_<time>` folder, started
 like a sweep's points (`--jobs` at a time, Ctrl-C passed on). Each value's band is measured from
-what the runs gave (demos.lab.core.tolerance.measure) and written into the baseline with the evidence:
-n, min, max.
+what the runs gave (demos.lab.core.tolerance.measure) and written into the baseline with the
+evidence: n, min, max.
 
 Only levels below the CPU's own can be emulated: save an ensemble on the most capable CPU at
 hand.

@@ -23,7 +23,7 @@ from demos.lab.pages.plots import overlay_plot, read_losses
 
 
 @dataclass
-class Run:
+class RunFolder:
     """One run folder: its summary.json, its config.yaml's text, its entries by id."""
     dir: Path
     label: str  # the folder's name; the path as given where names repeat
@@ -36,10 +36,10 @@ class Run:
 
 
 @dataclass
-class Comparison:
+class SideBySide:
     """Every run against the first: each value of the entries both have, and the entries
     that not every run has."""
-    runs: list[Run]
+    runs: list[RunFolder]
     drifts: list[list[Drift]]   # one list per run after the first
     only: dict[str, list[str]]  # entry id -> the labels of the runs that have it
 
@@ -76,7 +76,7 @@ def compare_runs(run_dirs: list[Path], output_dir: Path, baseline: str | None = 
     return 0 if c.agree else 1
 
 
-def load_runs(run_dirs: list[Path]) -> list[Run]:
+def load_runs(run_dirs: list[Path]) -> list[RunFolder]:
     """The run folders, checked: at least two, each once, each with a run's summary.json."""
     if len(run_dirs) < 2:
         raise ConfigError(f"--compare: needs two run folders or more, got {len(run_dirs)}")
@@ -91,8 +91,9 @@ def load_runs(run_dirs: list[Path]) -> list[Run]:
             raise ConfigError(f"--compare {path}: the same folder as {seen[path.resolve()]}")
         seen[path.resolve()] = path
     names = [p.name for p in run_dirs]
-    return [Run(p, p.name if names.count(p.name) == 1 else str(p), read_run(p / SUMMARY) or {},
-                read_text(p / CONFIG)) for p in run_dirs]  # (each summary was read above)
+    return [RunFolder(p, p.name if names.count(p.name) == 1 else str(p),
+                      read_run(p / SUMMARY) or {},  # (each was read above)
+                      read_text(p / CONFIG)) for p in run_dirs]
 
 
 def read_text(path: Path) -> str:
@@ -103,7 +104,7 @@ def read_text(path: Path) -> str:
         return ""
 
 
-def tolerance_tables(run: Run) -> dict[str, list[dict[str, TableEntry]]]:
+def tolerance_tables(run: RunFolder) -> dict[str, list[dict[str, TableEntry]]]:
     """Each entry's `tolerance:` table in the run's config.yaml (absent in older runs)."""
     import yaml
 
@@ -129,13 +130,13 @@ def values(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {kind: numbers(entry.get(kind)) for kind in ("metrics", "params")}
 
 
-def entry_ids(runs: list[Run]) -> list[str]:
+def entry_ids(runs: list[RunFolder]) -> list[str]:
     """Every entry id of the runs, in order of first appearance."""
     return list(dict.fromkeys(i for r in runs for i in r.entries))
 
 
-def compare(runs: list[Run], tables: dict[str, list[dict[str, TableEntry]]],
-            bands: dict[str, dict[str, Band]] | None = None) -> Comparison:
+def compare(runs: list[RunFolder], tables: dict[str, list[dict[str, TableEntry]]],
+            bands: dict[str, dict[str, Band]] | None = None) -> SideBySide:
     """Each run's values against the first's, within `tables` (by entry id), the measured
     `bands` (by entry id, then value), or the tier their fingerprints give
     (demos.lab.core.tolerance)."""
@@ -151,17 +152,17 @@ def compare(runs: list[Run], tables: dict[str, list[dict[str, TableEntry]]],
                                                bands=(bands or {}).get(i), differ=differ)])
     only = {i: [r.label for r in runs if i in r.entries] for i in entry_ids(runs)
             if not all(i in r.entries for r in runs)}
-    return Comparison(runs, drifts, only)
+    return SideBySide(runs, drifts, only)
 
 
-def machines(c: Comparison) -> list[str]:
+def machines(c: SideBySide) -> list[str]:
     """A line per run whose fingerprint differs from the first's: how."""
     a = c.runs[0].summary.get("fingerprint")
     return [f"not the same machine: {text}" for r in c.runs[1:]
             if (text := fp.contrast(a, r.summary.get("fingerprint"), c.runs[0].label, r.label))]
 
 
-def console_text(c: Comparison) -> str:
+def console_text(c: SideBySide) -> str:
     """The values beyond tolerance as an aligned table, the entries not in every run, and
     the verdict."""
     order = entry_ids(c.runs)
@@ -176,7 +177,7 @@ def console_text(c: Comparison) -> str:
     return "\n".join([*lines, *machines(c), verdict(c)])
 
 
-def verdict(c: Comparison) -> str:
+def verdict(c: SideBySide) -> str:
     """One line: whether the runs agree with the first, or how much differs."""
     n, ref = len(c.runs), c.runs[0].label
     if c.agree:
@@ -187,7 +188,7 @@ def verdict(c: Comparison) -> str:
             f"every run")
 
 
-def to_json(c: Comparison) -> dict[str, Any]:
+def to_json(c: SideBySide) -> dict[str, Any]:
     """compare.json: the runs, each value beyond tolerance, the entries not in every run."""
     return {"agree": c.agree, "reference": c.runs[0].label,
             "runs": [{"label": r.label, "path": str(r.dir), **run_info(r)} for r in c.runs],
@@ -195,7 +196,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
             "only_in": c.only}
 
 
-def run_info(r: Run) -> dict[str, Any]:
+def run_info(r: RunFolder) -> dict[str, Any]:
     """What the page shows of a run, from its summary.json."""
     s, det = r.summary, r.summary.get("determinism")
     return {"run_id": s.get("run_id"), "status": str(s.get("status", "?")),
@@ -204,7 +205,7 @@ def run_info(r: Run) -> dict[str, Any]:
             else None, "sets": s.get("sets"), "fingerprint": s.get("fingerprint")}
 
 
-def draw_losses(runs: list[Run], out: Path) -> dict[str, str]:
+def draw_losses(runs: list[RunFolder], out: Path) -> dict[str, str]:
     """A PNG per entry with a metrics.csv in any run, each run's loss curve overlaid; their
     file names by entry id."""
     names = {}
@@ -218,7 +219,7 @@ def draw_losses(runs: list[Run], out: Path) -> dict[str, str]:
     return names
 
 
-def render(c: Comparison, out: Path, plots: dict[str, str]) -> str:
+def render(c: SideBySide, out: Path, plots: dict[str, str]) -> str:
     """The HTML of compare.html, in the folder `out` (demos.lab.pages.compare lays it out)."""
     return page.render(page.Page(
         agree=c.agree, verdict=verdict(c), machines=machines(c), plots=plots,
@@ -226,7 +227,7 @@ def render(c: Comparison, out: Path, plots: dict[str, str]) -> str:
         tables=[entry_table(c, i) for i in entry_ids(c.runs)]), out)
 
 
-def entry_table(c: Comparison, entry: str) -> page.EntryTable:
+def entry_table(c: SideBySide, entry: str) -> page.EntryTable:
     """One entry's values, a column per run; cells beyond tolerance of the first run marked."""
     runs = [r for r in c.runs if entry in r.entries]
     drift = {(r.label, d.key): d for r, ds in zip(c.runs[1:], c.drifts)

@@ -251,9 +251,10 @@ def run_points(plan: Plan, folder: Path, stop: StopRequest) -> tuple[dict[str, i
                 name, sets = todo.pop(0)
                 out = tempfile.TemporaryFile()
                 proc = subprocess.Popen(plan.command(name, sets, folder),
-                                        env={**env, **plan.extra.get(name, ([], {}))[1]}, stdout=out,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True, preexec_fn=stop_with_parent)
+                                        env={**env, **plan.extra.get(name, ([], {}))[1]},
+                                        stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True,
+                                        preexec_fn=stop_with_parent)
                 children.running[name] = (proc, out, time.monotonic())
             for name, (proc, out, began) in list(children.running.items()):
                 if proc.poll() is not None:

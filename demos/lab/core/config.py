@@ -198,17 +198,17 @@ def dump(run: RunConfig) -> str:
     """The resolved config as YAML that `load` accepts again (unset optional keys left out)."""
     import yaml
 
-    return yaml.safe_dump(prune(to_dict(run)), sort_keys=False, default_flow_style=None)
+    return yaml.safe_dump(drop_unset(to_dict(run)), sort_keys=False, default_flow_style=None)
 
 
-def prune(data: Any) -> Any:
+def drop_unset(data: Any) -> Any:
     if isinstance(data, dict):
-        return {k: prune(v) for k, v in data.items() if v is not None}
+        return {k: drop_unset(v) for k, v in data.items() if v is not None}
     if isinstance(data, list):
-        return [prune(v) for v in data]
+        return [drop_unset(v) for v in data]
     return data
 
 
 def entry_dict(entry: ScenarioConfig) -> dict:
     """One entry's resolved config as plain data."""
-    return prune(to_dict(entry))
+    return drop_unset(to_dict(entry))

@@ -10,6 +10,7 @@ from typing import Callable
 
 from demos.lab.core.layout import LOG
 from demos.lab.core.results import EntrySummary, RunSummary
+from demos.lab.core.scenario import FINAL_LOSS
 
 RUN_LOGGER = "demos.run"
 
@@ -97,7 +98,7 @@ def entry_lines(e: EntrySummary, width: int) -> list[str]:
     if e.timing:
         resumed = f" (resumed at {e.steps - e.timing.steps})" if e.timing.steps < e.steps else ""
         steps = f"{e.timing.steps} steps{resumed} in {e.timing.train_s:.2f} s"
-    loss = e.metrics.get("final_loss")
+    loss = e.metrics.get(FINAL_LOSS)
     passed = sum(bool(c.passed) for c in e.counted)
     lines = [f"{e.status.upper():<11} {e.id:<{width}}  checks {passed}/{len(e.counted)}  "
              f"{steps}{f'  final_loss {loss:.6g}' if loss is not None else ''}".rstrip()]

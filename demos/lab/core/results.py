@@ -26,6 +26,8 @@ def escalate(current: str, new: str) -> str:
 Capability = Literal["backward", "double_backward", "forward_ad", "func_grad", "vmap",
                      "compile", "float32", "noncontiguous", "cuda"]
 CAPABILITIES: tuple[str, ...] = typing.get_args(Capability)
+# the metric of an entry whose recorded values stopped being finite: the step where they did
+DIVERGED_AT = "diverged_at_step"
 # exit codes: all passed; a check failed or a scenario raised; usage or config error; interrupted
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -107,7 +109,8 @@ class RunSummary:
     duration_s: float
     scenarios: list[EntrySummary]
     sets: list[str] = field(default_factory=list)   # the --set overrides, as given
-    baseline: dict[str, Any] | None = None           # --baseline: what moved (demos.lab.comparing.baseline)
+    # --baseline: what moved (demos.lab.comparing.baseline)
+    baseline: dict[str, Any] | None = None
     fingerprint: dict[str, Any] | None = None        # where the numbers came from (kernels, CPU)
     world: dict[str, Any] | None = None              # under torchrun: {"size", "backend"}
 

@@ -18,7 +18,8 @@ from demos.lab.core.tolerance import ARITHMETIC, TableEntry, within
 @dataclass
 class Target:
     """An expected value: `value` within rtol/atol (or a ratio), and/or bounds `min` / `max`.
-    The comparison is the tolerance model's (demos.lab.core.tolerance), its default the arithmetic tier."""
+    The comparison is the tolerance model's (demos.lab.core.tolerance), its default the arithmetic
+    tier."""
     value: float | None = param(None, "expected value, met when |actual - value| <= atol + "
                                       "rtol * |value| (or, with ratio, actual / value within "
                                       "[1/ratio, ratio])")
@@ -166,6 +167,8 @@ def graph_files(*stems: str) -> tuple[str, ...]:
 
 
 TRAINING_FILES = ("metrics.csv", "loss.png")  # written by the runner for what ctx.record kept
+LOSS = "loss"  # the recorded value the runner draws as loss.png: ctx.record(t, loss=...)
+FINAL_LOSS = "final_loss"  # the metric the console's line for an entry shows
 
 
 Registry = Mapping[str, Scenario]

@@ -70,7 +70,8 @@ def animation(path: Path, x: Sequence[float], frames: Sequence[tuple[str, Sequen
     (moving,) = ax.plot(x, frames[0][1], label="fit", color="tab:green")
     low = min(every + [v for y in fixed.values() for v in y])
     high = max(every + [v for y in fixed.values() for v in y])
-    ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(low - 0.05 * (high - low), high + 0.05 * (high - low)))
+    margin = 0.05 * (high - low)
+    ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(low - margin, high + margin))
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left")
     caption = ax.set_title(f"{title}: {max((c for c, _ in frames), key=len)}")
@@ -144,8 +145,9 @@ def overlay_plot(path: Path, curves: Mapping[str, tuple[Sequence[float], Sequenc
 
     fig = Figure(figsize=(6.4, 4.0), dpi=100, layout="constrained")
     ax = fig.add_subplot()
-    for (label, (x, y)), style, width in zip(curves.items(), itertools.cycle(("-", "--", ":", "-.")),
-                                             itertools.chain([2.5], itertools.repeat(1.5))):
+    styles = itertools.cycle(("-", "--", ":", "-."))
+    widths = itertools.chain([2.5], itertools.repeat(1.5))
+    for (label, (x, y)), style, width in zip(curves.items(), styles, widths):
         ax.plot(x, y, style, label=label, linewidth=width,
                 marker="o" if len(x) <= 30 else None, markersize=3)
     if wants_log_scale([v for _, y in curves.values() for v in y]):

@@ -1,1 +1,2 @@
-"""The torch-bound runner: context, entries, the run, device, torchrun and its followers, the command line."""
+"""The torch-bound runner: context, entries, the run, device, torchrun and its followers, the
+command line."""

@@ -44,7 +44,8 @@ class Interrupted(Exception):
 
 @dataclass
 class Findings:
-    """What an entry's run left for the runner, beside its Result (read by demos.lab.runner.entry)."""
+    """What an entry's run left for the runner, beside its Result (read by
+    demos.lab.runner.entry)."""
     explanations: list[str] = field(default_factory=list)  # graph walks, for explain.txt
     backward: list[dict[str, Any]] = field(default_factory=list)  # traced backwards: backward.json
     trace_checks: list[Check] = field(default_factory=list)  # "backward trace agrees", per graph
@@ -151,11 +152,11 @@ class Context:
         """Render the autograd graph behind `output` to <name>.gv/.pdf/.svg and walk it.
 
         `names` labels the leaves and inputs. The walk goes to explain.txt. Then one real
-        backward runs over the graph with every node hooked (see demos.lab.instruments.trace): its steps go
-        to backward.json and explain.txt, and a check compares them with the leaves' .grad
-        (which it leaves as they were). Call this before `backward()`, which frees what the
-        graph saved (see demos.lab.instruments.render). Returns the graphviz source; under torchrun, on
-        the ranks but 0, nothing is drawn and it returns "".
+        backward runs over the graph with every node hooked (see demos.lab.instruments.trace):
+        its steps go to backward.json and explain.txt, and a check compares them with the
+        leaves' .grad (which it leaves as they were). Call this before `backward()`, which frees
+        what the graph saved (see demos.lab.instruments.render). Returns the graphviz source;
+        under torchrun, on the ranks but 0, nothing is drawn and it returns "".
         """
         if not self.world.primary:
             return ""

@@ -16,8 +16,8 @@ import torch
 from demos.lab.checks import gradients as checks_mod
 from demos.lab.core.config import entry_dict
 from demos.lab.core.files import write_atomic, write_csv, write_json
-from demos.lab.core.results import Check, EntrySummary, Result, Timing, escalate
-from demos.lab.core.scenario import Scenario, ScenarioConfig
+from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
+from demos.lab.core.scenario import LOSS, Scenario, ScenarioConfig
 from demos.lab.core.signals import StopRequest
 from demos.lab.pages import plots
 from demos.lab.pages.drawing import Artifacts
@@ -56,7 +56,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
         with checks_mod.watching(s.stop):
             result = scenario.run(entry, ctx)
     except Diverged as e:
-        diverged, result = e, Result(metrics={"diverged_at_step": float(e.step)})
+        diverged, result = e, Result(metrics={DIVERGED_AT: float(e.step)})
     except (Interrupted, KeyboardInterrupt) as e:
         status = "interrupted"
         error = f"interrupted by {s.stop.requested or 'SIGINT'}" + (
@@ -79,7 +79,8 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
         error = error or f"could not write its files: {e.strerror or e}"
     if ctx.findings.write_errors and status == "passed":
         status, error = escalate(status, "error"), ctx.findings.write_errors[0]
-    elif ctx.findings.write_errors and status == "interrupted":  # e.g. its checkpoint: not resumable
+    elif ctx.findings.write_errors and status == "interrupted":
+        # e.g. its checkpoint: not resumable
         error = f"{error}; {'; '.join(ctx.findings.write_errors)}"
     found = finish_checks(entry, ctx, result, diverged, s.dry_run, status == "interrupted")
     log_checks(log, found)
@@ -115,7 +116,7 @@ def write_files(entry: ScenarioConfig, ctx: Context) -> None:
     rows = ctx.history()
     if rows:
         write_csv(ctx.dir / "metrics.csv", rows)
-        losses = [(r["step"], r["loss"]) for r in rows if "loss" in r]
+        losses = [(r["step"], r[LOSS]) for r in rows if LOSS in r]
         if losses:
             ctx.artifacts.submit(f"{entry.id}/loss.png", plots.loss_curve, ctx.dir / "loss.png",
                                  [s for s, _ in losses], [v for _, v in losses],
@@ -132,8 +133,9 @@ def finish_checks(entry: ScenarioConfig, ctx: Context, result: Result | None,
                                                        f"step {diverged.step}; training stopped "
                                                        f"there"))
     elif result is not None and ctx.recorder.checked_names:
-        found.append(Check("loss stays finite", True, f"{', '.join(sorted(ctx.recorder.checked_names))} "
-                                                      f"finite at all {ctx.steps_run} steps"))
+        checked = ", ".join(sorted(ctx.recorder.checked_names))
+        found.append(Check("loss stays finite", True,
+                           f"{checked} finite at all {ctx.steps_run} steps"))
     if result is None:  # the graphs drawn hold whatever came after
         return found + ctx.findings.trace_checks
     skip = ("training diverged" if diverged else "an interrupted run" if interrupted

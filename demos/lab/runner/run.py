@@ -22,6 +22,7 @@ from demos.lab.core.console import entry_lines, open_log, run_line
 from demos.lab.core.files import overwrite, write_atomic  # noqa: F401 (tests patch it here)
 from demos.lab.core.layout import CONFIG, make_named_dir, make_run_dir
 from demos.lab.core.results import (
+    DIVERGED_AT,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -181,7 +182,7 @@ class Run:
             distributed.start_entry(self.world, entry.id)
         summary = run_entry(entry, self.registry[entry.scenario], services)
         if parallel and (summary.status in ("error", "interrupted") or
-                         "diverged_at_step" in summary.metrics):
+                         DIVERGED_AT in summary.metrics):
             self.give_up(entry.id)
         return summary
 
