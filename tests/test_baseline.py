@@ -5,7 +5,7 @@ import io
 import pytest
 import yaml
 
-from demos.lab.core.tolerance import Drift, Tolerance, resolve
+from demos.lab.core.tolerance import Drift, Tolerance, rule_for
 from tests.conftest import CONFIGS, check, entry, run_captured, run_main
 
 # legendre_fit alone, tiny and without its support matrices: a run in a fraction of a second
@@ -81,16 +81,16 @@ def test_tolerances_from_the_file_and_the_config_by_key(tmp_path):
 def test_tolerance_lookup_most_specific_key_first():
     tables = [{"params": Tolerance(rtol=0.1)},
               {"params.b": Tolerance(atol=0.5), "all": Tolerance(rtol=9, atol=9)}]
-    rule = resolve("params.b", tables, same_machine=True)
+    rule = rule_for("params.b", tables, same_machine=True)
     assert (rule.tier, rule.rtol, rule.atol) == ("set", 0.1, 0.5)
-    rule = resolve("metrics.x", tables, same_machine=True)
+    rule = rule_for("metrics.x", tables, same_machine=True)
     assert (rule.rtol, rule.atol) == (9, 9)
-    rule = resolve("metrics.x", [], same_machine=True)
+    rule = rule_for("metrics.x", [], same_machine=True)
     assert (rule.rtol, rule.atol) == (1e-6, 1e-9)
-    rule = resolve("metrics.x", [], same_machine=True, cpu=False)
+    rule = rule_for("metrics.x", [], same_machine=True, cpu=False)
     assert (rule.rtol, rule.atol) == (1e-4, 1e-6)
     nan = float("nan")
-    same = resolve("metrics.x", [], same_machine=True)
+    same = rule_for("metrics.x", [], same_machine=True)
     assert Drift("e", "metrics.x", nan, nan, same).within
     assert not Drift("e", "metrics.x", 1.0, nan, same).within
     assert not Drift("e", "metrics.x", None, 1.0, same).within

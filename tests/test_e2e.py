@@ -11,7 +11,7 @@ import torch
 
 from demos.cli import main
 from demos.documents.functions import LegendrePolynomial3
-from demos.lab.comparing.baseline import load as load_baseline
+from demos.lab.comparing.baseline import read_baseline as load_baseline
 from demos.lab.core.config import load
 from demos.lab.core.schema import ConfigError
 from demos.lab.runner.run import make_run_dir

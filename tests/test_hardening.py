@@ -702,13 +702,13 @@ def test_a_signal_during_start_up_waits_for_a_safe_point(tmp_path, monkeypatch, 
     """A signal while torch loads is noted, not raised inside the import (which can leave it
     half-imported or swallow the interrupt); start-up stops at the next safe point."""
     from demos.lab.runner import device
-    real, finished = device.resolve, []
+    real, finished = device.resolve_device, []
 
     def resolve_signalled(spec):
         os.kill(os.getpid(), signal.SIGINT)  # as if Ctrl-C came in the middle of the import
         finished.append(True)
         return real(spec)
-    monkeypatch.setattr(device, "resolve", resolve_signalled)
+    monkeypatch.setattr(device, "resolve_device", resolve_signalled)
     assert run_main(tmp_path, "--config", QUICK) == EXIT_INTERRUPTED
     assert finished == [True]  # what was running ran to its end
     assert capsys.readouterr().err.strip() == "interrupted before the run started"

@@ -13,7 +13,7 @@ from demos.lab.core.tolerance import (
     Drift,
     Tolerance,
     measure,
-    resolve,
+    rule_for,
     within,
 )
 
@@ -22,30 +22,30 @@ BAND = Band(14, 2.9917e-05, 3.0293e-05, 1e-5, 1e-9, 1.038)
 
 def test_each_value_gets_the_first_rule_that_applies():
     # nothing written, nothing measured: the fingerprints decide
-    assert resolve("metrics.x", [], same_machine=True).tier == "same machine"
-    other = resolve("metrics.x", [], same_machine=False, differ="a: AVX2; b: AVX512")
+    assert rule_for("metrics.x", [], same_machine=True).tier == "same machine"
+    other = rule_for("metrics.x", [], same_machine=False, differ="a: AVX2; b: AVX512")
     assert (other.tier, other.rtol, other.atol) == ("arithmetic", *ARITHMETIC)
     assert "fingerprints differ (a: AVX2; b: AVX512)" in other.describe()
     # a measured band wins over both tiers, on any machine
     for same in (True, False):
-        assert resolve("metrics.x", [], same_machine=same, band=BAND).tier == "band"
+        assert rule_for("metrics.x", [], same_machine=same, band=BAND).tier == "band"
     # what someone wrote wins over the band; its unset fields come from the tier, not the band
-    rule = resolve("metrics.x", [{"metrics.x": Tolerance(rtol=0.5)}], same_machine=False,
+    rule = rule_for("metrics.x", [{"metrics.x": Tolerance(rtol=0.5)}], same_machine=False,
                    band=BAND)
     assert (rule.tier, rule.rtol, rule.atol, rule.ratio) == ("set", 0.5, ARITHMETIC[1], None)
     # exact: the same bits where the fingerprints match; elsewhere the band, saying why
     exact = [{"all": "exact"}]
-    assert resolve("metrics.x", exact, same_machine=True, band=BAND).tier == "exact"
-    fallen = resolve("metrics.x", exact, same_machine=False, band=BAND, differ="a; b")
+    assert rule_for("metrics.x", exact, same_machine=True, band=BAND).tier == "exact"
+    fallen = rule_for("metrics.x", exact, same_machine=False, band=BAND, differ="a; b")
     assert fallen.tier == "band" and "exact applies only where the fingerprints match" in fallen.why
     # a more specific key's numbers win over a general `exact`, and the other way round
     mixed = [{"all": "exact", "metrics.x": Tolerance(atol=1.0)}]
-    assert resolve("metrics.x", mixed, same_machine=True).tier == "set"
-    assert resolve("metrics.y", mixed, same_machine=True).tier == "exact"
+    assert rule_for("metrics.x", mixed, same_machine=True).tier == "set"
+    assert rule_for("metrics.y", mixed, same_machine=True).tier == "exact"
     # a GPU: never tighter than rtol 1e-4, atol 1e-6 (but exact stays exact)
-    gpu = resolve("metrics.x", [], same_machine=True, cpu=False)
+    gpu = rule_for("metrics.x", [], same_machine=True, cpu=False)
     assert (gpu.rtol, gpu.atol) == (1e-4, 1e-6)
-    assert resolve("metrics.x", exact, same_machine=True, cpu=False).rtol == 0
+    assert rule_for("metrics.x", exact, same_machine=True, cpu=False).rtol == 0
 
 
 def test_within_linear_ratio_and_nan():
@@ -79,7 +79,7 @@ def test_a_band_covers_its_ensemble_and_widens_it_three_times():
 
 
 def test_a_drift_says_what_judged_it():
-    rule = resolve("metrics.final_loss", [], same_machine=False, band=BAND)
+    rule = rule_for("metrics.final_loss", [], same_machine=False, band=BAND)
     d = Drift("my_relu", "metrics.final_loss", 3.005e-05, 4.1e-05, rule)
     assert not d.within and d.allowed == pytest.approx(3.005e-05 * 0.038)
     text = d.describe()

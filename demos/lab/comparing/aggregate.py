@@ -129,7 +129,7 @@ def expectations(run: PointRun, registry: Registry) -> tuple[dict[str, Any], str
     return {e.id: e.expect.sweep for e in cfg.scenarios}, None
 
 
-def build(folder: Path, runs: list[PointRun], registry: Registry,
+def sweep_data(folder: Path, runs: list[PointRun], registry: Registry,
           command: Iterable[str] = (), interrupted: bool = False,
           not_run: Iterable[str] = ()) -> dict[str, Any]:
     """sweep.json's data."""
@@ -188,7 +188,7 @@ def aggregate(folder: Path, registry: Registry, command: Iterable[str] = (),
     if not runs:
         raise ConfigError(f"--aggregate {folder}: no finished run folders (with summary.json) "
                           f"under it")
-    data = build(folder, runs, registry, command, interrupted, not_run)
+    data = sweep_data(folder, runs, registry, command, interrupted, not_run)
     write_json(folder / SWEEP, data)
     write_page(folder, data)
     for line in console_lines(data):

@@ -96,7 +96,7 @@ class BaselineFile:
                                   f"params.<name>")
 
 
-def load(path: str) -> BaselineFile:
+def read_baseline(path: str) -> BaselineFile:
     """Read and validate a baseline file; every problem is one line naming the file and key."""
     from demos.lab.core.safe_yaml import read_yaml
 
@@ -120,7 +120,7 @@ def check_writable(path: str, config: str | None = None) -> None:
         raise ConfigError(f"--save-baseline {path}: is the config being run")
     if os.path.exists(path):
         try:
-            load(path)
+            read_baseline(path)
         except ConfigError as e:
             raise ConfigError(f"--save-baseline {path}: exists and is not a baseline this "
                               f"could replace ({e}); remove it or name another file") from None
@@ -232,7 +232,7 @@ def save(path: str, summary: dict[str, Any], scenarios: dict[str, str],
     from demos.lab.core.files import write_atomic
 
     try:  # check_writable made sure a file there is a baseline; it may have changed since
-        old = load(path) if os.path.exists(path) else None
+        old = read_baseline(path) if os.path.exists(path) else None
     except ConfigError:
         old = None
     kept, left = {}, []

@@ -61,8 +61,8 @@ def compare_runs(run_dirs: list[Path], output_dir: Path, baseline: str | None = 
     runs = load_runs(run_dirs)
     tables, bands = tolerance_tables(runs[0]), {}
     if baseline is not None:
-        from demos.lab.comparing.baseline import load
-        base = load(baseline)
+        from demos.lab.comparing.baseline import read_baseline
+        base = read_baseline(baseline)
         for i, e in base.scenarios.items():
             tables.setdefault(i, []).extend([e.tolerance, base.tolerance])
             bands[i] = e.band

@@ -158,7 +158,7 @@ def written(key: str, tables: Sequence[Tolerances]) -> Tolerance | Literal["exac
     return Tolerance(**found) if found else None
 
 
-def resolve(key: str, tables: Sequence[Tolerances], *, same_machine: bool, cpu: bool = True,
+def rule_for(key: str, tables: Sequence[Tolerances], *, same_machine: bool, cpu: bool = True,
             band: Band | None = None, differ: str = "") -> Rule:
     """The rule for value `key` ('metrics.final_loss'): see the module's docstring. `differ`
     says how the fingerprints differ, for the checks' words."""
@@ -276,7 +276,7 @@ def compare_values(entry: str, old: Mapping[str, Mapping[str, object]],
         a, b = old.get(kind) or {}, new.get(kind) or {}
         for name in [*a, *(n for n in b if n not in a)]:
             key = f"{kind}.{name}"
-            rule = resolve(key, tables, same_machine=same_machine, cpu=cpu,
+            rule = rule_for(key, tables, same_machine=same_machine, cpu=cpu,
                            band=(bands or {}).get(key), differ=differ)
             out.append(Drift(entry, key, as_float(a[name]) if name in a else None,
                              as_float(b[name]) if name in b else None, rule))

@@ -167,7 +167,7 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
     if world.primary:
         artifacts.pool()  # the drawing helper starts now, beside torch's import
     try:
-        from demos.lab.runner.device import resolve  # the heavy imports (torch) start here
+        from demos.lab.runner.device import resolve_device  # the heavy imports (torch) start here
         from demos.lab.runner.run import execute
     except Exception as e:  # e.g. TORCH_LOGS=nonsense: torch refuses its environment
         why = " ".join(str(e).split()[:40])  # one line; torch's messages run long
@@ -175,7 +175,7 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
                           f"the TORCH_* environment variables)") from None
 
     try:
-        device, note = resolve(cfg.device)
+        device, note = resolve_device(cfg.device)
     except ConfigError as e:
         where = "--device" if args.device is not None else f"{args.config}: device"
         raise ConfigError(f"{where} {cfg.device}: {e}") from None

@@ -12,7 +12,7 @@ from demos.lab.core.schema import ConfigError
 from demos.lab.core.threads import auto_threads, available_cores  # noqa: F401 (re-exported)
 
 
-def resolve(spec: str) -> tuple[torch.device, str]:
+def resolve_device(spec: str) -> tuple[torch.device, str]:
     """The torch.device for `spec` and a line saying why; ConfigError if it is not available."""
     if spec == "auto":
         if torch.cuda.is_available():

@@ -338,7 +338,7 @@ def load_baseline(path: str | None, dry_run: bool):
     if not path:
         return None
     from demos.lab.comparing import baseline
-    base = baseline.load(path)
+    base = baseline.read_baseline(path)
     if base.dry_run != dry_run:
         made, now = (("a --dry-run", "a full run") if base.dry_run else
                      ("a full run", "a --dry-run"))
