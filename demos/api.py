@@ -109,19 +109,31 @@ def __dir__() -> list[str]:
 
 
 # the runner's options that need a config file, or more than one run: not for run_alone
-NOT_ALONE = ("--config", "--sweep", "--seeds", "--ensemble", "--compare", "--aggregate")
+NOT_ALONE = ("--config", "--sweep", "--seeds", "--shard", "--ensemble", "--jobs", "--compare",
+             "--aggregate")
 
 
 def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
     """`python -m demos.scenarios.<name> [options]`: run that one scenario on its Config()
     defaults, as `runner.py --config` runs a config of one entry, and exit with the runner's
-    code. The options are the runner's (--output-dir, --dry-run, --set, --device, ...). The
-    config is made in memory: no file is read or written outside the run."""
-    from demos.lab.core.results import EXIT_USAGE
-    from demos.lab.runner import cli
+    code. The options are the runner's run options, less those in NOT_ALONE (--output-dir,
+    --dry-run, --set, --device, ...). The config is made in memory: no file is read or written
+    outside the run."""
+    from demos.lab.core.results import EXIT_OK, EXIT_USAGE
+    from demos.lab.core.schema import ConfigError
+    from demos.lab.runner import cli, options
 
     prog = f"python -m demos.scenarios.{scenario.name}"
-    argv = sys.argv[1:] if argv is None else argv
+    typed = sys.argv[1:] if argv is None else argv
+    if "-h" in typed or "--help" in typed:
+        print(f"usage: {prog} [options]\n\nRuns {scenario.name} once, on its defaults. The "
+              f"options are those of `runner.py run --help`, less {', '.join(NOT_ALONE)}.")
+        sys.exit(EXIT_OK)
+    try:
+        argv = options.spelled_out(typed, options.every_option())
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
     refused = [a.split("=", 1)[0] for a in argv if a.split("=", 1)[0] in NOT_ALONE]
     if refused:
         print(f"error: {refused[0]}: {prog} runs its scenario once, on its defaults; for "
@@ -129,4 +141,4 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
         sys.exit(EXIT_USAGE)
     config = {"scenarios": [{"scenario": scenario.name}]}
     cli.leave(cli.main(["--config", f"<{scenario.name} defaults>", *argv],
-                       lambda: {scenario.name: scenario}, prog, config=config))
+                       lambda: {scenario.name: scenario}, prog, config=config, typed=typed))

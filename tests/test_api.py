@@ -67,12 +67,22 @@ def test_a_scenario_file_runs_alone_on_its_defaults(tmp_path):
     assert list(cwd.iterdir()) == []
 
 
-@pytest.mark.parametrize("option", ["--config", "--seeds=0-2", "--compare"])
-def test_running_alone_refuses_what_needs_a_config_file(capsys, option):
+@pytest.mark.parametrize("option, name", [
+    ("--config", "--config"), ("--seeds=0-2", "--seeds"), ("--compare", "--compare"),
+    ("--sw", "--sweep"), ("--ens", "--ensemble"), ("--conf", "--config")])  # prefixes too
+def test_running_alone_refuses_what_needs_a_config_file(capsys, option, name):
     with pytest.raises(SystemExit) as stop:
         api.run_alone(registry()["my_exp"], [option, "x"])
     assert stop.value.code == 2
-    name = option.split("=")[0]
     assert capsys.readouterr().err == (
         f"error: {name}: python -m demos.scenarios.my_exp runs its scenario once, on its "
         f"defaults; for {name}, use runner.py with a config\n")
+
+
+def test_running_alone_has_its_own_help(capsys):
+    with pytest.raises(SystemExit) as stop:
+        api.run_alone(registry()["my_exp"], ["--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m demos.scenarios.my_exp [options]")
+    assert "less --config, --sweep" in out

@@ -91,8 +91,15 @@ def test_static_files_are_inlined_as_they_are():
     names = sorted(p.name for p in static.iterdir())
     assert names == ["compare.css", "report.css", "stepper.js", "zoom.js"]
     env = templating.environment()
-    for name in names:  # no template syntax in them: they arrive byte for byte
-        assert env.get_template(f"static/{name}").render() == (static / name).read_text()
+    for name in names:  # raw, never read as a template: even template syntax arrives as it is
+        assert templating.static(name) == (static / name).read_text()
+    page = env.from_string("<style>{{ static('report.css') }}</style>").render()
+    assert page == f"<style>{(static / 'report.css').read_text()}</style>"
+    # a file is inlined as a value, which jinja never parses: "{{" in a stylesheet stays
+    assert env.from_string("{{ static('x') }}").render(
+        static=lambda _: templating.static("report.css") + "{{ 1 + 1 }}").endswith("{{ 1 + 1 }}")
+    templates = Path(templating.__file__).parent / "templates"
+    assert not [t.name for t in templates.iterdir() if "include \"static" in t.read_text()]
 
 
 def test_help_imports_no_jinja2():

@@ -166,3 +166,14 @@ def test_compare_old_and_new_print_the_same(swept, tmp_path):
     assert "2 runs compared with 0_seed=0" in new[1]
     for folder in ("new", "old"):
         assert len(list((tmp_path / folder).glob("compare_*/compare.html"))) == 1
+
+
+def test_an_abbreviation_means_the_same_in_every_command(tmp_path):
+    # --see is --seed or --seeds: refused, as one parser over every option refused it, not
+    # read as run's --seed because run has no --seeds
+    code, _, err = cli("--config", SWEEP, "--see", "3", "--print-config")
+    assert code == 2
+    assert err == "error: ambiguous option: --see could match --seed, --seeds (see --help)\n"
+    # a prefix that is unique among all options is that option, in any command
+    assert cli("--conf", SWEEP, "--dry", "--print-config") == \
+        cli("run", "--config", SWEEP, "--dry-run", "--print-config")

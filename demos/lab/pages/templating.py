@@ -24,16 +24,25 @@ def fmt(value: Any) -> str:
 
 
 @functools.cache
+def static(name: str) -> Any:
+    """A file of static/ (CSS, JS), as it is: inlined raw, never read as a template."""
+    from importlib import resources
+
+    import markupsafe
+
+    return markupsafe.Markup(resources.files(PACKAGE).joinpath("static", name)
+                             .read_text(encoding="utf-8"))
+
+
+@functools.cache
 def environment() -> jinja2.Environment:
-    """Templates by name ("report.html.j2"); static files as "static/<name>", for include."""
+    """Templates by name ("report.html.j2"); `static(name)` inlines a file of static/."""
     import jinja2
 
-    loader = jinja2.ChoiceLoader([
-        jinja2.PackageLoader(PACKAGE, "templates"),
-        jinja2.PrefixLoader({"static": jinja2.PackageLoader(PACKAGE, "static")}),
-    ])
-    env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
+    env = jinja2.Environment(loader=jinja2.PackageLoader(PACKAGE, "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.globals["static"] = static
     env.filters["fmt"] = fmt
     env.policies["json.dumps_kwargs"] = {"allow_nan": False}  # |tojson: strict JSON, in order
     return env

@@ -125,18 +125,21 @@ def list_scenarios(registry: Registry) -> str:
 
 
 def main(argv: list[str] | None, registry: Callable[[], Registry],
-         prog: str = "runner.py", stop: StopRequest | None = None, config: Any = None) -> int:
+         prog: str = "runner.py", stop: StopRequest | None = None, config: Any = None,
+         typed: list[str] | None = None) -> int:
     """Run the command line `argv` over the scenarios of `registry()`; return the exit code.
 
     `stop` is the caller's, when it noted signals already (see demos.cli). `config`: the
     config's data, for a run whose config is made in memory (its --config names it in
-    messages and records; see demos.api.run_alone)."""
+    messages; see demos.api.run_alone); `typed`: the command line to record, where it is not
+    `argv`."""
     argv = sys.argv[1:] if argv is None else argv
     code, stop = 0, stop or StopRequest()
     try:
         with signal_handler(StartUp(stop)):  # the run installs its own handler when it starts
             args = parse(argv, prog)
-            code = COMMANDS[args.command](args, Call(registry, stop, [prog, *argv], config))
+            command = [prog, *(argv if typed is None else typed)]
+            code = COMMANDS[args.command](args, Call(registry, stop, command, config))
             if stop.requested and code != EXIT_INTERRUPTED:  # came after the run's handler
                 raise KeyboardInterrupt
         sys.stdout.flush()

@@ -162,7 +162,7 @@ example: %(prog)s --config configs/legendre_fit.yaml --device cpu
 
 def parsers(prog: str) -> tuple[Parser, dict[str, Parser]]:
     """The top parser, whose help lists the commands, and each command's own parser."""
-    top = Parser(prog=prog, usage=USAGE, epilog=EPILOG,
+    top = Parser(prog=prog, usage=USAGE, epilog=EPILOG, allow_abbrev=False,
                  description="Run the autograd demos described by a YAML config.",
                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = top.add_subparsers(title="commands", dest="command", metavar="COMMAND",
@@ -170,7 +170,7 @@ def parsers(prog: str) -> tuple[Parser, dict[str, Parser]]:
     commands = {}
     for name, c in COMMANDS.items():
         commands[name] = sub.add_parser(name, help=c.about, description=c.about,
-                                        usage=c.usage)
+                                        usage=c.usage, allow_abbrev=False)  # see spelled_out
         c.options(commands[name])
     return top, commands
 
@@ -192,6 +192,7 @@ def parse(argv: list[str], prog: str) -> argparse.Namespace:
     """`argv` as one command's options; an option of another command is a one-line error."""
     top, commands = parsers(prog)
     options = {name: p.option_names for name, p in commands.items()}
+    argv = spelled_out(argv, set().union(*options.values(), OLD_COMMANDS))  # = every_option
     spelling = spelled(argv, options)
     args, extra = top.parse_known_args(spelling.argv)
     known = set().union(*options.values())
@@ -204,6 +205,29 @@ def parse(argv: list[str], prog: str) -> argparse.Namespace:
     if extra:
         raise ConfigError(f"unrecognized arguments: {' '.join(extra)} (see --help)")
     return args
+
+
+def every_option(prog: str = "runner.py") -> set[str]:
+    """The names of every command's options, and of the old spellings of commands."""
+    return set().union(*(p.option_names for p in parsers(prog)[1].values()), OLD_COMMANDS)
+
+
+def spelled_out(argv: list[str], known: set[str]) -> list[str]:
+    """`argv` with each abbreviated option written out, as one parser over every command's
+    options reads it (`--conf` is --config; `--see` could be --seed or --seeds: an error), so
+    that an abbreviation means the same whichever command it lands in."""
+    out, end = list(argv), argv.index("--") if "--" in argv else len(argv)
+    for i, token in enumerate(argv[:end]):
+        name, eq, value = token.partition("=")
+        if not name.startswith("--") or name in known:
+            continue
+        hits = sorted(o for o in known if o.startswith(name))
+        if len(hits) > 1:
+            raise ConfigError(f"ambiguous option: {name} could match {', '.join(hits)} "
+                              f"(see --help)")
+        if hits:
+            out[i] = hits[0] + eq + value
+    return out
 
 
 def spelled(argv: list[str], options: dict[str, set[str]]) -> Spelling:
