@@ -30,7 +30,7 @@ def static(name: str) -> Any:
 
     import markupsafe
 
-    return markupsafe.Markup(resources.files(PACKAGE).joinpath("static", name)
+    return markupsafe.Markup(resources.files(PACKAGE).joinpath("static").joinpath(name)
                              .read_text(encoding="utf-8"))
 
 
