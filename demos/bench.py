@@ -29,6 +29,7 @@ import torch
 
 from demos.documents.functions import LegendrePolynomial3, MyReLU
 from demos.lab.core.files import dumps
+from demos.lab.pages.drawing import Artifacts
 from demos.lab.runner.context import Context
 from demos.scenarios import registry
 
@@ -85,11 +86,12 @@ def runner_loop(name: str, device: torch.device, progress: bool, **params) -> tu
     cfg = scenario.config(scenario=name, id=name, **params)
     with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stderr(io.StringIO()):
         log = logging.getLogger("bench")
+        artifacts = Artifacts(lambda message: None)
         ctx = Context(cfg, device, Path(folder), log, seed=0, progress=progress,
-                      warn_once=lambda message: None)
+                      warn_once=lambda message: None, artifacts=artifacts)
         torch.manual_seed(0)
         scenario.run(cfg, ctx)
-        ctx.artifacts.wait()
+        artifacts.wait()
     return ctx.train_s, ctx.steps_run
 
 

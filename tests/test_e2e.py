@@ -247,15 +247,17 @@ def test_training_steps_never_sync_the_gpu(tmp_path, name):
     """Every training step runs under torch.cuda.set_sync_debug_mode('error')."""
     import logging
 
+    from demos.lab.pages.drawing import Artifacts
     from demos.lab.runner.context import Context
 
     scenario = registry()[name]
     cfg = scenario.shrink(scenario.config(scenario=name, id=name))
+    artifacts = Artifacts(print)
     ctx = Context(cfg, torch.device("cuda"), tmp_path, logging.getLogger("t"), seed=0,
-                  progress=True, finite_every=10**9, forbid_sync=True)
+                  progress=True, finite_every=10**9, forbid_sync=True, artifacts=artifacts)
     torch.manual_seed(0)
     scenario.run(cfg, ctx)
-    ctx.artifacts.wait()
+    artifacts.wait()
     assert ctx.steps_run > 0 and ctx.steps_run == getattr(cfg, "steps", ctx.steps_run)
 
 

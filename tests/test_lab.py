@@ -32,20 +32,20 @@ def test_record_keeps_no_tensor_alive_on_the_cpu(tmp_path):
     x = torch.tensor(2.0, requires_grad=True)
     for t in ctx.steps(2):
         ctx.record(t, loss=x * 3)
-    assert ctx.recorder.columns["loss"] == ([0, 1], [6.0, 6.0])
+    assert ctx._recorder.columns["loss"] == ([0, 1], [6.0, 6.0])
     assert ctx.history() == [{"step": 0, "loss": 6.0}, {"step": 1, "loss": 6.0}]
 
 
 def test_record_on_an_accelerator_keeps_detached_tensors_until_history(tmp_path):
     ctx = context(tmp_path)
     # the accelerator path, on CPU tensors
-    ctx.recorder.finite_every, ctx.recorder.finite_now = 100, False
+    ctx._recorder.finite_every, ctx._recorder.finite_now = 100, False
     w = torch.tensor(1.0, requires_grad=True)
     for t in ctx.steps(3):
         ctx.record(t, loss=w * 2, w=w)
         with torch.no_grad():
             w += 1  # an in-place update, as an optimizer does
-    kept = ctx.recorder.columns["loss"][1][0]
+    kept = ctx._recorder.columns["loss"][1][0]
     assert isinstance(kept, torch.Tensor) and not kept.requires_grad
     assert [r["w"] for r in ctx.history()] == [1.0, 2.0, 3.0]  # the value at each step
     assert [r["loss"] for r in ctx.history()] == [2.0, 4.0, 6.0]
@@ -164,3 +164,13 @@ def test_an_index_that_cannot_be_written_leaves_the_run_whole(tmp_path, capsys):
     assert run_main(tmp_path, "--config", CONFIGS / "my_exp.yaml") == 0
     assert "warning: index.html not rebuilt ([Errno 21] Is a directory" in capsys.readouterr().err
     assert len(list(tmp_path.glob("*/summary.json"))) == 1
+
+
+def test_a_status_only_worsens():
+    from demos.lab.core.results import STATUSES, escalate
+
+    order = ["passed", "failed", "error", "interrupted"]
+    assert sorted(STATUSES) == sorted(order)
+    for i, a in enumerate(order):
+        for j, b in enumerate(order):
+            assert escalate(a, b) == order[max(i, j)], (a, b)

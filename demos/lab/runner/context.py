@@ -58,38 +58,40 @@ class Context:
     """What a scenario gets: its config, device, folder, log and seed; the loop (`steps`), its
     records (`record`, `last`, `history`) and files (`graph`, `plot`, `animate`, `save_state`).
 
-    What the runner reads back afterwards (`findings`, `recorder`) is the runner's."""
+    The runner's own state stays private: it hands in the recorder, the findings and the
+    drawing helper, and reads them back itself (demos.lab.runner.entry)."""
 
     def __init__(self, cfg: ScenarioConfig, device: torch.device, folder: Path,
                  log: logging.Logger, *, seed: int, progress: bool = False,
                  warn_once: Callable[[str], None] | None = None,
                  stop: StopRequest | None = None, finite_every: int | None = None,
                  forbid_sync: bool = False, artifacts: Artifacts | None = None,
-                 world: World = SINGLE):
+                 world: World = SINGLE, recorder: Recorder | None = None,
+                 findings: Findings | None = None):
         self.cfg, self.device, self.dir, self.log, self.seed = cfg, device, folder, log, seed
         # under torchrun: which rank this is; only rank 0 (world.primary) writes files
         self.world = world
         self.check_device = check_device(device)
         self.warn_once = warn_once or log.warning
         # plots and graph renders: drawn beside the run (see demos.lab.pages.drawing)
-        self.artifacts = artifacts or Artifacts(self.warn_once)
-        self.recorder = Recorder(device, cfg.log_every, finite_every, forbid_sync)
-        self.findings = Findings()
+        self._artifacts = artifacts or Artifacts(self.warn_once)
+        self._recorder = recorder or Recorder(device, cfg.log_every, finite_every, forbid_sync)
+        self._findings = findings or Findings()
         # the loop's hot path: record() straight to the recorder, no call in between
-        self.record = self.recorder.record
-        self.history, self.last = self.recorder.history, self.recorder.last
+        self.record = self._recorder.record
+        self.history, self.last = self._recorder.history, self._recorder.last
         self._progress = progress
         self._stop = stop or StopRequest()
 
     @property
     def steps_run(self) -> int:
         """The step the loop reached (steps done, counting a resume's)."""
-        return self.recorder.steps_run
+        return self._recorder.steps_run
 
     @property
     def train_s(self) -> float | None:
         """The training loop's time in seconds, once it ran."""
-        return self.findings.train_s
+        return self._findings.train_s
 
     # -- the training loop -------------------------------------------------------------------
     def steps(self, n: int, start: int = 0, desc: str | None = None) -> Iterator[int]:
@@ -99,9 +101,9 @@ class Context:
         it makes sure every recorded value was finite (raising Diverged at the first that was
         not).
         """
-        rec = self.recorder
+        rec = self._recorder
         rec.last_step = n - 1
-        rec.steps_run = self.findings.steps_started = start
+        rec.steps_run = self._findings.steps_started = start
         bar = None
         if self._progress:
             from tqdm import tqdm
@@ -124,7 +126,7 @@ class Context:
             rec.guard_sync(False)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)  # once, so train_s covers the queued work
-            self.findings.train_s = time.perf_counter() - started
+            self._findings.train_s = time.perf_counter() - started
             if bar is not None:
                 bar.close()
 
@@ -139,7 +141,7 @@ class Context:
             save_atomic(self.dir / filename, lambda path: torch.save(state, path))
         except (OSError, RuntimeError) as e:  # torch reports a full disk as a RuntimeError
             full = shutil.disk_usage(self.dir).free < 1 << 20
-            self.findings.write_errors.append(f"could not write {filename}: " + (
+            self._findings.write_errors.append(f"could not write {filename}: " + (
                 "No space left on device" if full else f"{type(e).__name__}: {e}"))
 
     def load_state(self, path: str) -> dict[str, Any]:
@@ -164,14 +166,15 @@ class Context:
         source = graphs.make_graph(output, names)
         traced = trace.record(output, names, title=name)
         if traced is None:
-            self.findings.backward.append({"graph": name, "error": None, "steps": [], "skipped": [],
-                                  "note": "no grad_fn: there is no backward to run"})
+            self._findings.backward.append({"graph": name, "error": None, "steps": [],
+                                            "skipped": [],
+                                            "note": "no grad_fn: there is no backward to run"})
         else:
-            self.findings.backward.append(trace.to_json(traced))
-            self.findings.trace_checks.append(trace.agrees(traced))
+            self._findings.backward.append(trace.to_json(traced))
+            self._findings.trace_checks.append(trace.agrees(traced))
             explanation += "\n" + trace.explain(traced)
-        self.findings.explanations.append(explanation)
-        self.artifacts.submit(f"{self.cfg.id}/{name}.pdf/.svg", graphs.render_files, source,
+        self._findings.explanations.append(explanation)
+        self._artifacts.submit(f"{self.cfg.id}/{name}.pdf/.svg", graphs.render_files, source,
                               self.dir / name, shutil.which("dot"))
         return source
 
@@ -180,7 +183,7 @@ class Context:
         """A line plot (title=, xlabel=, ylabel=, logy=) saved in the scenario's folder."""
         if not self.world.primary:
             return
-        self.artifacts.submit(f"{self.cfg.id}/{filename}", plots.line_plot, self.dir / filename,
+        self._artifacts.submit(f"{self.cfg.id}/{filename}", plots.line_plot, self.dir / filename,
                               list(x), {k: list(v) for k, v in series.items()}, **labels)
 
     def animate(self, filename: str, x: Sequence[float],
@@ -189,6 +192,6 @@ class Context:
         """An animated GIF: one moving curve (a frame per (caption, y)) over `fixed` curves."""
         if not self.world.primary:
             return
-        self.artifacts.submit(f"{self.cfg.id}/{filename}", plots.animation, self.dir / filename,
+        self._artifacts.submit(f"{self.cfg.id}/{filename}", plots.animation, self.dir / filename,
                               list(x), [(c, list(y)) for c, y in frames],
                               {k: list(v) for k, v in fixed.items()}, **labels)

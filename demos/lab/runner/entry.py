@@ -21,7 +21,8 @@ from demos.lab.core.scenario import LOSS, Scenario, ScenarioConfig
 from demos.lab.core.signals import StopRequest
 from demos.lab.pages import plots
 from demos.lab.pages.drawing import Artifacts
-from demos.lab.runner.context import Context, Diverged, Interrupted
+from demos.lab.runner.context import Context, Diverged, Findings, Interrupted
+from demos.lab.runner.recorder import Recorder
 from demos.lab.runner.torchrun import SINGLE, World
 
 
@@ -48,8 +49,11 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
                             None, f"could not create its folder: {e.strerror or e}")
     log = logging.getLogger(f"demos.scenario.{entry.id}")
     log.info("start %s (%s): %s", entry.id, entry.scenario, entry_dict(entry))
+    recorder = Recorder(s.device, entry.log_every)
+    findings = Findings()
     ctx = Context(entry, s.device, folder, log, seed=s.seed, progress=s.progress,
-                  warn_once=s.warn_once, stop=s.stop, artifacts=s.artifacts, world=s.world)
+                  warn_once=s.warn_once, stop=s.stop, artifacts=s.artifacts, world=s.world,
+                  recorder=recorder, findings=findings)
     torch.manual_seed(s.seed)
     result, error, status, diverged = None, None, "passed", None
     try:
@@ -72,23 +76,24 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
         if s.device.type == "cuda":
             torch.cuda.empty_cache()  # after an out-of-memory error, for the next scenario
     try:
-        write_files(entry, ctx)
+        write_files(entry, ctx, findings, s.artifacts)
     except OSError as e:  # what was computed is still reported below, with the failure
         log.error("could not write the files of %s: %s", entry.id, e, extra={"console": False})
         status = escalate(status, "error")
         error = error or f"could not write its files: {e.strerror or e}"
-    if ctx.findings.write_errors and status == "passed":
-        status, error = escalate(status, "error"), ctx.findings.write_errors[0]
-    elif ctx.findings.write_errors and status == "interrupted":
+    if findings.write_errors and status == "passed":
+        status, error = escalate(status, "error"), findings.write_errors[0]
+    elif findings.write_errors and status == "interrupted":
         # e.g. its checkpoint: not resumable
-        error = f"{error}; {'; '.join(ctx.findings.write_errors)}"
-    found = finish_checks(entry, ctx, result, diverged, s.dry_run, status == "interrupted")
+        error = f"{error}; {'; '.join(findings.write_errors)}"
+    found = finish_checks(entry, ctx, findings, recorder.checked_names, result, diverged,
+                          s.dry_run, status == "interrupted")
     log_checks(log, found)
     if any(c.passed is False for c in found):
         status = escalate(status, "failed")
     timing = None
     if ctx.train_s is not None:
-        done = ctx.steps_run - ctx.findings.steps_started
+        done = ctx.steps_run - findings.steps_started
         timing = Timing(round(ctx.train_s, 6),
                         round(done / ctx.train_s, 3) if ctx.train_s else None, done)
     return EntrySummary(
@@ -107,23 +112,25 @@ def log_checks(log: logging.Logger, found: list[Check]) -> None:
                  c.name, c.detail)
 
 
-def write_files(entry: ScenarioConfig, ctx: Context) -> None:
+def write_files(entry: ScenarioConfig, ctx: Context, findings: Findings,
+                artifacts: Artifacts) -> None:
     """The generic files: explain.txt (the graph walks), metrics.csv and loss.png."""
-    if ctx.findings.explanations:
-        write_atomic(ctx.dir / "explain.txt", "\n".join(ctx.findings.explanations))
-    if ctx.findings.backward:
-        write_json(ctx.dir / "backward.json", {"graphs": ctx.findings.backward})
+    if findings.explanations:
+        write_atomic(ctx.dir / "explain.txt", "\n".join(findings.explanations))
+    if findings.backward:
+        write_json(ctx.dir / "backward.json", {"graphs": findings.backward})
     rows = ctx.history()
     if rows:
         write_csv(ctx.dir / "metrics.csv", rows)
         losses = [(r["step"], r[LOSS]) for r in rows if LOSS in r]
         if losses:
-            ctx.artifacts.submit(f"{entry.id}/loss.png", plots.loss_curve, ctx.dir / "loss.png",
+            artifacts.submit(f"{entry.id}/loss.png", plots.loss_curve, ctx.dir / "loss.png",
                                  [s for s, _ in losses], [v for _, v in losses],
                                  title=f"{entry.id}: loss", log_every=entry.log_every)
 
 
-def finish_checks(entry: ScenarioConfig, ctx: Context, result: Result | None,
+def finish_checks(entry: ScenarioConfig, ctx: Context, findings: Findings,
+                  checked_names: set[str], result: Result | None,
                   diverged: Diverged | None, dry_run: bool,
                   interrupted: bool = False) -> list[Check]:
     """'loss stays finite', the scenario's own checks, and the config's expectations."""
@@ -132,15 +139,15 @@ def finish_checks(entry: ScenarioConfig, ctx: Context, result: Result | None,
         found.append(Check("loss stays finite", False, f"{diverged.name} is {diverged.value} at "
                                                        f"step {diverged.step}; training stopped "
                                                        f"there"))
-    elif result is not None and ctx.recorder.checked_names:
-        checked = ", ".join(sorted(ctx.recorder.checked_names))
+    elif result is not None and checked_names:
+        checked = ", ".join(sorted(checked_names))
         found.append(Check("loss stays finite", True,
                            f"{checked} finite at all {ctx.steps_run} steps"))
     if result is None:  # the graphs drawn hold whatever came after
-        return found + ctx.findings.trace_checks
+        return found + findings.trace_checks
     skip = ("training diverged" if diverged else "an interrupted run" if interrupted
             else "--dry-run" if dry_run else None)
-    return found + list(result.checks) + ctx.findings.trace_checks + checks_mod.expect(
+    return found + list(result.checks) + findings.trace_checks + checks_mod.expect(
         entry.expect, result.params, result.metrics, skip=skip)
 
 

@@ -207,8 +207,8 @@ class Run:
         as a file the entry wrote itself would; its line was printed before it was drawn."""
         for what, message in self.artifacts.failures:
             for e in self.entries:
-                if e.id == what.split("/", 1)[0] and e.status == "passed":
-                    e.status, e.error = "error", message
+                if e.id == what.split("/", 1)[0] and escalate(e.status, "error") != e.status:
+                    e.status, e.error = escalate(e.status, "error"), e.error or message
                     self.log.error("%s is now an error: %s", e.id, message)
                     self.status = escalate(self.status, "failed")
 
