@@ -117,7 +117,7 @@ def run_ensemble(args: Any, registry: Registry, output_dir: Path, stop: StopRequ
     values, bands = collect(runs)
     described = {n: describe(chosen[n][0], chosen[n][1] or
                               (runs[n].get("fingerprint") or {}).get("threads")) for n in runs}
-    write_json(folder / "ensemble.json", chosen, runs, values, bands)
+    write_ensemble_json(folder / "ensemble.json", chosen, runs, values, bands)
     for line in table(runs["native"], values, bands):
         print(line)
     from demos.lab.comparing.baseline import save
@@ -186,7 +186,7 @@ def table(native: dict[str, Any], values: dict[str, dict[str, list[float]]],
             *("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows)]
 
 
-def write_json(path: Path, chosen: dict[str, tuple[dict[str, str], int | None]],
+def write_ensemble_json(path: Path, chosen: dict[str, tuple[dict[str, str], int | None]],
                runs: dict[str, dict[str, Any]], values: dict[str, dict[str, list[float]]],
                bands: dict[str, dict[str, Band]]) -> None:
     """ensemble.json: each variant (what it changed, its fingerprint, its status) and each

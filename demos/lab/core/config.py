@@ -25,7 +25,7 @@ from demos.lab.core.schema import (
     show,
     to_dict,
 )
-from demos.lab.core.text import one_line
+from demos.lab.core.text import visible
 from demos.lab.core.tolerance import check_keys as check_tolerance_keys
 from demos.lab.core.user_code import is_path, split_spec
 
@@ -79,7 +79,7 @@ def load_data(raw: Any, path: str, registry: Registry, sets: Sequence[str] = ())
         msg = str(e)
         for key_path, assignment in set_paths.items():
             if msg.startswith(key_path + ":") or msg.startswith(key_path + "."):
-                msg += f" (from --set {one_line(assignment)})"
+                msg += f" (from --set {visible(assignment)})"
         raise ConfigError(f"{path}: {msg}") from None
 
 
@@ -177,12 +177,12 @@ def select(run: RunConfig, only: str, source: str) -> RunConfig:
     """Keep the entries named in `only` ('a,b'), in config order."""
     wanted = [w.strip() for w in only.split(",") if w.strip()]
     if not wanted:
-        raise ConfigError(f"--only {one_line(only)}: names no scenario entry; e.g. "
+        raise ConfigError(f"--only {visible(only)}: names no scenario entry; e.g. "
                           f"--only {run.scenarios[0].id}")
     ids = [e.id for e in run.scenarios]
     for w in wanted:
         if w not in ids:
-            raise ConfigError(f"--only {one_line(only)}: {source} has no scenario entry with "
+            raise ConfigError(f"--only {visible(only)}: {source} has no scenario entry with "
                               f"id {w!r}"
                               f"{did_you_mean(w, ids)}")
     return dataclasses.replace(run, scenarios=[e for e in run.scenarios if e.id in wanted])

@@ -7,7 +7,7 @@ from typing import Any
 
 from demos.lab.core.safe_yaml import check_size, yaml_error
 from demos.lab.core.schema import ConfigError, did_you_mean, join, show
-from demos.lab.core.text import one_line
+from demos.lab.core.text import visible
 
 
 def entry_id(raw: Any) -> Any:
@@ -18,7 +18,7 @@ def apply_set(raw: dict, assignment: str) -> str:
     """Apply one `--set KEY=VALUE` to the raw config; return the key path it sets."""
     import yaml
 
-    shown = one_line(assignment)
+    shown = visible(assignment)
     key, sep, text = assignment.partition("=")
     parts = key.strip().split(".")
     if not sep or not all(parts):

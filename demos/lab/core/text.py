@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-def one_line(text: str) -> str:
+def visible(text: str) -> str:
     """A command-line value as an error message can show it on one line: itself, or its repr
     when it holds control or other unprintable characters."""
     return text if text.isprintable() else repr(text)

@@ -56,7 +56,7 @@ class Sweep:
 
 
 @dataclass
-class Comparison:
+class ComparisonRow:
     """A --compare folder: the runs it compares, whether they agree."""
     name: str
     href: str
@@ -164,7 +164,7 @@ def other_options(s: dict[str, Any]) -> list[str]:
     return shown
 
 
-def sweeps_and_comparisons(folders: list[Path]) -> tuple[list[Sweep], list[Comparison]]:
+def sweeps_and_comparisons(folders: list[Path]) -> tuple[list[Sweep], list[ComparisonRow]]:
     """The index's sweep folders (sweep.json) and comparisons (compare.json), newest first."""
     sweeps, comparisons = [], []
     def href(folder: Path, page: str) -> str:  # as the runs' links: see rows()
@@ -186,5 +186,6 @@ def sweeps_and_comparisons(folders: list[Path]) -> tuple[list[Sweep], list[Compa
                     for r in data.get("runs") or []]
             words: dict[Any, str] = {True: "agree", False: "differ"}
             status = words.get(data.get("agree"), "?")
-            comparisons.append(Comparison(p.name, href(p, "compare.html"), ", ".join(runs), status))
+            comparisons.append(ComparisonRow(p.name, href(p, "compare.html"), ", ".join(runs),
+                                             status))
     return sweeps, comparisons
