@@ -1,6 +1,7 @@
-"""The tests' wrong Functions (tests/fixtures/wrong_functions.py) are each a right Function with
-exactly one method overridden and a docstring that says what is wrong; the right ones they
-start from that live in tests/fixtures/user_fns.py are right."""
+"""The tests' wrong Functions are each a right Function with exactly one method overridden and a
+docstring that says what is wrong: those the tests import (tests/fixtures/wrong_functions.py),
+and those custom_function loads as a user's code (tests/fixtures/user_fns.py, which must stay
+one file a user could have written); the right ones they start from are right."""
 import inspect
 
 import pytest
@@ -14,9 +15,13 @@ from tests.fixtures import wrong_functions as wrong
 METHODS = ("forward", "setup_context", "backward", "jvp", "vmap")
 WRONG = [c for _, c in inspect.getmembers(wrong, inspect.isclass)
          if c.__module__ == wrong.__name__]
+USERS_WRONG = [c for _, c in inspect.getmembers(user_fns, inspect.isclass)
+               if c.__module__ == user_fns.__name__
+               and c.__bases__[0].__module__ == user_fns.__name__]
 
 
-@pytest.mark.parametrize("cls", WRONG, ids=[c.__name__ for c in WRONG])
+@pytest.mark.parametrize("cls", WRONG + USERS_WRONG,
+                         ids=[c.__name__ for c in WRONG + USERS_WRONG])
 def test_a_wrong_function_is_a_right_one_with_one_method_overridden(cls):
     right = cls.__bases__
     assert len(right) == 1 and right[0].__module__ in (documents.__name__, user_fns.__name__)
