@@ -21,7 +21,7 @@ from typing import Any
 
 from demos.lab.core import config as config_mod
 from demos.lab.core import fingerprint as fp
-from demos.lab.core.layout import SUMMARY
+from demos.lab.core.layout import ENSEMBLE, SUMMARY
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError, did_you_mean
@@ -117,7 +117,7 @@ def run_ensemble(args: Any, registry: Registry, output_dir: Path, stop: StopRequ
     values, bands = collect(runs)
     described = {n: describe(chosen[n][0], chosen[n][1] or
                               (runs[n].get("fingerprint") or {}).get("threads")) for n in runs}
-    write_ensemble_json(folder / "ensemble.json", chosen, runs, values, bands)
+    write_ensemble_json(folder / ENSEMBLE, chosen, runs, values, bands)
     for line in table(runs["native"], values, bands):
         print(line)
     from demos.lab.comparing.baseline import save

@@ -15,7 +15,15 @@ from typing import Any
 from demos.lab.core import fingerprint as fp
 from demos.lab.core.config import ID_RE
 from demos.lab.core.files import write_atomic, write_json
-from demos.lab.core.layout import COMPARISON, CONFIG, SUMMARY, make_run_dir, read_run
+from demos.lab.core.layout import (
+    COMPARE_PAGE,
+    COMPARISON,
+    CONFIG,
+    METRICS,
+    SUMMARY,
+    make_run_dir,
+    read_run,
+)
 from demos.lab.core.schema import ConfigError, convert
 from demos.lab.core.tolerance import Band, Drift, TableEntry, compare_values, num
 from demos.lab.pages import compare as page
@@ -71,8 +79,8 @@ def compare_runs(run_dirs: list[Path], output_dir: Path, baseline: str | None = 
     out = make_run_dir(output_dir, datetime.now(), prefix="compare_")
     plots = draw_losses(runs, out)
     write_json(out / COMPARISON, to_json(c))
-    write_atomic(out / "compare.html", render(c, out, plots))
-    print(out / "compare.html")
+    write_atomic(out / COMPARE_PAGE, render(c, out, plots))
+    print(out / COMPARE_PAGE)
     return 0 if c.agree else 1
 
 
@@ -210,8 +218,8 @@ def draw_losses(runs: list[RunFolder], out: Path) -> dict[str, str]:
     file names by entry id."""
     names = {}
     for entry in filter(ID_RE.fullmatch, entry_ids(runs)):
-        curves = {r.label: read_losses(r.dir / entry / "metrics.csv") for r in runs
-                  if entry in r.entries and (r.dir / entry / "metrics.csv").is_file()}
+        curves = {r.label: read_losses(r.dir / entry / METRICS) for r in runs
+                  if entry in r.entries and (r.dir / entry / METRICS).is_file()}
         drawn = {label: xy for label, xy in curves.items() if xy}
         if drawn:
             names[entry] = f"{entry}_loss.png"

@@ -22,6 +22,9 @@ RUN_ID = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(-\d+)?")  # a run folder's 
 SUMMARY, REPORT, CONFIG, LOG = "summary.json", "report.html", "config.yaml", "run.log"
 INDEX = "index.html"  # beside the run folders: the runs' list
 SWEEP, COMPARISON = "sweep.json", "compare.json"  # what marks a sweep's, a comparison's folder
+# in an entry's folder: what the runner writes for it (its scenario declares the rest)
+METRICS, LOSS_PLOT, EXPLAIN, BACKWARD = "metrics.csv", "loss.png", "explain.txt", "backward.json"
+SWEEP_PAGE, COMPARE_PAGE, ENSEMBLE = "sweep.html", "compare.html", "ensemble.json"
 RANK_LOG = re.compile(r"rank\d+\.log")  # under torchrun: the log of each rank but 0
 RESERVED = {CONFIG, LOG, SUMMARY, REPORT, INDEX}  # names no entry may take for its folder
 

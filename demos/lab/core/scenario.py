@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from demos.lab.core.layout import BACKWARD, LOSS_PLOT, METRICS
 from demos.lab.core.schema import ConfigError, did_you_mean, param
 from demos.lab.core.tolerance import ARITHMETIC, TableEntry, within
 
@@ -131,7 +132,7 @@ class Scenario:
     @property
     def trains(self) -> bool:
         """Whether it has a training loop (and so a metrics.csv and loss.png)."""
-        return "metrics.csv" in self.files
+        return METRICS in self.files
 
     def shrink(self, cfg: ScenarioConfig) -> ScenarioConfig:
         """The --dry-run version of `cfg`: its `dry_run` sizes, then each field's own dry-run
@@ -163,10 +164,10 @@ def graph_files(*stems: str) -> tuple[str, ...]:
     """The files `ctx.graph(..., name=stem)` writes for each stem (with `dot` installed), and
     backward.json, where the traced backward of every graph goes."""
     return (*(f"{stem}{ext}" for stem in stems for ext in (".gv", ".pdf", ".svg")),
-            "backward.json")
+            BACKWARD)
 
 
-TRAINING_FILES = ("metrics.csv", "loss.png")  # written by the runner for what ctx.record kept
+TRAINING_FILES = (METRICS, LOSS_PLOT)  # written by the runner for what ctx.record kept
 LOSS = "loss"  # the recorded value the runner draws as loss.png: ctx.record(t, loss=...)
 FINAL_LOSS = "final_loss"  # the metric the console's line for an entry shows
 

@@ -16,12 +16,14 @@ from urllib.parse import quote
 
 from demos.lab.core.files import remove_temps, write_atomic
 from demos.lab.core.layout import (
+    COMPARE_PAGE,
     COMPARISON,
     INDEX,
     REPORT,
     RUN_ID,
     SUMMARY,
     SWEEP,
+    SWEEP_PAGE,
     read_run,
     still_running,
 )
@@ -178,7 +180,7 @@ def sweeps_and_comparisons(folders: list[Path]) -> tuple[list[Sweep], list[Compa
                 continue
             axes = "; ".join(f"{k} = {', '.join(map(str, v))}"
                              for k, v in (data.get("axes") or {}).items())
-            sweeps.append(Sweep(p.name, href(p, "sweep.html"), data.get("config"), axes,
+            sweeps.append(Sweep(p.name, href(p, SWEEP_PAGE), data.get("config"), axes,
                                 len(data.get("points") or []), str(data.get("status", "?"))))
         elif (p / COMPARISON).is_file():
             data = read_run(p / COMPARISON) or {}
@@ -186,6 +188,6 @@ def sweeps_and_comparisons(folders: list[Path]) -> tuple[list[Sweep], list[Compa
                     for r in data.get("runs") or []]
             words: dict[Any, str] = {True: "agree", False: "differ"}
             status = words.get(data.get("agree"), "?")
-            comparisons.append(ComparisonRow(p.name, href(p, "compare.html"), ", ".join(runs),
+            comparisons.append(ComparisonRow(p.name, href(p, COMPARE_PAGE), ", ".join(runs),
                                              status))
     return sweeps, comparisons

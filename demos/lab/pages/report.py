@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from demos.lab.core import fingerprint
 from demos.lab.core.files import write_atomic
-from demos.lab.core.layout import RANK_LOG, REPORT
+from demos.lab.core.layout import BACKWARD, EXPLAIN, LOSS_PLOT, RANK_LOG, REPORT
 from demos.lab.core.results import EntrySummary, RunSummary
 
 if TYPE_CHECKING:
@@ -91,9 +91,9 @@ def section(e: EntrySummary, folder: Path, description: str, config_yaml: str) -
     except OSError:  # its folder could not be made
         files = []
     images = sorted((f for f in files if f.endswith((".png", ".gif"))),
-                    key=lambda f: (f != "loss.png", f))
-    explain = ((folder / "explain.txt").read_text(encoding="utf-8")
-               if "explain.txt" in files else None)
+                    key=lambda f: (f != LOSS_PLOT, f))
+    explain = ((folder / EXPLAIN).read_text(encoding="utf-8")
+               if EXPLAIN in files else None)
     return Section(e, description, config_yaml, files, images, graphs(folder, e.id, files),
                    support_matrix(e.support) if e.support else None, explain)
 
@@ -130,7 +130,7 @@ def support_matrix(support: Mapping[str, Mapping[str, Mapping[str, str]]]) -> Su
 def backward_traces(folder: Path) -> dict[str, list[dict[str, Any]]]:
     """The steps of each traced graph in the entry's backward.json, by graph name."""
     try:
-        data = json.loads((folder / "backward.json").read_text(encoding="utf-8"))
+        data = json.loads((folder / BACKWARD).read_text(encoding="utf-8"))
         return {g["graph"]: g["steps"] for g in data["graphs"] if g.get("steps")}
     except (OSError, ValueError, KeyError, TypeError):
         return {}

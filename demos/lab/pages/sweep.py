@@ -9,6 +9,7 @@ from typing import Any
 
 from demos.lab.core.config import ID_RE
 from demos.lab.core.files import write_atomic
+from demos.lab.core.layout import METRICS, SWEEP_PAGE
 from demos.lab.core.results import Check
 
 
@@ -29,7 +30,7 @@ def bands(folder: Path, data: dict[str, Any]) -> dict[tuple[int, str], str]:
     out = {}
     for gi, g in enumerate(data["groups"]):
         for entry in filter(ID_RE.fullmatch, g["scenarios"]):  # names a file: a folder-safe id
-            curves = [c for c in (read_losses(folder / r / entry / "metrics.csv")
+            curves = [c for c in (read_losses(folder / r / entry / METRICS)
                                   for r in g["runs"]) if c and c[0]]
             if curves:
                 name = f"loss_g{gi}_{entry}.png"
@@ -55,7 +56,7 @@ def write_page(folder: Path, data: dict[str, Any]) -> None:
                   axes="; ".join(f"{k} = {', '.join(v)}" for k, v in data["axes"].items())
                   or "none",
                   failed_checks=sum(c.passed is False for g in groups for c in g.checks))
-    write_atomic(folder / "sweep.html", page)
+    write_atomic(folder / SWEEP_PAGE, page)
 
 
 def group_label(g: dict[str, Any], data: dict[str, Any]) -> str:

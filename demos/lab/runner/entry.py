@@ -16,6 +16,7 @@ import torch
 from demos.lab.checks import gradients as checks_mod
 from demos.lab.core.config import entry_dict
 from demos.lab.core.files import write_atomic, write_csv, write_json
+from demos.lab.core.layout import BACKWARD, EXPLAIN, LOSS_PLOT, METRICS
 from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
 from demos.lab.core.scenario import LOSS, Scenario, ScenarioConfig
 from demos.lab.core.signals import StopRequest
@@ -116,15 +117,15 @@ def write_files(entry: ScenarioConfig, ctx: Context, findings: Findings,
                 artifacts: Artifacts) -> None:
     """The generic files: explain.txt (the graph walks), metrics.csv and loss.png."""
     if findings.explanations:
-        write_atomic(ctx.dir / "explain.txt", "\n".join(findings.explanations))
+        write_atomic(ctx.dir / EXPLAIN, "\n".join(findings.explanations))
     if findings.backward:
-        write_json(ctx.dir / "backward.json", {"graphs": findings.backward})
+        write_json(ctx.dir / BACKWARD, {"graphs": findings.backward})
     rows = ctx.history()
     if rows:
-        write_csv(ctx.dir / "metrics.csv", rows)
+        write_csv(ctx.dir / METRICS, rows)
         losses = [(r["step"], r[LOSS]) for r in rows if LOSS in r]
         if losses:
-            artifacts.submit(f"{entry.id}/loss.png", plots.loss_curve, ctx.dir / "loss.png",
+            artifacts.submit(f"{entry.id}/{LOSS_PLOT}", plots.loss_curve, ctx.dir / LOSS_PLOT,
                                  [s for s, _ in losses], [v for _, v in losses],
                                  title=f"{entry.id}: loss", log_every=entry.log_every)
 
