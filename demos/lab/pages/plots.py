@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from demos.lab.core.files import save_atomic
+from demos.lab.core.scenario import LOSS
 
 # files only, drawn off-screen: whatever backend the environment names (even none that exists)
 os.environ["MPLBACKEND"] = "agg"
@@ -129,8 +130,8 @@ def read_losses(path: Path) -> tuple[list[float], list[float]] | None:
     """(steps, losses) from a training entry's metrics.csv; None without a readable one."""
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            rows = [(float(r["step"]), float(r["loss"])) for r in csv.DictReader(f)
-                    if r.get("loss")]
+            rows = [(float(r["step"]), float(r[LOSS])) for r in csv.DictReader(f)
+                    if r.get(LOSS)]
     except (OSError, ValueError, TypeError, KeyError, csv.Error):
         return None
     return ([s for s, _ in rows], [v for _, v in rows]) if rows else None
