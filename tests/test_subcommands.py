@@ -108,8 +108,11 @@ def test_the_old_spellings_are_read_as_the_commands(old, new):
      "--ensemble: not with --sweep"),
     # and what is no option anywhere, or no command
     (("compare", "a", "b", "--bogus"), "unrecognized arguments: --bogus (see --help)"),
-    (("compar", "a", "b"), "compar: not a command (did you mean 'compare'?)"),
-    (("c.yaml",), "c.yaml: not a command (expected one of: aggregate, compare, run, sweep)"),
+    (("compar", "a", "b"), "compar: not a command or a scenario (did you mean 'compare'?)"),
+    (("c.yaml",), "c.yaml: not a command or a scenario; a config file goes after --config: "
+                  "--config c.yaml"),
+    (("legendre_fi",), "legendre_fi: not a command or a scenario (did you mean "
+                       "'legendre_fit'?)"),
     (("sweep", "--config", SWEEP), "sweep: what to sweep? --seeds LIST, --sweep KEY=V1,V2,..."),
 ])
 def test_an_option_of_another_command_is_a_one_line_error(tmp_path, monkeypatch, args, words):
@@ -177,3 +180,21 @@ def test_an_abbreviation_means_the_same_in_every_command(tmp_path):
     # a prefix that is unique among all options is that option, in any command
     assert cli("--conf", SWEEP, "--dry", "--print-config") == \
         cli("run", "--config", SWEEP, "--dry-run", "--print-config")
+
+
+def test_a_scenario_by_name_runs_its_shipped_config(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    by_name = cli("legendre_fit", "--dry-run", "--print-config")
+    assert by_name[0] == 0 and by_name == cli("--config", "configs/legendre_fit.yaml",
+                                              "--dry-run", "--print-config")
+
+
+@pytest.mark.parametrize("config, words", [
+    ("configs/legendre.yaml", "configs/legendre.yaml: no such file (did you mean "
+                              "'configs/legendre_fit.yaml'?)"),
+    ("legendre_fit", "legendre_fit: no such file (did you mean 'configs/legendre_fit.yaml'?)"),
+    ("configs/nothing_like_it.yaml", "configs/nothing_like_it.yaml: no such file\n")])
+def test_a_missing_config_gets_a_did_you_mean_from_the_configs(monkeypatch, config, words):
+    monkeypatch.chdir(ROOT)
+    code, _, err = cli("--config", config)
+    assert code == 2 and words in err, err

@@ -17,7 +17,7 @@ MAX_CONFIG_NODES = 100_000   # values after expanding aliases: refuses "billion 
 def read_yaml(path: str) -> Any:
     """Parse a YAML file with `yaml.safe_load`; every failure is a one-line ConfigError."""
     if not os.path.exists(path):
-        raise ConfigError(f"{path}: no such file")
+        raise ConfigError(f"{path}: no such file{nearby(path)}")
     if os.path.isdir(path):
         raise ConfigError(f"{path}: is a directory, not a config file")
     try:
@@ -28,6 +28,28 @@ def read_yaml(path: str) -> Any:
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES // 1024} KiB; not a config file")
     return parse_yaml(data, path)
+
+
+def nearby(path: str) -> str:
+    """' (did you mean ...?)': a config beside the missing `path`, or in configs/ for a bare
+    name; '' when none is close."""
+    import difflib
+
+    folder, name = os.path.split(path)
+    stem = os.path.splitext(name)[0]
+    places = [folder or "."] + (["configs"] if not folder else [])
+    for place in places:
+        try:
+            found = sorted(f for f in os.listdir(place) if f.endswith((".yaml", ".yml")))
+        except OSError:
+            continue
+        close = difflib.get_close_matches(name, found, n=1, cutoff=0.6) or \
+            difflib.get_close_matches(stem, [os.path.splitext(f)[0] for f in found], n=1,
+                                      cutoff=0.6)
+        if close:
+            hit = next(f for f in found if f == close[0] or os.path.splitext(f)[0] == close[0])
+            return f" (did you mean '{os.path.join(place, hit) if place != '.' else hit}'?)"
+    return ""
 
 
 def parse_yaml(data: bytes, path: str) -> Any:

@@ -21,7 +21,7 @@ from typing import Any, Callable, NoReturn
 from demos.lab.core import config as config_mod
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from demos.lab.core.scenario import Registry
-from demos.lab.core.schema import ConfigError
+from demos.lab.core.schema import ConfigError, did_you_mean
 from demos.lab.core.signals import StartUp, StopRequest, signal_handler, stop_if_requested
 from demos.lab.runner.options import (
     check_overrides,
@@ -134,11 +134,12 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
     messages; see demos.api.run_alone); `typed`: the command line to record, where it is not
     `argv`."""
     argv = sys.argv[1:] if argv is None else argv
+    typed = argv if typed is None else typed
     code, stop = 0, stop or StopRequest()
     try:
         with signal_handler(StartUp(stop)):  # the run installs its own handler when it starts
-            args = parse(argv, prog)
-            command = [prog, *(argv if typed is None else typed)]
+            args = parse(by_name(argv, registry), prog)
+            command = [prog, *typed]
             code = COMMANDS[args.command](args, Call(registry, stop, command, config))
             if stop.requested and code != EXIT_INTERRUPTED:  # came after the run's handler
                 raise KeyboardInterrupt
@@ -153,6 +154,28 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
     except BrokenPipeError:  # the reader of our output went away (| head): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code
+
+
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"  # the shipped configs, by scenario
+
+
+def by_name(argv: list[str], registry: Callable[[], Registry]) -> list[str]:
+    """`NAME [options]`: the scenario NAME run with its shipped config, configs/NAME.yaml; a
+    word that is neither a command nor a scenario gets a did-you-mean from both."""
+    if not argv or argv[0].startswith("-") or argv[0] in COMMANDS:
+        return argv
+    names = list(registry())
+    if argv[0] not in names:
+        hint = (f"; a config file goes after --config: --config {argv[0]}"
+                if argv[0].endswith((".yaml", ".yml")) or os.sep in argv[0]
+                else did_you_mean(argv[0], [*COMMANDS, *names]))
+        raise ConfigError(f"{argv[0]}: not a command or a scenario{hint}")
+    path = CONFIGS / f"{argv[0]}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"{argv[0]}: its config {path} is not here (an installed copy ships "
+                          f"none); python -m demos.scenarios.{argv[0]} runs it on its defaults")
+    shown = os.path.relpath(path) if path.is_relative_to(Path.cwd()) else str(path)
+    return ["run", "--config", shown, *argv[1:]]
 
 
 # The run itself: torch loads here.

@@ -147,12 +147,14 @@ COMMANDS = {
 }
 
 USAGE = """%(prog)s [run] --config PATH [options]
+       %(prog)s SCENARIO [options]   (its configs/SCENARIO.yaml)
        %(prog)s sweep --config PATH (--seeds LIST | --sweep KEY=V1,V2,...) [options]
        %(prog)s aggregate DIR
        %(prog)s compare RUN_A RUN_B [RUN_C ...] [--baseline FILE]
        %(prog)s COMMAND --help"""
 
-EPILOG = """A command line that names no command is a run: `%(prog)s --config X` is
+EPILOG = """`%(prog)s legendre_fit` runs that scenario with its configs/legendre_fit.yaml.
+A command line that names no command is a run: `%(prog)s --config X` is
 `%(prog)s run --config X`. The old spellings still work: --seeds or --sweep on a
 run is a sweep; --aggregate DIR and --compare RUN_A RUN_B are those commands.
 
