@@ -210,6 +210,9 @@ def expect(targets: Expect, params: Mapping[str, float], metrics: Mapping[str, f
             name = f"expect {kind}.{key}"
             if skip in ("training diverged", "an interrupted run"):
                 out.append(Check(name, None, f"not evaluated: {skip}"))
+            elif skip and skip != "--dry-run" and key in values:  # other settings: exploring
+                _, detail = compare(values[key], target)
+                out.append(Check(name, None, f"not evaluated: {skip} (got {detail})"))
             elif key not in values:
                 out.append(Check(name, False, f"the scenario produced no {kind[:-1]} '{key}' "
                                               f"(it has: {', '.join(values) or 'none'})"))

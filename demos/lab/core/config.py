@@ -140,6 +140,11 @@ def build_entry(raw: Any, where: str, registry: Registry, bases: Bases) -> Scena
                           f"choose another id")
     check_tolerance_keys(entry.tolerance, {"params": scenario.params, "metrics": scenario.metrics},
                f"{where}.tolerance")
+    keys = [f.name for f in dataclasses.fields(entry) if f.name not in ("expect", "id")]
+    for key in entry.expect.written_for:
+        if key != "seed" and key not in keys:
+            raise ConfigError(f"{where}.expect.written_for.{key}: {name} has no setting "
+                              f"'{key}'{did_you_mean(key, [*keys, 'seed'])}")
     for kind, known in (("params", scenario.params), ("metrics", scenario.metrics)):
         for targets, at in ((entry.expect, "expect"), (entry.expect.sweep, "expect.sweep")):
             for key in getattr(targets, kind):

@@ -103,6 +103,10 @@ def entry_lines(e: EntrySummary, width: int) -> list[str]:
     lines = [f"{e.status.upper():<11} {e.id:<{width}}  checks {passed}/{len(e.counted)}  "
              f"{steps}{f'  final_loss {loss:.6g}' if loss is not None else ''}".rstrip()]
     lines += [f"            FAIL {c.name}: {c.detail}" for c in e.failures]
+    unlike = [c for c in e.checks if c.passed is None and "(expect.written_for)" in c.detail]
+    if unlike:  # a changed setting: exploring, said once, not a failure
+        why = unlike[0].detail.split("not evaluated: ", 1)[-1].split(" (got ", 1)[0]
+        lines.append(f"            NOT EVALUATED {len(unlike)} expect target(s): {why}")
     if e.status == "error":
         lines.append(f"            ERROR {e.error} (details in run.log)")
     return lines

@@ -89,6 +89,30 @@ class Expect:
     metrics: dict[str, Target] = param({}, "expected final metrics, by name")
     sweep: SweepExpect = param(SweepExpect(), "expected statistics over the points of a sweep "
                                               "(--seeds, --sweep); ignored by a single run")
+    written_for: dict[str, Any] = param({}, "the settings the targets hold for, e.g. {lr: "
+                                            "5.0e-6, steps: 2000, seed: 0} (the entry's keys, "
+                                            "and the run's seed): where a run's differ, its "
+                                            "targets are reported, not evaluated")
+
+    def unlike(self, entry: Any, seed: int) -> str | None:
+        """Which setting of this run differs from `written_for`, said in words; else None."""
+        for key, written in self.written_for.items():
+            value = seed if key == "seed" else getattr(entry, key)
+            if not same(value, written):
+                return (f"{key} is {value!r} here; the targets hold for {written!r} "
+                        f"(expect.written_for)")
+        return None
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal as settings: numbers by value (5e-6 is 5.0e-6), lists element by element."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) \
+            and not isinstance(b, bool):
+        return float(a) == float(b)
+    return bool(a == b)
 
 
 @dataclass

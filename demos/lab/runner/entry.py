@@ -147,7 +147,7 @@ def finish_checks(entry: ScenarioConfig, ctx: Context, findings: Findings,
     if result is None:  # the graphs drawn hold whatever came after
         return found + findings.trace_checks
     skip = ("training diverged" if diverged else "an interrupted run" if interrupted
-            else "--dry-run" if dry_run else None)
+            else "--dry-run" if dry_run else entry.expect.unlike(entry, ctx.seed))
     return found + list(result.checks) + findings.trace_checks + checks_mod.expect(
         entry.expect, result.params, result.metrics, skip=skip)
 
