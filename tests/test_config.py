@@ -307,3 +307,15 @@ def test_a_resume_that_is_not_a_file_says_what_it_is(tmp_path, capsys):
                   f"(from --set scenarios.lenet.resume={tmp_path})")
     assert "/dev/zero: not a regular file" in error_of(
         capsys, "--config", lenet, "--set", "scenarios.lenet.resume=/dev/zero")
+
+
+@pytest.mark.parametrize("assignment", ["scenarios.lenet.epochs=2", "scenarios[3].epochs=2"])
+def test_dry_run_keeps_what_set_gives_explicitly(capsys, assignment):
+    """--dry-run shrinks every size, but not one the command line set itself."""
+    args = ["--config", str(CONFIGS / "all.yaml"), "--only", "lenet,my_relu", "--dry-run",
+            "--print-config"]
+    assert main(args) == 0
+    assert "  epochs: 1\n" in capsys.readouterr().out
+    assert main([*args, "--set", assignment]) == 0
+    out = capsys.readouterr().out
+    assert "  epochs: 2\n" in out and "  steps: 5\n" in out  # my_relu's still shrinks

@@ -10,7 +10,7 @@ import dataclasses
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Collection, Literal, Sequence
 
 from demos.lab.core.layout import reserved
 from demos.lab.core.overrides import apply_set
@@ -193,10 +193,26 @@ def select(run: RunConfig, only: str, source: str) -> RunConfig:
     return dataclasses.replace(run, scenarios=[e for e in run.scenarios if e.id in wanted])
 
 
-def shrink(run: RunConfig, registry: Registry) -> RunConfig:
-    """The --dry-run version: every entry with its scenario's tiny sizes."""
-    return dataclasses.replace(run, scenarios=[registry[e.scenario].shrink(e)
-                                               for e in run.scenarios])
+def shrink(run: RunConfig, registry: Registry,
+           keep: Collection[tuple[str, str]] = ()) -> RunConfig:
+    """The --dry-run version: every entry with its scenario's tiny sizes, but for the
+    (entry id, key) pairs in `keep`: what --set gave explicitly (see explicit)."""
+    return dataclasses.replace(run, scenarios=[
+        registry[e.scenario].shrink(e, {k for i, k in keep if i == e.id})
+        for e in run.scenarios])
+
+
+def explicit(run: RunConfig, sets: Sequence[str]) -> set[tuple[str, str]]:
+    """The (entry id, key) pairs that `--set`s give explicitly, by id or by number."""
+    ids, out = [e.id for e in run.scenarios], set()
+    for assignment in sets:
+        parts = assignment.partition("=")[0].strip().split(".")
+        numbered = re.fullmatch(r"scenarios\[(\d+)\]", parts[0])
+        if numbered and len(parts) >= 2 and int(numbered[1]) < len(ids):
+            out.add((str(ids[int(numbered[1])]), parts[1]))
+        elif parts[0] == "scenarios" and len(parts) >= 3:
+            out.add((parts[1], parts[2]))
+    return out
 
 
 def dump(run: RunConfig) -> str:

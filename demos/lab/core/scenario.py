@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from demos.lab.core.layout import BACKWARD, LOSS_PLOT, METRICS
 from demos.lab.core.schema import ConfigError, did_you_mean, param
@@ -158,12 +158,14 @@ class Scenario:
         """Whether it has a training loop (and so a metrics.csv and loss.png)."""
         return METRICS in self.files
 
-    def shrink(self, cfg: ScenarioConfig) -> ScenarioConfig:
+    def shrink(self, cfg: ScenarioConfig, keep: Collection[str] = ()) -> ScenarioConfig:
         """The --dry-run version of `cfg`: its `dry_run` sizes, then each field's own dry-run
-        rule (a `param(..., dry_run=...)`), applied to the value it has by then."""
-        small = dataclasses.replace(cfg, **self.dry_run)
+        rule (a `param(..., dry_run=...)`), applied to the value it has by then; the fields in
+        `keep` (set explicitly, by --set) stay as they are."""
+        small = dataclasses.replace(cfg, **{k: v for k, v in self.dry_run.items()
+                                            if k not in keep})
         rules = {f.name: f.metadata["dry_run"] for f in dataclasses.fields(small)
-                 if "dry_run" in f.metadata}
+                 if "dry_run" in f.metadata and f.name not in keep}
         return dataclasses.replace(small, **{name: rule(getattr(small, name))
                                              for name, rule in rules.items()})
 

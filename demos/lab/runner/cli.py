@@ -72,10 +72,11 @@ def run_command(args: argparse.Namespace, call: Call) -> int:
         cfg.seed = args.seed
     if args.threads is not None:
         cfg.threads = "auto" if args.threads == "auto" else int(args.threads)
+    kept = config_mod.explicit(cfg, args.sets)  # --dry-run keeps what --set gave
     if args.only:
         cfg = config_mod.select(cfg, ",".join(args.only), args.config)
     if args.dry_run:
-        cfg = config_mod.shrink(cfg, registry)
+        cfg = config_mod.shrink(cfg, registry, kept)
     if args.print_config:
         print(config_mod.dump(cfg), end="")
         return 0
