@@ -10,7 +10,7 @@ import yaml
 
 from demos.lab.core.config import RunConfig
 from demos.lab.core.scenario import ScenarioConfig, Target
-from demos.lab.core.schema import describe
+from demos.lab.core.schema import REQUIRED, describe
 from demos.lab.core.tolerance import Tolerance
 from demos.scenarios import registry
 from tests.conftest import ROOT
@@ -22,11 +22,11 @@ END = "<!-- end of the generated config tables -->"
 def shown(default) -> str:
     if default is None:
         return "(none)"
-    if default == "" or default == []:
-        return "(required)"
+    if default == REQUIRED:
+        return REQUIRED
     if isinstance(default, dict) or dataclasses.is_dataclass(default):
         return "`{}`"
-    text = yaml.safe_dump(default, default_flow_style=True).strip()
+    text = yaml.safe_dump(default, default_flow_style=True, width=10**6).strip()  # one line
     return f"`{text.removesuffix(chr(10) + '...').strip()}`"
 
 

@@ -125,3 +125,17 @@ def test_the_summary_json_example_has_the_real_keys(dry_run):
     assert set(example) == set(real)
     assert set(example["scenarios"][0]) == set(real["scenarios"][0]) - {"inspection"}
     assert set(example["determinism"]) - {"..."} <= set(real["determinism"])
+
+
+def test_the_config_tables_render_on_github():
+    """Each row on one line (a newline in a cell splits the row), and "(required)" only where a
+    config must give the key."""
+    text = generate()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert rows and all(r.endswith(" |") and r.count(" | ") >= 3 for r in rows)
+    lines = text.splitlines()
+    for before, line in zip(lines, lines[1:]):  # no stray line inside a table
+        assert not (before.startswith("|") and line and not line.startswith("|")), line
+    cells = {r.split(" | ")[0][3:-1]: r.split(" | ")[2] for r in rows}
+    assert cells["require"] == "`[]`" and cells["scenarios"] == "(required)"
+    assert cells["function"] == "(required)" and cells["inputs"] == "(required)"

@@ -91,11 +91,12 @@ def shape_of(value: Any) -> list[int]:
 class Config(ScenarioConfig):
     """Your own torch.autograd.Function: run it, draw its graph, check its backward."""
     function: str = param("", "the Function, as file.py:Class or module:Class (a file "
-                              "beside the config, or an installed module)", path="code")
+                              "beside the config, or an installed module)", path="code",
+                          required=True)
     reference: str | None = param(None, "optional plain-torch function of the same inputs: "
                                         "the ground truth, as file.py:function or "
                                         "module:function", path="code")
-    inputs: list[InputSpec] = param([], "the tensors passed to apply, in order")
+    inputs: list[InputSpec] = param([], "the tensors passed to apply, in order", required=True)
     double_backward: bool = param(False, "also run gradgradcheck (second derivatives)")
     rtol: float = param(1e-7, "parity: relative tolerance against the reference", ge=0)
     atol: float = param(1e-9, "parity: absolute tolerance against the reference", ge=0)

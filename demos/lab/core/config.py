@@ -47,7 +47,7 @@ class RunConfig:
     deterministic: bool = param(False, "torch.use_deterministic_algorithms(True) for the run "
                                        "(and cuDNN benchmark off): bit-identical GPU runs, "
                                        "sometimes slower. CPU runs are reproducible without it")
-    scenarios: list[Any] = param([], "the scenario entries, run in this order")
+    scenarios: list[Any] = param([], "the scenario entries, run in this order", required=True)
 
     def validate(self, where: str) -> None:
         if not DEVICE_RE.fullmatch(self.device):

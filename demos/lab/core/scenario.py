@@ -118,7 +118,7 @@ def same(a: Any, b: Any) -> bool:
 @dataclass
 class ScenarioConfig:
     """Fields every scenario entry has; each scenario subclasses it with its own typed params."""
-    scenario: str = param("", "which scenario (see --list)")
+    scenario: str = param("", "which scenario (see --list)", required=True)
     id: str | None = param(None, "unique name of this entry, and its folder name; default: "
                                  "the scenario name")
     log_every: int = param(1, "record metrics every N steps (the last step always)", ge=1)

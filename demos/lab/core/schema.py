@@ -23,16 +23,21 @@ class ConfigError(Exception):
     """A user's config or command line is wrong; the message is one line naming the key."""
 
 
-def param(default: Any, help: str, *, path: str | None = None,
+REQUIRED = "(required)"  # what describe() gives as the default of a field a config must set
+
+
+def param(default: Any, help: str, *, path: str | None = None, required: bool = False,
           dry_run: Callable[[Any], Any] | None = None, **bounds: float) -> Any:
     """A config field with its default, a help text and optional bounds (gt, ge, lt, le).
 
     `path` marks a file or folder ("file", "dir") or code ("code": module:Attr or
     file.py:Attr) named relative to the config file; the loader makes it absolute.
-    `dry_run` maps the field's value to its --dry-run value (see Scenario.shrink).
+    `dry_run` maps the field's value to its --dry-run value (see Scenario.shrink). `required`
+    marks a field a config must give (its check is the loader's; this is for the docs).
     """
     meta: dict[str, Any] = {"help": help, **bounds, **({"path": path} if path else {}),
-                            **({"dry_run": dry_run} if dry_run else {})}
+                            **({"dry_run": dry_run} if dry_run else {}),
+                            **({"required": True} if required else {})}
     if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -197,7 +202,8 @@ def describe(cls: type) -> list[tuple[str, str, Any, str]]:
     for f in dataclasses.fields(cls):
         if not f.init or "help" not in f.metadata:
             continue
-        default = (f.default if f.default is not dataclasses.MISSING
+        default = (REQUIRED if f.metadata.get("required") else
+                   f.default if f.default is not dataclasses.MISSING
                    else f.default_factory())  # type: ignore[operator]  # one of the two is set
         rows.append((f.name, _type_name(hints[f.name]), default, f.metadata["help"]))
     return rows
