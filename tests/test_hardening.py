@@ -62,6 +62,27 @@ def test_a_diverging_loss_stops_at_its_step_and_the_others_still_run(tmp_path):
     assert (run_dir / "legendre_fit" / "loss.png").is_file()
     assert [e["status"] for e in data["scenarios"]] == ["failed", "passed"]
     assert check(entry(data, "my_relu"), "loss stays finite")["passed"] is True
+    # what does not depend on training is still checked and reported
+    assert check(legendre, "gradcheck")["passed"] and check(legendre, "parity")["passed"]
+
+
+def test_a_soft_stop_ends_the_loop_at_the_exact_step_and_the_scenario_goes_on(tmp_path):
+    """The runner's own entries: the loop ends at the first value that is not finite (in
+    windows too), nothing is recorded after it, and the code after the loop runs."""
+    import logging
+
+    from demos.lab.runner.recorder import Recorder
+    recorder = Recorder(torch.device("cpu"), 1, finite_every=10, soft_stop=True)
+    ctx = Context(LegendreFit(id="t"), torch.device("cpu"), tmp_path, logging.getLogger("t"),
+                  seed=0, recorder=recorder)
+    values = [1.0, 2.0, 3.0, float("nan"), 5.0] + [1.0] * 20
+    for t in ctx.steps(len(values)):
+        ctx.record(t, loss=torch.tensor(values[t]))
+    ctx.record(99, always=True, accuracy=0.5)  # after the stop: not kept
+    for _ in ctx.steps(5):  # a second loop does not start
+        raise AssertionError("ran")
+    assert recorder.diverged is not None and recorder.diverged.step == 3
+    assert ctx.steps_run == 3 and [r["step"] for r in ctx.history()] == [0, 1, 2, 3]
 
 
 def test_on_an_accelerator_values_are_checked_in_windows_at_the_exact_step(tmp_path):

@@ -98,10 +98,13 @@ class Context:
         """Yield start..n-1 with a progress bar; time the loop (`train_s`) around them.
 
         Between steps it stops the loop for a requested interrupt (raising Interrupted), and
-        it makes sure every recorded value was finite (raising Diverged at the first that was
-        not).
+        it makes sure every recorded value was finite: at the first that was not, the loop ends
+        there and the runner reports it ("loss stays finite" fails; the scenario's other checks
+        still run), or, under torchrun, Diverged is raised.
         """
         rec = self._recorder
+        if rec.diverged:  # a loop before this one stopped: so does this one, at once
+            return
         rec.last_step = n - 1
         rec.steps_run = self._findings.steps_started = start
         bar = None
@@ -116,9 +119,13 @@ class Context:
                 if self._stop.requested:
                     raise Interrupted(t)
                 yield t
+                if rec.diverged:  # soft stop: the loop ends here, the scenario goes on
+                    return
                 rec.steps_run = t + 1
                 if len(rec.pending) >= rec.finite_every:
                     rec.check_finite()
+                    if rec.diverged:
+                        return
                 if bar is not None:
                     bar.update()
             rec.check_finite()

@@ -50,7 +50,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
                             None, f"could not create its folder: {e.strerror or e}")
     log = logging.getLogger(f"demos.scenario.{entry.id}")
     log.info("start %s (%s): %s", entry.id, entry.scenario, entry_dict(entry))
-    recorder = Recorder(s.device, entry.log_every)
+    recorder = Recorder(s.device, entry.log_every, soft_stop=not s.world.active)
     findings = Findings()
     ctx = Context(entry, s.device, folder, log, seed=s.seed, progress=s.progress,
                   warn_once=s.warn_once, stop=s.stop, artifacts=s.artifacts, world=s.world,
@@ -58,9 +58,22 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
     torch.manual_seed(s.seed)
     result, error, status, diverged = None, None, "passed", None
     try:
-        with checks_mod.watching(s.stop):
-            result = scenario.run(entry, ctx)
-    except Diverged as e:
+        try:
+            with checks_mod.watching(s.stop):
+                result = scenario.run(entry, ctx)
+        except Exception as e:
+            if recorder.diverged is None:
+                raise
+            if not isinstance(e, Diverged):  # what came after the loop needed a finite loss
+                log.info("%s raised after its loss stopped being finite: %s", entry.id,
+                         checks_mod.one_line(e))
+        if recorder.diverged is not None:  # the loop stopped at a value that was not finite
+            diverged = recorder.diverged
+            result = Result(metrics={DIVERGED_AT: float(diverged.step)},
+                            checks=list(result.checks) if result else [],
+                            support=result.support if result else {},
+                            inspection=result.inspection if result else {})
+    except Diverged as e:  # raised by the scenario itself, or under torchrun
         diverged, result = e, Result(metrics={DIVERGED_AT: float(e.step)})
     except (Interrupted, KeyboardInterrupt) as e:
         status = "interrupted"

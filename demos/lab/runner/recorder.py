@@ -24,7 +24,7 @@ class Recorder:
     """
 
     def __init__(self, device: torch.device, log_every: int, finite_every: int | None = None,
-                 forbid_sync: bool = False):
+                 forbid_sync: bool = False, soft_stop: bool = False):
         # how often recorded values are checked for NaN/inf: every step on the CPU (free), in
         # windows on an accelerator, where each check is a host/device sync
         self.finite_every = finite_every or (1 if device.type == "cpu" else 100)
@@ -37,6 +37,11 @@ class Recorder:
         self.columns: dict[str, tuple[list[int], list[Any]]] = {}  # name -> (steps, values)
         self.last_step = -1     # the loop's last step: always recorded
         self.steps_run = 0      # the step the loop reached (steps done, counting a resume's)
+        # soft_stop: a value that stops being finite ends the loop (ctx.steps returns) and the
+        # scenario goes on to its checks; else Diverged is raised where it was found. Under
+        # torchrun the ranks must stop together, so there it is raised.
+        self.soft_stop = soft_stop
+        self.diverged: Diverged | None = None
 
     def record(self, step: int, always: bool = False, **values: torch.Tensor | float) -> None:
         """Keep scalar `values` for this step if it is a log step (every `log_every`, the last).
@@ -48,6 +53,8 @@ class Recorder:
         changes in place, are copied so the record holds their value at this step. This runs
         every step, so it is written for speed.
         """
+        if self.diverged is not None:  # after the loop stopped: nothing more is kept
+            return
         keep = always or step % self.log_every == 0 or step == self.last_step
         for name, v in values.items():
             if isinstance(v, torch.Tensor):
@@ -59,6 +66,7 @@ class Recorder:
                     v = v.item()
                     if not math.isfinite(v):
                         self.diverge(step, name, v)
+                        return
                 else:
                     v = v.detach().clone() if v.requires_grad and v.is_leaf else v.detach()
                     self.pending.append((step, name, v))
@@ -89,7 +97,8 @@ class Recorder:
             self.diverge(step, name, value.item())
 
     def diverge(self, step: int, name: str, value: float) -> None:
-        """Stop at `step`: drop what was recorded after it, keep the bad value, raise Diverged."""
+        """Stop at `step`: drop what was recorded after it, keep the bad value; note Diverged
+        (soft_stop), or raise it."""
         for steps, values in self.columns.values():
             while steps and steps[-1] >= step:
                 steps.pop()
@@ -98,7 +107,9 @@ class Recorder:
         steps.append(step)
         values.append(value)
         self.steps_run = step  # the steps completed before it (a window may have run further)
-        raise Diverged(step, name, value)
+        self.diverged = Diverged(step, name, value)
+        if not self.soft_stop:
+            raise self.diverged
 
     def history(self) -> list[dict[str, Any]]:
         """The recorded rows ({'step': s, name: value}, by step) as floats; one host copy."""
