@@ -124,3 +124,10 @@ def test_the_index_lock_waits_then_names_itself_and_refuses_a_planted_link(tmp_p
     with pytest.raises(OSError, match="not a regular file; remove it"):
         index.write_index(tmp_path)
     assert (tmp_path / "elsewhere").read_text() == "precious"
+
+
+def test_rates_are_rounded_as_a_person_reads_them():
+    assert [templating.rate(v) for v in (2351.091, 123.4, 42.123, 0.01234, None)] == \
+        ["2,351", "123", "42.1", "0.0123", "—"]
+    scenario = (Path(templating.__file__).parent / "templates" / "scenario.html.j2").read_text()
+    assert "steps_per_s|rate" in scenario

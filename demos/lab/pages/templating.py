@@ -23,6 +23,14 @@ def fmt(value: Any) -> str:
     return "—" if value is None else str(value)
 
 
+def rate(value: float | None) -> str:
+    """A rate as a person reads it: whole numbers with thousands separators from 100 on
+    (2,351 steps/s), 3 significant digits below; a dash for none."""
+    if value is None:
+        return "—"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 @functools.cache
 def static(name: str) -> Any:
     """A file of static/ (CSS, JS), as it is: inlined raw, never read as a template."""
@@ -44,6 +52,7 @@ def environment() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.globals["static"] = static
     env.filters["fmt"] = fmt
+    env.filters["rate"] = rate
     env.policies["json.dumps_kwargs"] = {"allow_nan": False}  # |tojson: strict JSON, in order
     return env
 
