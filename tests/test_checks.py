@@ -161,3 +161,15 @@ def test_a_long_check_stops_when_a_stop_is_requested():
         stop.requested = "SIGINT"  # Ctrl-C during the check
         with pytest.raises(KeyboardInterrupt, match="stopped by SIGINT"):
             checks.gradcheck("gradcheck", lambda v: v * 2, {"x": x}, torch.device("cpu"))
+
+
+def test_parity_reports_errors_relative_to_the_reference_scale_not_near_zero_elements():
+    """A rounding-size difference at an element that is zero is tiny next to the values the
+    check compares; element by element it would read as infinitely large."""
+    x = {"x": torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64, requires_grad=True)}
+    c, errors = checks.compare_to_reference("parity", lambda x: x * 3 + 1e-12,
+                                            lambda x: x * 3, x, torch.device("cpu"))
+    assert c.passed, c.detail
+    assert errors["max_abs_error"] == pytest.approx(1e-12, rel=1e-3)
+    assert errors["max_rel_error"] == pytest.approx(1e-12 / 6, rel=1e-3)  # scale: 3 * 2
+    assert c.detail.endswith("rel 1.7e-13 of the largest reference value)")
