@@ -11,6 +11,7 @@ import yaml
 from demos.cli import main
 from demos.lab.comparing import sweep
 from demos.lab.comparing.aggregate import stats
+from demos.scenarios import registry
 from tests.conftest import ROOT
 
 SWEEP = ROOT / "tests" / "fixtures" / "sweep.yaml"  # my_relu, tiny: a point in about 2 s
@@ -56,6 +57,10 @@ def test_a_seed_sweep_runs_one_ordinary_run_per_point_and_aggregates_them(seeds)
                       "sweep my_relu metrics.final_loss n": True}
     assert "my_relu metrics.final_loss: mean" in text
     assert "PASSED: 3 runs, 0 failed; 0 sweep check(s) failed" in text
+    # the console gives each point's duration as sweep.html does, then the process's
+    for p in data["points"]:
+        assert f": PASSED in {p['duration_s']:.1f} s (" in text
+    assert "s with the process's start-up)" in text
 
 
 def test_the_sweep_page_and_the_index(seeds):
@@ -215,3 +220,24 @@ def test_compare_and_aggregate_stand_alone(tmp_path):
                          "--compare stands alone: not with --save-baseline")):
         code, _, err = cli(*args)
         assert code == 2 and words in err, err
+
+
+def test_an_interrupted_point_is_not_a_failed_one_and_one_run_is_one_run(tmp_path):
+    from demos.lab.comparing.aggregate import PointRun, console_lines, sweep_data
+
+    def point(name, status):
+        folder = tmp_path / name
+        folder.mkdir()
+        return PointRun(folder, {"run_id": name, "status": status, "config": "c.yaml",
+                                 "sets": [f"seed={name[-1]}"], "scenarios": []})
+    data = sweep_data(tmp_path, [point("p0", "passed"), point("p1", "interrupted")], registry())
+    assert data["failed_runs"] == [] and data["interrupted_runs"] == ["p1"]
+    assert data["status"] == "interrupted"
+    lines = console_lines(data)
+    assert "interrupted run: p1" in lines and not any("failed run" in ln for ln in lines)
+    assert lines[-1] == "INTERRUPTED: 2 runs, 0 failed, 1 interrupted; 0 sweep check(s) failed"
+    assert lines[0].endswith("(2 runs):")
+    one = console_lines(sweep_data(tmp_path, [PointRun(tmp_path / "p0", {
+        "run_id": "p0", "status": "passed", "config": "c.yaml", "sets": [], "scenarios": []})],
+        registry()))
+    assert one[0] == "all runs (1 run):" and one[-1].startswith("PASSED: 1 run, 0 failed")

@@ -130,8 +130,8 @@ def expectations(run: PointRun, registry: Registry) -> tuple[dict[str, Any], str
 
 
 def sweep_data(folder: Path, runs: list[PointRun], registry: Registry,
-          command: Iterable[str] = (), interrupted: bool = False,
-          not_run: Iterable[str] = ()) -> dict[str, Any]:
+               command: Iterable[str] = (), interrupted: bool = False,
+               not_run: Iterable[str] = ()) -> dict[str, Any]:
     """sweep.json's data."""
     groups: dict[tuple[str, ...], list[PointRun]] = {}
     for r in runs:
@@ -159,9 +159,12 @@ def sweep_data(folder: Path, runs: list[PointRun], registry: Registry,
     if len(configs) > 1 or len({g["dry_run"] for g in out_groups}) > 1:
         notes.append("these runs come from different configs or mix dry and full runs: each "
                      "group holds one kind")
-    failed_runs = [rel(folder, r.dir) for r in runs if r.summary.get("status") != "passed"]
+    failed_runs = [rel(folder, r.dir) for r in runs
+                   if r.summary.get("status") not in ("passed", "interrupted")]
+    interrupted_runs = [rel(folder, r.dir) for r in runs
+                        if r.summary.get("status") == "interrupted"]
     failed_checks = any(c["passed"] is False for g in out_groups for c in g["checks"])
-    status = ("interrupted" if interrupted else
+    status = ("interrupted" if interrupted or interrupted_runs else
               "failed" if failed_runs or failed_checks else "passed")
     return {"folder": str(folder), "command": list(command), "config": configs[0],
             "configs": configs, "dry_run": any(g["dry_run"] for g in out_groups),
@@ -169,7 +172,8 @@ def sweep_data(folder: Path, runs: list[PointRun], registry: Registry,
             "points": [{"run": rel(folder, r.dir), "sets": r.sets,
                         "status": r.summary.get("status"), "seed": r.summary.get("seed"),
                         "duration_s": r.summary.get("duration_s")} for r in runs],
-            "failed_runs": failed_runs, "groups": out_groups}
+            "failed_runs": failed_runs, "interrupted_runs": interrupted_runs,
+            "groups": out_groups}
 
 
 
@@ -202,7 +206,7 @@ def console_lines(data: dict[str, Any]) -> list[str]:
     lines = []
     for g in data["groups"]:
         head = group_label(g, data)
-        lines.append(f"{head} ({len(g['runs'])} runs):")
+        lines.append(f"{head} ({count_runs(len(g['runs']))}):")
         for entry, kinds in g["scenarios"].items():
             for kind, names in kinds.items():
                 for name, st in names.items():
@@ -213,10 +217,18 @@ def console_lines(data: dict[str, Any]) -> list[str]:
         lines += [f"  {'FAIL' if c['passed'] is False else 'pass' if c['passed'] else 'skip'} "
                   f"{c['name']}: {c['detail']}" for c in g["checks"]]
     lines += [f"failed run: {r}" for r in data["failed_runs"]]
+    lines += [f"interrupted run: {r}" for r in data.get("interrupted_runs", [])]
     lines += [f"not run (interrupted): {r}" for r in data["not_run"]]
     lines += [f"note: {n}" for n in data["notes"]]
     failed_checks = sum(c["passed"] is False for g in data["groups"] for c in g["checks"])
-    lines.append(f"{data['status'].upper()}: {len(data['points'])} runs, "
-                 f"{len(data['failed_runs'])} failed; {failed_checks} sweep check(s) failed")
+    stopped = len(data.get("interrupted_runs", []))
+    lines.append(f"{data['status'].upper()}: {count_runs(len(data['points']))}, "
+                 f"{len(data['failed_runs'])} failed"
+                 + (f", {stopped} interrupted" if stopped else "")
+                 + f"; {failed_checks} sweep check(s) failed")
     return lines
 
+
+def count_runs(n: int) -> str:
+    """'1 run', '3 runs'."""
+    return f"{n} run" + ("" if n == 1 else "s")

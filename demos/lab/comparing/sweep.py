@@ -307,7 +307,10 @@ def report_point(name: str, code: int, out: Any, seconds: float, folder: Path, d
         status = "killed"
     failed = [f"{e.get('id')} {e.get('status')}" for e in (s or {}).get("scenarios", [])
               if e.get("status") != "passed"]
-    print(f"[{done}/{total}] {name}: {status.upper()} in {seconds:.1f} s"
+    run_s = (s or {}).get("duration_s")  # the run itself, as sweep.html gives it
+    took = (f"in {run_s:.1f} s ({seconds:.1f} s with the process's start-up)"
+            if isinstance(run_s, (int, float)) else f"after {seconds:.1f} s")
+    print(f"[{done}/{total}] {name}: {status.upper()} {took}"
           + (f" ({', '.join(failed)})" if failed else ""), flush=True)
     if s is None:
         out.seek(0)
