@@ -44,6 +44,9 @@ def test_two_processes_train_lenet_as_one(ddp_run):
     code, text, run_dir = ddp_run
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["world"] == {"size": 2, "backend": "gloo"}
+    assert s["command"][:2] == ["torchrun", "--nproc-per-node=2"]  # what starts it again
+    index = (run_dir.parent / "index.html").read_text()
+    assert "torchrun: 2 processes" in index
     e = entry(s, "lenet")
     assert e["status"] == "passed", text
     assert statuses(e) == dict.fromkeys(CHECKS, True)

@@ -296,3 +296,12 @@ def test_the_report_shows_each_functions_support_matrix(dry_run):
     assert table.count("<tr>") == 1 + 8  # the header, a row per capability (--dry-run: no compile)
     assert '<td class="sup-unsupported" title="RuntimeError: In order to use an ' in table
     assert "<summary>Why not ok</summary>" in section
+
+
+def test_the_index_shows_every_option_that_changes_a_run():
+    from demos.lab.pages.index import other_options
+
+    s = {"command": ["runner.py", "--config", "c.yaml", "--seed", "3", "--threads", "2",
+                     "--device", "cpu", "--only", "a"], "world": {"size": 2, "backend": "gloo"}}
+    assert other_options(s) == ["torchrun: 2 processes", "--seed 3", "--threads 2",
+                                "--device cpu", "--only a"]

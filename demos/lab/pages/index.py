@@ -160,9 +160,14 @@ def overrides(s: dict[str, Any]) -> list[str]:
 
 
 def other_options(s: dict[str, Any]) -> list[str]:
-    """What else in a run's command changes what it checks: --only, --baseline, --dry-run."""
+    """What else in a run's command changes what it runs or checks: --only, --baseline, --seed,
+    --threads, --device; and torchrun's processes."""
     command = [str(a) for a in s.get("command") or [] if isinstance(a, str)]
-    shown = [f"{a} {b}" for a, b in zip(command, command[1:]) if a in ("--only", "--baseline")]
+    shown = [f"{a} {b}" for a, b in zip(command, command[1:])
+             if a in ("--only", "--baseline", "--seed", "--threads", "--device")]
+    world = s.get("world")
+    if isinstance(world, dict) and isinstance(world.get("size"), int):
+        shown.insert(0, f"torchrun: {world['size']} processes")
     return shown
 
 

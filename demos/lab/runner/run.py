@@ -66,6 +66,10 @@ class Run:
         self.sets = [no_surrogates(a) for a in sets]
         self.baseline, self.save_baseline = baseline, save_baseline
         self.world = world
+        if world.active:  # what starts this run again: torchrun, not one process
+            nodes = world.size // max(world.local_size, 1)
+            self.command = ["torchrun", f"--nproc-per-node={world.local_size}",
+                            *([f"--nnodes={nodes}"] if nodes > 1 else []), *self.command]
         self.fingerprint: dict[str, Any] | None = None  # once torch's threads are set
         self.world_lost: str | None = None  # under torchrun: the entry after which rank 0
         #                                     gave the process group up
