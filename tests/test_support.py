@@ -153,3 +153,14 @@ def test_the_callers_tensors_are_left_alone_and_no_grad_rows_are_skipped():
     assert {k: none[k].status for k in ("backward", "double_backward", "forward_ad",
                                         "func_grad")} == dict.fromkeys(
         ("backward", "double_backward", "forward_ad", "func_grad"), "skipped")
+
+
+def test_one_wrong_backward_reads_as_one_cause():
+    """A backward off by a factor fails the backward row and, through it, every row that takes
+    a gradient; those say that they follow from it, not that they are other bugs."""
+    rows = support.matrix(wrong.P3MissingFactor.apply, {"x": x43()}, fns.legendre_p3_reference,
+                          torch.device("cpu"), ["backward", "float32", "noncontiguous"])
+    failed = {c.name: c.detail for c in support.checks(rows) if c.passed is False}
+    assert not failed["support: backward"].startswith("follows")
+    assert failed["support: float32"].startswith("follows from the backward row: ")
+    assert "support: noncontiguous" not in failed  # it compares the Function with itself

@@ -335,8 +335,13 @@ def to_json(rows: Mapping[str, Row]) -> dict[str, dict[str, str]]:
 def checks(rows: Mapping[str, Row], require: Sequence[str] = ()) -> list[Check]:
     """The matrix as checks: a row that fails is always a failed check; a required row must be
     ok; and one check sums it all up (`unsupported` alone is information, not failure)."""
-    found = [Check(f"support: {k}", False, r.detail) for k, r in rows.items()
-             if r.status == "fails"]
+    # one wrong backward fails every row that takes a gradient: say so, so that the other rows
+    # do not read as more bugs
+    wrong = "backward" in rows and rows["backward"].status == "fails"
+    found = [Check(f"support: {k}", False,
+                   f"follows from the backward row: {r.detail}" if wrong and k != "backward"
+                   else r.detail)
+             for k, r in rows.items() if r.status == "fails"]
     found += [Check(f"support: {k} (required)", rows[k].status == "ok",
                     f"{rows[k].status}: {rows[k].detail}" if rows[k].detail else rows[k].status)
               for k in require if k in rows and rows[k].status != "fails"]
