@@ -280,6 +280,21 @@ def test_the_backward_stepper_in_a_real_browser(dry_run, tmp_path):
         while active(box) != [steps[-1]["dot_node"]] and time.monotonic() < deadline:
             time.sleep(0.1)
         assert active(box) == [steps[-1]["dot_node"]] and button["play"].text == "Play"
+        button["play"].click()  # at the end: Play restarts at once, at step 1
+        assert active(box) == [steps[0]["dot_node"]] and button["play"].text == "Pause"
+        button["play"].click()
+        # zoomed in, the lit node is scrolled into the graph's view
+        frame = box.find_element("css selector", "svg").find_element("xpath", "..")
+        driver.execute_script("arguments[0].style.width = '40px';"
+                              "arguments[0].style.height = '40px';"
+                              "arguments[0].style.overflow = 'auto';", frame)
+        button["next"].click()
+        inside = driver.execute_script("""
+            var node = arguments[0].querySelector('g.node.active'), f = arguments[1];
+            var a = node.getBoundingClientRect(), b = f.getBoundingClientRect();
+            return a.right > b.left && a.left < b.right && a.bottom > b.top && a.top < b.bottom;
+            """, box, frame)
+        assert inside
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
         assert errors == []
     finally:

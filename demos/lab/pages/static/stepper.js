@@ -34,6 +34,8 @@ document.querySelectorAll('.backward').forEach(function (box) {
     if (k === 0) { line('', 'Press Next to run backward one node at a time.'); return; }
     var s = steps[k - 1];
     mark(nodes[s.dot_node], 'active');  /* and the edges a gradient really travels */
+    if (nodes[s.dot_node] && nodes[s.dot_node].scrollIntoView)  /* zoomed in: keep it in view */
+      nodes[s.dot_node].scrollIntoView({block: 'nearest', inline: 'nearest'});
     s.sent.forEach(function (e) { if (e.dot_edge && e.grad) mark(edges[e.dot_edge], 'active'); });
     line('step ' + k + ':', s.node);
     line('received:', s.received.map(describeGrad).join(', '));
@@ -59,7 +61,7 @@ document.querySelectorAll('.backward').forEach(function (box) {
       else if (b.dataset.action === 'next') { stop(); go(1); }
       else if (timer) { stop(); }
       else {
-        if (k >= steps.length) k = 0;
+        if (k >= steps.length) { k = 0; go(1); }  /* from the end: restart at once */
         play.textContent = 'Pause';
         timer = setInterval(function () { go(1); if (k >= steps.length) stop(); }, 900);
       }
