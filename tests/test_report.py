@@ -320,3 +320,26 @@ def test_the_index_shows_every_option_that_changes_a_run():
                      "--device", "cpu", "--only", "a"], "world": {"size": 2, "backend": "gloo"}}
     assert other_options(s) == ["torchrun: 2 processes", "--seed 3", "--threads 2",
                                 "--device cpu", "--only a"]
+
+
+def test_the_index_fits_a_1024_and_a_1400_px_window(dry_run, tmp_path):
+    """Long overrides and ids wrap inside their cells: nothing is wider than the window."""
+    s = json.loads((dry_run.dir / "summary.json").read_text())
+    s["sets"] = ["scenarios.legendre_fit.init=[0.0, -1.0, 0.0, 0.3]" * 3,
+                 "scenarios.my_relu.expect.written_for={N: 64, D_in: 1000, H: 100}"]
+    s["command"] = ["runner.py", "--config", "configs/all.yaml", "--seed", "3", "--threads",
+                    "1", "--device", "cpu", "--only", "legendre_fit,my_relu,multiply_add"]
+    for name in ("2026-01-02_03-04-05", "2026-01-02_03-04-06-1"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps({**s, "run_id": name}))
+    write_index(tmp_path)
+    driver = browser()
+    try:
+        for width in (1024, 1400):
+            driver.set_window_size(width, 900)
+            driver.get((tmp_path / "index.html").as_uri())
+            wide = driver.execute_script(
+                "var d = document.documentElement; return [d.scrollWidth, d.clientWidth];")
+            assert wide[0] <= wide[1], (width, wide)
+    finally:
+        driver.quit()

@@ -38,7 +38,7 @@ class Row:
     href: str | None                # its report.html, when it has one
     started: str
     config: Any
-    options: str                    # its --set overrides, --only and --baseline
+    options: list[str]              # its --set overrides, and what else changes it (see below)
     status: str
     passed: int
     failed: int
@@ -144,7 +144,7 @@ def rows(output_dir: Path, folders: list[Path]) -> tuple[list[Row], list[str]]:
         href = (quote(os.fsencode(f"./{name}/report.html"))
                 if (output_dir / name / REPORT).exists() else None)
         out.append(Row(name, href, started, s.get("config"),
-                       " ".join(overrides(s) + other_options(s)), str(s.get("status", "?")),
+                       overrides(s) + other_options(s), str(s.get("status", "?")),
                        ok, len(entries) - ok, s.get("device"), bool(s.get("dry_run"))))
     return out, skipped
 
