@@ -241,3 +241,23 @@ def test_an_interrupted_point_is_not_a_failed_one_and_one_run_is_one_run(tmp_pat
         "run_id": "p0", "status": "passed", "config": "c.yaml", "sets": [], "scenarios": []})],
         registry()))
     assert one[0] == "all runs (1 run):" and one[-1].startswith("PASSED: 1 run, 0 failed")
+
+
+def test_a_failed_point_says_why_on_the_console_and_in_sweep_json(tmp_path):
+    from demos.lab.comparing.aggregate import PointRun, console_lines, sweep_data
+
+    (tmp_path / "p0").mkdir()
+    failed = {"run_id": "p0", "status": "failed", "config": "c.yaml", "sets": ["seed=0"],
+              "scenarios": [
+                  {"id": "my_relu", "status": "failed", "error": None, "checks": [
+                      {"name": "loss stays finite", "passed": False,
+                       "detail": "loss is inf at step 2; training stopped there"},
+                      {"name": "gradcheck", "passed": True, "detail": "ok"}]},
+                  {"id": "lenet", "status": "error", "error": "ValueError: bad", "checks": []}]}
+    data = sweep_data(tmp_path, [PointRun(tmp_path / "p0", failed)], registry())
+    assert data["points"][0]["why"] == [
+        "my_relu: FAIL loss stays finite: loss is inf at step 2; training stopped there",
+        "lenet: error: ValueError: bad"]
+    lines = console_lines(data)
+    assert lines[lines.index("failed run: p0") + 1] == (
+        "  my_relu: FAIL loss stays finite: loss is inf at step 2; training stopped there")

@@ -171,7 +171,8 @@ def sweep_data(folder: Path, runs: list[PointRun], registry: Registry,
             "status": status, "axes": axes, "notes": notes, "not_run": list(not_run),
             "points": [{"run": rel(folder, r.dir), "sets": r.sets,
                         "status": r.summary.get("status"), "seed": r.summary.get("seed"),
-                        "duration_s": r.summary.get("duration_s")} for r in runs],
+                        "duration_s": r.summary.get("duration_s"), "why": why(r.summary)}
+                       for r in runs],
             "failed_runs": failed_runs, "interrupted_runs": interrupted_runs,
             "groups": out_groups}
 
@@ -216,7 +217,10 @@ def console_lines(data: dict[str, Any]) -> list[str]:
                                      f"  n={st['n']}")
         lines += [f"  {'FAIL' if c['passed'] is False else 'pass' if c['passed'] else 'skip'} "
                   f"{c['name']}: {c['detail']}" for c in g["checks"]]
-    lines += [f"failed run: {r}" for r in data["failed_runs"]]
+    reasons = {p["run"]: p.get("why") or [] for p in data["points"]}
+    for r in data["failed_runs"]:
+        lines.append(f"failed run: {r}")
+        lines += [f"  {reason}" for reason in reasons.get(r, [])]
     lines += [f"interrupted run: {r}" for r in data.get("interrupted_runs", [])]
     lines += [f"not run (interrupted): {r}" for r in data["not_run"]]
     lines += [f"note: {n}" for n in data["notes"]]
@@ -232,3 +236,20 @@ def console_lines(data: dict[str, Any]) -> list[str]:
 def count_runs(n: int) -> str:
     """'1 run', '3 runs'."""
     return f"{n} run" + ("" if n == 1 else "s")
+
+
+def why(summary: dict[str, Any], most: int = 3) -> list[str]:
+    """Why a run did not pass, in a few lines: each entry's error, or its failed checks."""
+    out: list[str] = []
+    entries = summary.get("scenarios")
+    for e in entries if isinstance(entries, list) else []:
+        if not isinstance(e, dict) or e.get("status") == "passed":
+            continue
+        if e.get("error"):
+            out.append(f"{e.get('id')}: {e.get('status')}: {e.get('error')}")
+            continue
+        found = e.get("checks")
+        checks: list[Any] = found if isinstance(found, list) else []
+        out += [f"{e.get('id')}: FAIL {c.get('name')}: {c.get('detail')}" for c in checks
+                if isinstance(c, dict) and c.get("passed") is False]
+    return out[:most] + ([f"... and {len(out) - most} more"] if len(out) > most else [])

@@ -46,6 +46,7 @@ def write_page(folder: Path, data: dict[str, Any]) -> None:
 
     images = bands(folder, data)
     points = [{"run": p["run"], "status": str(p["status"]), "duration_s": p["duration_s"],
+               "why": p.get("why") or [],
                "swept": " ".join(s for s in p["sets"] if s.partition("=")[0] in data["axes"])}
               for p in data["points"]]
     groups = [Group(group_label(g, data), len(g["runs"]), [Check(**c) for c in g["checks"]],
