@@ -261,3 +261,21 @@ def test_a_failed_point_says_why_on_the_console_and_in_sweep_json(tmp_path):
     lines = console_lines(data)
     assert lines[lines.index("failed run: p0") + 1] == (
         "  my_relu: FAIL loss stays finite: loss is inf at step 2; training stopped there")
+
+
+def test_the_groups_of_a_sweep_side_by_side(tmp_path):
+    from demos.lab.pages.sweep import side_by_side
+
+    def group(lr, mean):
+        return {"sets": [f"scenarios.my_relu.lr={lr}"], "config": "c.yaml", "dry_run": False,
+                "runs": [], "checks": [], "scenarios": {"my_relu": {"metrics": {"final_loss": {
+                    "n": 3, "mean": mean, "std": mean / 10, "min": mean * 0.9,
+                    "max": mean * 1.1}}}}}
+    data = {"configs": ["c.yaml"], "groups": [group("1e-6", 3e-5), group("2e-6", 1e-5)]}
+    compared = side_by_side(tmp_path, data)
+    assert compared.labels == ["scenarios.my_relu.lr=1e-6", "scenarios.my_relu.lr=2e-6"]
+    assert compared.rows == [("my_relu metrics.final_loss",
+                              ["3e-05 ± 3e-06 (n=3)", "1e-05 ± 1e-06 (n=3)"])]
+    (caption, file), = compared.images
+    assert (tmp_path / file).read_bytes().startswith(b"\x89PNG")
+    assert side_by_side(tmp_path, {**data, "groups": data["groups"][:1]}) is None

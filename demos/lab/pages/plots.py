@@ -126,6 +126,29 @@ def band_plot(path: Path, curves: Sequence[tuple[Sequence[float], Sequence[float
     save_atomic(path, lambda p: fig.savefig(p, format="png"))
 
 
+def groups_plot(path: Path, labels: Sequence[str], stats: Sequence[Mapping[str, float]], *,
+                title: str, ylabel: str) -> None:
+    """One value across a sweep's groups: each group's mean with its std as an error bar, and
+    its min and max as marks."""
+    from matplotlib.figure import Figure
+
+    xs = list(range(len(labels)))
+    fig = Figure(figsize=(6.4, 4.0), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    ax.errorbar(xs, [st["mean"] for st in stats], yerr=[st.get("std", 0.0) for st in stats],
+                fmt="o-", capsize=4, label="mean ± std")
+    ax.scatter(xs, [st["min"] for st in stats], marker="v", label="min")
+    ax.scatter(xs, [st["max"] for st in stats], marker="^", label="max")
+    if wants_log_scale([st["min"] for st in stats] + [st["max"] for st in stats]):
+        ax.set_yscale("log")
+    ax.set_xticks(xs, list(labels), rotation=20 if len(labels) > 3 else 0, ha="right"
+                  if len(labels) > 3 else "center")
+    ax.set(title=title, ylabel=ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    save_atomic(path, lambda p: fig.savefig(p, format="png"))
+
+
 def read_losses(path: Path) -> tuple[list[float], list[float]] | None:
     """(steps, losses) from a training entry's metrics.csv; None without a readable one."""
     try:

@@ -3,6 +3,7 @@ curves over the group's runs as a band (min-max shaded, mean line). Self-contain
 report (templates/sweep.html.j2): inline CSS, relative links and images."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,48 @@ class Group:
     checks: list[Check]
     scenarios: dict[str, dict[str, dict[str, dict[str, float]]]]  # entry -> kind -> value -> stats
     images: dict[str, str]  # entry -> its loss band's file name
+
+
+@dataclass
+class SideBySide:
+    """The groups of a --sweep side by side: a row per value, a column per group; and one plot
+    per metric across the groups."""
+    labels: list[str]
+    rows: list[tuple[str, list[str]]]  # ("entry kind.name", a cell per group)
+    images: list[tuple[str, str]]      # (caption, file name)
+
+
+SAFE = re.compile(r"[A-Za-z0-9_.-]+")  # a value's name that can be part of a file name
+
+
+def side_by_side(folder: Path, data: dict[str, Any]) -> SideBySide | None:
+    """The groups compared, when there are two or more; their plots drawn into `folder`."""
+    from demos.lab.pages.plots import groups_plot
+    from demos.lab.pages.templating import fmt
+
+    groups = data["groups"]
+    if len(groups) < 2:
+        return None
+    labels = [group_label(g, data) for g in groups]
+    keys: dict[tuple[str, str, str], None] = {}  # in first-seen order
+    for g in groups:
+        for entry, kinds in g["scenarios"].items():
+            for kind, names in kinds.items():
+                keys.update({(entry, kind, name): None for name in names})
+    rows, images = [], []
+    for entry, kind, name in keys:
+        stats = [g["scenarios"].get(entry, {}).get(kind, {}).get(name, {"n": 0}) for g in groups]
+        rows.append((f"{entry} {kind}.{name}", [
+            f"{fmt(st['mean'])} ± {st['std']:.3g} (n={st['n']})" if st.get("n") else "—"
+            for st in stats]))
+        if kind == "metrics" and all(st.get("n") for st in stats) and ID_RE.fullmatch(entry) \
+                and SAFE.fullmatch(name):
+            file = f"groups_{entry}_{name}.png"
+            ticks = [re.sub(r"scenarios(\.[^.=]+|\[\d+\])\.", "", label) for label in labels]
+            groups_plot(folder / file, ticks, stats, title=f"{entry}: {name} across the groups",
+                        ylabel=name)
+            images.append((f"{entry}: {name}, each group's mean ± std, min and max", file))
+    return SideBySide(labels, rows, images)
 
 
 def bands(folder: Path, data: dict[str, Any]) -> dict[tuple[int, str], str]:
@@ -53,7 +96,7 @@ def write_page(folder: Path, data: dict[str, Any]) -> None:
                     g["scenarios"], {e: f for (i, e), f in images.items() if i == gi})
               for gi, g in enumerate(data["groups"])]
     page = render("sweep.html.j2", data=data, name=Path(data["folder"]).name, points=points,
-                  groups=groups,
+                  groups=groups, compared=side_by_side(folder, data),
                   axes="; ".join(f"{k} = {', '.join(v)}" for k, v in data["axes"].items())
                   or "none",
                   failed_checks=sum(c.passed is False for g in groups for c in g.checks))
