@@ -322,7 +322,7 @@ def test_the_index_shows_every_option_that_changes_a_run():
                                 "--device cpu", "--only a"]
 
 
-def test_the_index_fits_a_1024_and_a_1400_px_window(dry_run, tmp_path):
+def test_the_index_and_the_report_fit_a_1024_and_a_1400_px_window(dry_run, tmp_path):
     """Long overrides and ids wrap inside their cells: nothing is wider than the window."""
     s = json.loads((dry_run.dir / "summary.json").read_text())
     s["sets"] = ["scenarios.legendre_fit.init=[0.0, -1.0, 0.0, 0.3]" * 3,
@@ -335,11 +335,12 @@ def test_the_index_fits_a_1024_and_a_1400_px_window(dry_run, tmp_path):
     write_index(tmp_path)
     driver = browser()
     try:
-        for width in (1024, 1400):
+        for width in (1024, 1400):  # the index, and a whole report beside it
             driver.set_window_size(width, 900)
-            driver.get((tmp_path / "index.html").as_uri())
-            wide = driver.execute_script(
-                "var d = document.documentElement; return [d.scrollWidth, d.clientWidth];")
-            assert wide[0] <= wide[1], (width, wide)
+            for page in (tmp_path / "index.html", dry_run.dir / "report.html"):
+                driver.get(page.as_uri())
+                wide = driver.execute_script(
+                    "var d = document.documentElement; return [d.scrollWidth, d.clientWidth];")
+                assert wide[0] <= wide[1], (page.name, width, wide)
     finally:
         driver.quit()

@@ -148,7 +148,7 @@ def test_aggregate_of_a_folder_without_runs_is_an_error(tmp_path):
 @pytest.mark.slow
 def test_sweep_compare_and_index_pages_in_a_real_browser(seeds, tmp_path):
     """Every link and image of sweep.html, compare.html and the index resolves; in Chromium the
-    images load and nothing is logged."""
+    images load, nothing is logged, and each page fits a 1024 and a 1400 px window."""
     from urllib.parse import unquote
 
     from tests.test_report import browser, links_of
@@ -174,6 +174,13 @@ def test_sweep_compare_and_index_pages_in_a_real_browser(seeds, tmp_path):
             errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
             assert errors == [], page
             assert driver.save_screenshot(str(tmp_path / f"page{i}.png"))
+            for width in (1024, 1400):  # nothing wider than the window
+                driver.set_window_size(width, 900)
+                wide = driver.execute_script(  # and what sticks out, if anything does
+                    "var d = document.documentElement; return [d.scrollWidth, d.clientWidth,"
+                    " Array.from(document.querySelectorAll('body *')).filter(e =>"
+                    " e.getBoundingClientRect().right > d.clientWidth).map(e => e.tagName)];")
+                assert wide[0] <= wide[1], (page.name, width, wide)
     finally:
         driver.quit()
 
