@@ -48,6 +48,19 @@ class Run:
         return summary(self.dir)
 
 
+SWEEP = ROOT / "tests" / "fixtures" / "sweep.yaml"  # my_relu, tiny: a point in about 2 s
+
+
+def cli(*args):
+    """demos.cli.main in-process: (exit code, stdout, stderr)."""
+    from demos.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([*map(str, args)])
+    return code, out.getvalue(), err.getvalue()
+
+
 def run_captured(output_dir, *args) -> Run:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -1,7 +1,5 @@
 """The commands run, sweep, aggregate and compare: each with its own options, run the default,
 and the old spellings (--seeds on a run, --aggregate DIR, --compare A B) read as the commands."""
-import contextlib
-import io
 import json
 import shutil
 import subprocess
@@ -9,19 +7,8 @@ import sys
 
 import pytest
 
-from demos.cli import main
 from demos.lab.runner.options import COMMANDS, parse, parsers
-from tests.conftest import ROOT, run_cli
-
-SWEEP = ROOT / "tests" / "fixtures" / "sweep.yaml"  # my_relu, tiny: a point in about 2 s
-
-
-def cli(*args):
-    """main() in-process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([*map(str, args)])
-    return code, out.getvalue(), err.getvalue()
+from tests.conftest import ROOT, SWEEP, cli, run_cli
 
 
 @pytest.fixture(scope="module")

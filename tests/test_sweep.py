@@ -1,6 +1,4 @@
 """Sweeps end to end (--seeds, --sweep, --jobs, --shard, --aggregate) and their parsing."""
-import contextlib
-import io
 import json
 import shutil
 import statistics
@@ -8,20 +6,10 @@ import statistics
 import pytest
 import yaml
 
-from demos.cli import main
 from demos.lab.comparing import sweep
 from demos.lab.comparing.aggregate import stats
 from demos.scenarios import registry
-from tests.conftest import ROOT
-
-SWEEP = ROOT / "tests" / "fixtures" / "sweep.yaml"  # my_relu, tiny: a point in about 2 s
-
-
-def cli(*args):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([*map(str, args)])
-    return code, out.getvalue(), err.getvalue()
+from tests.conftest import ROOT, SWEEP, cli
 
 
 @pytest.fixture(scope="module")
