@@ -1,5 +1,6 @@
-"""The README's config tables, generated from the code: `python -m tests.readme_tables` rewrites
-them in place; tests/test_readme.py fails while they differ from what the code declares."""
+"""The config tables of demos/docs/config.md (linked from the README), generated from the code:
+`python -m tests.readme_tables` rewrites them in place; tests/test_readme.py fails while they
+differ from what the code declares."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,6 +16,7 @@ from demos.lab.core.tolerance import Tolerance
 from demos.scenarios import registry
 from tests.conftest import ROOT
 
+TABLES = ROOT / "demos" / "docs" / "config.md"
 BEGIN = "<!-- config tables: generated from the code by `python -m tests.readme_tables` -->"
 END = "<!-- end of the generated config tables -->"
 
@@ -70,15 +72,14 @@ def generate() -> str:
     return "\n".join(parts)
 
 
-def current(readme: str) -> str:
-    start, end = readme.index(BEGIN), readme.index(END) + len(END)
-    return readme[start:end]
+def current(text: str) -> str:
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    return text[start:end]
 
 
 if __name__ == "__main__":
-    path = ROOT / "README.md"
-    text = path.read_text()
+    text = TABLES.read_text()
     new = text.replace(current(text), generate())
-    path.write_text(new)
-    print("README.md: config tables", "updated" if new != text else "already current",
-          file=sys.stderr)
+    TABLES.write_text(new)
+    print(f"{TABLES.relative_to(ROOT)}: config tables",
+          "updated" if new != text else "already current", file=sys.stderr)

@@ -1,5 +1,6 @@
-"""The README stays true to the code: its tables are generated from the declarations, its
-"Add a scenario" section really works, and its Quickstart is as shipped."""
+"""The docs stay true to the code: README.md (the tour) and the reference pages in demos/docs/.
+Their config tables are generated from the declarations, their transcripts are replayed, the
+README's "Add a scenario" section really works, and its Quickstart is as shipped."""
 import contextlib
 import io
 import json
@@ -13,18 +14,52 @@ import pytest
 
 from demos.cli import main
 from demos.scenarios import registry
+from tests import docs
 from tests.conftest import ROOT
-from tests.readme_tables import current, generate
+from tests.readme_tables import TABLES, current, generate
 
-README = (ROOT / "README.md").read_text()
+README = docs.text()
 
 
 def section(title: str) -> str:
-    return README.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    return docs.section(README, title)
 
 
 def test_the_config_tables_are_generated_from_the_code():
-    assert current(README) == generate(), "run: python -m tests.readme_tables"
+    assert current(TABLES.read_text()) == generate(), "run: python -m tests.readme_tables"
+
+
+def test_the_readme_is_a_tour():
+    """Reference material lives in demos/docs/; the README stays short enough to read."""
+    assert len(README.splitlines()) <= 450
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(path) -> set[str]:
+    prose = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    return {slug(h) for h in re.findall(r"^#+ (.+)$", prose, re.M)}
+
+
+def test_every_link_between_the_docs_resolves_and_every_page_is_linked():
+    linked = set()
+    for path in docs.files():
+        for target in docs.links(path):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            file, _, anchor = target.partition("#")
+            resolved = (path.parent / file).resolve() if file else path
+            assert resolved.is_file(), f"{path.name}: {target}"
+            if anchor and resolved.suffix == ".md":
+                assert anchor in anchors(resolved), f"{path.name}: {target}"
+            if path == docs.README_PATH:
+                linked.add(resolved)
+    pages = docs.pages()
+    assert len(pages) >= 10
+    assert [p.name for p in pages if p.resolve() not in linked] == [], "pages the README omits"
 
 
 def test_every_scenario_has_a_row_and_a_config():
@@ -63,9 +98,14 @@ def test_quickstart_has_exactly_the_two_make_commands():
     assert [ln.split("#")[0].strip() for ln in block.splitlines()] == ["make demo", "make test"]
 
 
-def test_readme_pictures_exist():
-    for path in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README):
-        assert (ROOT / path).is_file(), path
+def test_the_docs_pictures_exist():
+    """Image links are relative to the file: demos/docs/x.png from README, x.png from a page."""
+    seen = 0
+    for doc in docs.files():
+        for path in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", doc.read_text()):
+            assert (doc.parent / path).is_file(), f"{doc.name}: {path}"
+            seen += 1
+    assert seen >= 8
 
 
 RUN_ID = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(-\d+)?")
@@ -80,8 +120,10 @@ def normalized(line: str, output_dir: str) -> str:
 
 def transcripts():
     """(command, expected lines, expected exit code or None) for each `$ python runner.py` in
-    the README's code blocks."""
-    for block in re.findall(r"```\n(\$ python runner\.py.*?)```", README, re.S):
+    the code blocks of the README and of every page in demos/docs/."""
+    blocks = [b for doc in docs.files()
+              for b in re.findall(r"```\n(\$ python runner\.py.*?)```", doc.read_text(), re.S)]
+    for block in blocks:
         lines = block.splitlines()
         i = 0
         while i < len(lines):
@@ -112,7 +154,7 @@ def test_the_readme_transcripts_are_what_the_runner_prints(tmp_path, monkeypatch
 
 
 def test_the_quoted_explain_txt_is_what_the_runner_writes(dry_run):
-    quoted = README.split("Here is part of `autograd_internals/explain.txt`:", 1)[1]
+    quoted = docs.page("output.md").split("Here is part of `autograd_internals/explain.txt`:", 1)[1]
     quoted = re.search(r"```\n(.*?)```", quoted, re.S).group(1).splitlines()
     real = (dry_run.dir / "autograd_internals" / "explain.txt").read_text().splitlines()
     lines = [ln for ln in quoted if ln != "..."]
@@ -120,7 +162,8 @@ def test_the_quoted_explain_txt_is_what_the_runner_writes(dry_run):
 
 
 def test_the_summary_json_example_has_the_real_keys(dry_run):
-    example = json.loads(re.search(r"`summary.json`:\n\n```json\n(.*?)```", README, re.S).group(1))
+    example = json.loads(re.search(r"`summary.json`:\n\n```json\n(.*?)```", docs.page("output.md"),
+                                   re.S).group(1))
     real = dry_run.summary
     assert set(example) == set(real)
     assert set(example["scenarios"][0]) == set(real["scenarios"][0]) - {"inspection"}

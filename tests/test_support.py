@@ -82,11 +82,13 @@ def test_the_documents_functions_and_their_twins():
 
 
 def test_the_readme_table_is_what_the_matrices_say():
-    """The README's table of the documents' Functions, against the statuses asserted above."""
+    """The docs' table of the documents' Functions (demos/docs/checks.md), against the statuses
+    asserted above."""
     import re
-    from pathlib import Path
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    table = readme.split("| capability | classic (`forward(ctx, ...)`) | modern twin |", 1)[1]
+
+    from tests import docs
+    head = "| capability | classic (`forward(ctx, ...)`) | modern twin |"
+    table = docs.page("checks.md").split(head, 1)[1]
     rows = re.findall(r"^\| (\w+) \| ([\w ()]+?) \| ([\w ()]+?) \|$", table.split("\n\n")[0],
                       re.M)
     classic = {"backward": "ok", "double_backward": "ok", "forward_ad": "unsupported",

@@ -1,6 +1,7 @@
-"""The README's "What changed since the documents", asserted on the installed torch.
+"""The docs' "What changed since the documents" (demos/docs/checks.md), asserted on the
+installed torch.
 
-Each test runs the documents' idiom, checks what happens now, and checks that the README quotes
+Each test runs the documents' idiom, checks what happens now, and checks that the docs quote
 exactly that; when torch changes, these fail and the section gets updated.
 """
 import importlib
@@ -11,10 +12,9 @@ import torch
 import torch.nn as nn
 
 from demos.documents.models import Net
-from tests.conftest import ROOT
+from tests import docs
 
-SECTION = (ROOT / "README.md").read_text().split("## What changed since the documents", 1)[1]
-SECTION = SECTION.split("\n## ", 1)[0]
+SECTION = docs.section(docs.page("checks.md"), "What changed since the documents")
 
 
 def observe(fn):
@@ -30,8 +30,8 @@ def observe(fn):
 
 
 def quoted(text):
-    """The README section quotes this text (modulo the markdown table's escaped pipes)."""
-    assert text in SECTION.replace("\\|", "|"), f"README does not quote: {text}"
+    """The section quotes this text (modulo the markdown table's escaped pipes)."""
+    assert text in SECTION.replace("\\|", "|"), f"demos/docs/checks.md does not quote: {text}"
 
 
 class OldLinear(torch.autograd.Function):

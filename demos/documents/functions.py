@@ -115,7 +115,7 @@ def linear_reference(input, weight, bias=None):
 # The same Functions in today's style: forward without ctx, `setup_context` saving what both
 # modes need, `jvp` for forward-mode AD, `generate_vmap_rule = True` for torch.func.vmap, and
 # `ctx.needs_input_grad` honoured. The classic ones above work with backward() and
-# torch.compile; torch.func transforms and forward mode refuse them (see the README, "What
+# torch.compile; torch.func transforms and forward mode refuse them (see demos/docs/checks.md, "What
 # changed since the documents"). Each twin gives the classic one's values and gradients.
 
 class LegendrePolynomial3Modern(torch.autograd.Function):

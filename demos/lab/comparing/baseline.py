@@ -28,14 +28,14 @@ EXACT_NOTE = """\
 # Saved from a single run: exact to one machine. On a machine with the same fingerprint
 # (below) a value may move by rtol 1e-6, atol 1e-9 (in practice: the same bits); on any
 # other, by rtol 1e-5, atol 1e-9, which values that training amplifies will not hold. Save
-# with --ensemble to measure how far each value moves between machines (README, Reproducible).
+# with --ensemble to measure how far each value moves between machines (demos/docs/reproducible.md).
 """
 BAND_NOTE = """\
 # Tolerances measured: the run was repeated by an ensemble of {n} processes (same config and
 # seed; other kernel levels and thread counts, see `ensemble`). Each value's `band` gives n,
 # min and max over them and what is allowed: 3 x that range from the value here, at least
 # rtol 1e-5, atol 1e-9; for a value positive in every run, in log space (a ratio). A run on
-# any machine is judged against the band (README, Reproducible).{partial}
+# any machine is judged against the band (demos/docs/reproducible.md).{partial}
 """
 TOLERANCE_NOTE = """\
 # A `tolerance:` mapping, at the top or in an entry, sets a value's tolerance by key (all,

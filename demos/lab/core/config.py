@@ -41,8 +41,8 @@ class RunConfig:
                          "the same numbers)", ge=0, le=2**63 - 1)
     threads: int | Literal["auto"] = param(
         "auto", "CPU threads for torch: auto (1 on a machine with up to 2 cores, else half the "
-                "cores, at most 8) or a number; trained values depend on it (README, "
-                "Reproducible)", ge=1,
+                "cores, at most 8) or a number; trained values depend on it (demos/docs/"
+                "reproducible.md)", ge=1,
         le=1024)
     deterministic: bool = param(False, "torch.use_deterministic_algorithms(True) for the run "
                                        "(and cuDNN benchmark off): bit-identical GPU runs, "

@@ -18,7 +18,7 @@ from typing import Any
 from demos.lab.core.schema import ConfigError
 
 RUN_ID = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(-\d+)?")  # a run folder's name: its start
-# what a run folder holds beside one folder per entry (README, "Output")
+# what a run folder holds beside one folder per entry (demos/docs/output.md)
 SUMMARY, REPORT, CONFIG, LOG = "summary.json", "report.html", "config.yaml", "run.log"
 INDEX = "index.html"  # beside the run folders: the runs' list
 SWEEP, COMPARISON = "sweep.json", "compare.json"  # what marks a sweep's, a comparison's folder

@@ -1,6 +1,6 @@
 """Results as types: what a scenario returns, and the entry and run summaries of summary.json.
 
-Torch-free. `to_json()` gives exactly the layout of summary.json (README, "Output"); the report
+Torch-free. `to_json()` gives exactly the layout of summary.json (demos/docs/output.md); the report
 and the console read these objects, not dicts.
 """
 from __future__ import annotations
