@@ -182,3 +182,14 @@ def test_the_config_tables_render_on_github():
     cells = {r.split(" | ")[0][3:-1]: r.split(" | ")[2] for r in rows}
     assert cells["require"] == "`[]`" and cells["scenarios"] == "(required)"
     assert cells["function"] == "(required)" and cells["inputs"] == "(required)"
+
+
+def test_the_readme_images_are_drawn_by_the_code_as_it_is():
+    """Each image carries the hash of the pages' templates and static files, plots.py and
+    render.py that drew it; change them and this asks for `python -m tests.readme_images`."""
+    from tests import readme_images
+
+    current = readme_images.drawn_by()
+    for name in [*readme_images.COPIED, *readme_images.SHOT]:
+        assert readme_images.stamp_of(readme_images.DOCS / name) == current, (
+            f"demos/docs/{name} is stale: run python -m tests.readme_images")
