@@ -45,8 +45,12 @@ def test_the_run_seed_counts_as_a_setting(tmp_path):
 @pytest.mark.parametrize("key, words", [
     ("lrr", "scenarios[0].expect.written_for.lrr: legendre_fit has no setting 'lrr' "
             "(did you mean 'lr'?)"),
+    # a value the setting could never have would leave the targets never evaluated: refused
+    ("seed", "scenarios[0].expect.written_for.seed: must be an integer, got 'abc'"),
+    ("init", "scenarios[0].expect.written_for.init: must be a list, got 'abc'"),
 ])
 def test_written_for_names_settings_the_entry_has(capsys, key, words):
     assert main([*map(str, FIT), "--print-config", "--set",
-                 f"scenarios.legendre_fit.expect.written_for={{{key}: 1}}"]) == 2
+                 f"scenarios.legendre_fit.expect.written_for={{{key}: "
+                 f"{'1' if key == 'lrr' else 'abc'}}}"]) == 2
     assert words in capsys.readouterr().err

@@ -199,6 +199,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     labels, train, test = labels.to(ctx.device), train.to(ctx.device), test.to(ctx.device)
     n_test = len(test)
     n_batches = -(-len(train) // cfg.batch_size)
+
     def make_optimizer(module, lr):
         if cfg.optimizer == "adam":
             return torch.optim.Adam(module.parameters(), lr=lr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import typing
 from dataclasses import dataclass
 from typing import Any, Collection, Literal, Sequence
 
@@ -19,6 +20,7 @@ from demos.lab.core.scenario import Expect, Registry, ScenarioConfig, Target  # 
 from demos.lab.core.schema import (
     ConfigError,
     build,
+    convert,
     did_you_mean,
     join,
     param,
@@ -141,10 +143,13 @@ def build_entry(raw: Any, where: str, registry: Registry, bases: Bases) -> Scena
     check_tolerance_keys(entry.tolerance, {"params": scenario.params, "metrics": scenario.metrics},
                f"{where}.tolerance")
     keys = [f.name for f in dataclasses.fields(entry) if f.name not in ("expect", "id")]
-    for key in entry.expect.written_for:
+    hints = typing.get_type_hints(type(entry))
+    for key, value in entry.expect.written_for.items():  # typed as the settings they name
+        at = f"{where}.expect.written_for.{key}"
         if key != "seed" and key not in keys:
-            raise ConfigError(f"{where}.expect.written_for.{key}: {name} has no setting "
-                              f"'{key}'{did_you_mean(key, [*keys, 'seed'])}")
+            raise ConfigError(f"{at}: {name} has no setting '{key}'"
+                              f"{did_you_mean(key, [*keys, 'seed'])}")
+        entry.expect.written_for[key] = convert(int if key == "seed" else hints[key], value, at)
     for kind, known in (("params", scenario.params), ("metrics", scenario.metrics)):
         for targets, at in ((entry.expect, "expect"), (entry.expect.sweep, "expect.sweep")):
             for key in getattr(targets, kind):
