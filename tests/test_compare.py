@@ -128,7 +128,8 @@ def test_bad_input_is_a_one_line_error_and_writes_nothing(runs, tmp_path, case):
     (tmp_path / "file").write_text("x")
     if case == "bad tolerance":
         set_tolerance(a, {KEY: {"rtol": "loose"}})
-    args, named = {"one run": ([a], "--compare"), "missing": ([a, tmp_path / "nope"], "nope"),
+    args, named = {"one run": ([a], "compare: needs two"),
+                   "missing": ([a, tmp_path / "nope"], "nope"),
                    "a file": ([a, tmp_path / "file"], "file"),
                    "no summary": ([a, tmp_path / "empty"], "empty"),
                    "twice": ([a, b, a / ".." / "run_a"], "run_a"),

@@ -159,10 +159,23 @@ def test_the_callers_tensors_are_left_alone_and_no_grad_rows_are_skipped():
 
 def test_one_wrong_backward_reads_as_one_cause():
     """A backward off by a factor fails the backward row and, through it, every row that takes
-    a gradient; those say that they follow from it, not that they are other bugs."""
+    a gradient; the matrix is one failed check that names the backward row as the cause; when a
+    check above already ran the backward row's test (gradcheck), the matrix does not count it
+    again; a required row is judged by its own check alone."""
     rows = support.matrix(wrong.P3MissingFactor.apply, {"x": x43()}, fns.legendre_p3_reference,
                           torch.device("cpu"), ["backward", "float32", "noncontiguous"])
+    assert statuses(rows) == {"backward": "fails", "float32": "fails", "noncontiguous": "ok"}
     failed = {c.name: c.detail for c in support.checks(rows) if c.passed is False}
-    assert not failed["support: backward"].startswith("follows")
-    assert failed["support: float32"].startswith("follows from the backward row: ")
-    assert "support: noncontiguous" not in failed  # it compares the Function with itself
+    assert list(failed) == ["support matrix"]
+    assert failed["support matrix"].startswith("fails: backward (GradcheckError: Jacobian")
+    assert "float32 (follows from the backward row)" in failed["support matrix"]
+    found = support.checks(rows, done={"backward": "gradcheck"})
+    assert [(c.name, c.passed) for c in found] == [("support matrix", True)]
+    assert found[0].detail.startswith("fails, counted by the checks above: backward (as the "
+                                      "gradcheck check found), float32 (follows from")
+    found = support.checks(rows, require=["backward"])
+    assert [(c.name, c.passed) for c in found] == [("support: backward (required)", False),
+                                                   ("support matrix", True)]
+    alone = {k: rows[k] for k in ("float32", "noncontiguous")}  # no backward row: its own
+    assert [(c.name, c.passed) for c in support.checks(alone, done={"backward": "gradcheck"})] \
+        == [("support matrix", False)]

@@ -102,8 +102,8 @@ class Config(ScenarioConfig):
     atol: float = param(1e-9, "parity: absolute tolerance against the reference", ge=0)
     support: list[Capability] = support_param()
     require: list[Capability] = param([], "capabilities that must be ok: an unsupported one "
-                                          "among them is a failed check (a row that fails "
-                                          "always is)")
+                                          "among them is a failed check of its own (a row "
+                                          "that fails always fails a check)")
     # loaded by prepare() when the run starts, never while the config is read
     function_object: Any = field(default=None, init=False, repr=False, compare=False)
     reference_object: Any = field(default=None, init=False, repr=False, compare=False)
@@ -195,7 +195,9 @@ def run(cfg: Config, ctx: Context) -> Result:
     matrix = {}
     if cfg.support:
         rows = support.matrix(fn.apply, inputs, reference, ctx.check_device, rows=cfg.support)
-        found += support.checks(rows, cfg.require)
+        ran = {"backward": "gradcheck"} | ({"double_backward": "gradgradcheck"}
+                                           if cfg.double_backward else {})
+        found += support.checks(rows, cfg.require, done=ran)
         matrix = {fn.__name__: support.to_json(rows)}
     return Result(metrics=metrics, checks=found, support=matrix)
 

@@ -332,24 +332,40 @@ def to_json(rows: Mapping[str, Row]) -> dict[str, dict[str, str]]:
     return {k: {"status": r.status, "detail": r.detail} for k, r in rows.items()}
 
 
-def checks(rows: Mapping[str, Row], require: Sequence[str] = ()) -> list[Check]:
-    """The matrix as checks: a row that fails is always a failed check; a required row must be
-    ok; and one check sums it all up (`unsupported` alone is information, not failure)."""
-    # one wrong backward fails every row that takes a gradient: say so, so that the other rows
-    # do not read as more bugs
+def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
+           done: Mapping[str, str] | None = None) -> list[Check]:
+    """The matrix as checks, each failure counted once: one check `support matrix` that fails
+    when a row fails, and one check per required row, which must be `ok` (`unsupported` alone
+    is information, not failure). `done` names checks already made that run a row's own test
+    (custom_function's gradcheck is the backward row): the matrix says so and does not count
+    that failure again. One wrong backward fails every row that takes a gradient; those rows
+    say that they follow from it, so that they do not read as more bugs."""
+    done = done or {}
     wrong = "backward" in rows and rows["backward"].status == "fails"
-    found = [Check(f"support: {k}", False,
-                   f"follows from the backward row: {r.detail}" if wrong and k != "backward"
-                   else r.detail)
-             for k, r in rows.items() if r.status == "fails"]
-    found += [Check(f"support: {k} (required)", rows[k].status == "ok",
-                    f"{rows[k].status}: {rows[k].detail}" if rows[k].detail else rows[k].status)
-              for k in require if k in rows and rows[k].status != "fails"]
-    by = {status: [k for k, r in rows.items() if r.status == status]
-          for status in ("ok", "unsupported", "fails", "skipped")}
-    summary = "; ".join(f"{status}: {', '.join(names)}" for status, names in by.items() if names)
-    found.append(Check("support matrix", not by["fails"] and all(
-        rows[k].status == "ok" for k in require if k in rows), summary))
+
+    def failure(k: str, r: Row) -> str:
+        if k in require:
+            return f"{k} (its required check)"
+        if k in done:
+            return f"{k} (as the {done[k]} check found)"
+        if wrong and k != "backward":
+            return f"{k} (follows from the backward row)"
+        return f"{k} ({r.detail})"
+
+    failing = {k: r for k, r in rows.items() if r.status == "fails"}
+    own = [k for k in failing
+           if k not in require and k not in done and not (wrong and k != "backward")]
+    found = [Check(f"support: {k} (required)", rows[k].status == "ok",
+                   f"{rows[k].status}: {rows[k].detail}" if rows[k].detail else rows[k].status)
+             for k in require if k in rows]
+    parts = [f"{status}: {', '.join(k for k, r in rows.items() if r.status == status)}"
+             for status in ("ok", "unsupported", "skipped")
+             if any(r.status == status for r in rows.values())]
+    if failing:
+        said = ", ".join(failure(k, r) for k, r in failing.items())
+        parts.insert(0, f"fails: {said}" if own else
+                     f"fails, counted by the checks above: {said}")
+    found.append(Check("support matrix", not own, "; ".join(parts)))
     return found
 
 

@@ -187,11 +187,11 @@ def aggregate(folder: Path, registry: Registry, command: Iterable[str] = (),
     """Write sweep.json and sweep.html for the runs under `folder`; print the table; return
     the exit code (1 when a run failed or a sweep expectation is not met)."""
     if not folder.is_dir():
-        raise ConfigError(f"--aggregate {folder}: " + ("not a folder" if folder.exists()
+        raise ConfigError(f"aggregate {folder}: " + ("not a folder" if folder.exists()
                                                        else "no such folder"))
     runs = find_runs(folder)
     if not runs:
-        raise ConfigError(f"--aggregate {folder}: no finished run folders (with summary.json) "
+        raise ConfigError(f"aggregate {folder}: no finished run folders (with summary.json) "
                           f"under it")
     data = sweep_data(folder, runs, registry, command, interrupted, not_run)
     write_json(folder / SWEEP, data)

@@ -1,4 +1,4 @@
-"""Run folders compared: `python runner.py --compare RUN_A RUN_B [RUN_C ...]`.
+"""Run folders compared: `python runner.py compare RUN_A RUN_B [RUN_C ...]`.
 
 The first run is the reference. Prints every metric and param of the other runs that moved
 beyond its tolerance (demos.lab.core.tolerance), and writes compare.html (laid out by
@@ -87,16 +87,16 @@ def compare_runs(run_dirs: list[Path], output_dir: Path, baseline: str | None = 
 def load_runs(run_dirs: list[Path]) -> list[RunFolder]:
     """The run folders, checked: at least two, each once, each with a run's summary.json."""
     if len(run_dirs) < 2:
-        raise ConfigError(f"--compare: needs two run folders or more, got {len(run_dirs)}")
+        raise ConfigError(f"compare: needs two run folders or more, got {len(run_dirs)}")
     seen: dict[Path, Path] = {}
     for path in run_dirs:
         why = ("no such folder" if not path.exists() else "not a folder" if not path.is_dir()
                else "no readable summary.json: not a run folder"
                if "run_id" not in (read_run(path / SUMMARY) or {}) else None)
         if why:
-            raise ConfigError(f"--compare {path}: {why}")
+            raise ConfigError(f"compare {path}: {why}")
         if path.resolve() in seen:
-            raise ConfigError(f"--compare {path}: the same folder as {seen[path.resolve()]}")
+            raise ConfigError(f"compare {path}: the same folder as {seen[path.resolve()]}")
         seen[path.resolve()] = path
     names = [p.name for p in run_dirs]
     return [RunFolder(p, p.name if names.count(p.name) == 1 else str(p),

@@ -341,7 +341,7 @@ def run_sweep(args: Any, registry: Registry, output_dir: Path, stop: StopRequest
         code = EXIT_OK if all(c == EXIT_OK for c in codes.values()) else EXIT_FAILED
     if plan.shard:
         print(f"shard {plan.shard[0]}/{plan.shard[1]} done; once every shard is: python "
-              f"runner.py --aggregate {folder}")
+              f"runner.py aggregate {folder}")
         return code
     if not aggregate.find_runs(folder):
         print(f"no point finished a run; nothing to aggregate in {folder}")
