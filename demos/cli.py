@@ -8,7 +8,10 @@ from typing import NoReturn
 
 def main(argv: list[str] | None = None, prog: str = "runner.py") -> int:
     """Run the command line `argv` (default: sys.argv[1:]); return the exit code."""
+    from demos.lab.core.console import ensure_streams
     from demos.lab.core.signals import StartUp, StopRequest, signal_handler
+
+    ensure_streams()  # a closed stdout or stderr (>&-) is the null device, not a crash
 
     stop = StopRequest()
     with signal_handler(StartUp(stop)):  # from the first line

@@ -1,5 +1,6 @@
 """Hostile and generated configs: a valid config or one clean line, never anything else."""
 import copy
+import os
 import time
 
 import pytest
@@ -8,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from demos.cli import main
-from demos.lab.core import config, overrides, safe_yaml
+from demos.lab.core import config, overrides
 from demos.lab.core.schema import ConfigError
 from demos.scenarios import registry
 from tests.conftest import CONFIGS
@@ -142,8 +143,12 @@ def test_an_unreadable_file(tmp_path, capsys, monkeypatch):
     path = tmp_path / "x.yaml"
     path.write_text("seed: 0\n")
 
-    def denied(*args, **kwargs):
-        raise PermissionError(13, "Permission denied")
-    monkeypatch.setattr(safe_yaml, "open", denied, raising=False)
+    real = os.open
+
+    def denied(name, *args, **kwargs):  # as a file of mode 000 is to anyone but root
+        if str(name) == str(path):
+            raise PermissionError(13, "Permission denied")
+        return real(name, *args, **kwargs)
+    monkeypatch.setattr(os, "open", denied)
     assert main(["--config", str(path)]) == 2
     assert capsys.readouterr().err == f"error: {path}: cannot read: Permission denied\n"

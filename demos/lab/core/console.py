@@ -2,7 +2,9 @@
 everything (scenario detail, checks, tracebacks) in run.log."""
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -34,17 +36,75 @@ class NotForConsole(logging.Filter):
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
+def shown(text: str, stream: object) -> str:
+    """`text` as a console shows it: control characters (an escape sequence in a run folder's
+    name, a metric's name, a user's message) escaped, not obeyed; text that `stream`'s encoding
+    cannot hold (± under LC_ALL=POSIX, a path whose bytes are not UTF-8) escaped too."""
+    text = CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+
+
+def say(text: str = "", *, err: bool = False) -> None:
+    """One line of a command's own output (sweep, aggregate, compare, baseline) on stdout, or
+    stderr with `err`, as `shown`. A reader that went away (`| head`) or a stream that cannot
+    be written (`> /dev/full`) is no reason to stop: the command goes on to its end and its
+    exit code; the rest of that stream's output is dropped (a full disk says so once)."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:
+        return
+    try:
+        stream.write(shown(text, stream) + "\n")
+        stream.flush()
+    except (OSError, ValueError) as e:
+        silence(stream, e)
+
+
+def silence(stream: object, why: BaseException | None = None) -> None:
+    """From now on, `stream`'s output goes nowhere: its descriptor is pointed at the null
+    device, so that later writes and the interpreter's last flush succeed. A failure other
+    than a reader gone away is said once on stderr."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())  # type: ignore[attr-defined]
+    except (OSError, ValueError, AttributeError):
+        return
+    if isinstance(why, OSError) and why.errno != errno.EPIPE and stream is not sys.stderr \
+            and sys.stderr is not None:
+        try:
+            sys.stderr.write(f"warning: cannot write the output ({why.strerror}); "
+                             f"the rest of it is dropped\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def ensure_streams() -> None:
+    """Standard streams that the caller closed (`>&-`, `2>&-`) become the null device, before
+    anything opens a file that could take their descriptor: a run then ends as it would have
+    with its output thrown away, its exit code its own."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, closefd=False))
+
+
 class ConsoleHandler(logging.StreamHandler):
     """A console stream whose reader may go away (`| head`): the run goes on, quietly.
     Text the console cannot encode (a path whose bytes are not UTF-8) is shown escaped."""
 
     def format(self, record: logging.LogRecord) -> str:
-        text = CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", super().format(record))
-        encoding = getattr(self.stream, "encoding", None) or "utf-8"
-        return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+        return shown(super().format(record), self.stream)
 
     def handleError(self, record: logging.LogRecord) -> None:
-        if isinstance(sys.exc_info()[1], OSError):  # a closed pipe or terminal (SIGHUP)
+        why = sys.exc_info()[1]
+        if isinstance(why, OSError):  # a closed pipe or terminal (SIGHUP), a full disk
+            silence(self.stream, why)
             return
         super().handleError(record)
 

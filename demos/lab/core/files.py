@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -126,3 +127,48 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     for row in rows:
         writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
     write_atomic(path, buf.getvalue())
+
+
+class NotReadable(Exception):
+    """A file that is not a regular file, is too big, or cannot be read; the message says which
+    in a few words, for the caller to name the file and the option it came from."""
+
+
+def read_bytes(path: Path | str, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; never blocks (a FIFO, a device, a
+    link to /dev/zero is refused before any read) and never reads more than `limit` + 1 bytes.
+    Links to regular files are followed."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise NotReadable("no such file") from None
+    except IsADirectoryError:
+        raise NotReadable("is a directory") from None
+    except OSError as e:
+        raise NotReadable(f"cannot read: {e.strerror or e}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise NotReadable("is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise NotReadable("not a regular file (a FIFO, a device or a socket)")
+        if info.st_size > limit:
+            raise NotReadable(f"larger than {size_text(limit)}")
+        data = b""
+        while len(data) <= limit:
+            chunk = os.read(fd, limit + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError as e:
+        raise NotReadable(f"cannot read: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # grew while read
+        raise NotReadable(f"larger than {size_text(limit)}")
+    return data
+
+
+def size_text(n: int) -> str:
+    return f"{n >> 10} KiB"  # as the messages have always said

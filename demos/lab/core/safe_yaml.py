@@ -18,15 +18,15 @@ def read_yaml(path: str) -> Any:
     """Parse a YAML file with `yaml.safe_load`; every failure is a one-line ConfigError."""
     if not os.path.exists(path):
         raise ConfigError(f"{path}: no such file{nearby(path)}")
-    if os.path.isdir(path):
-        raise ConfigError(f"{path}: is a directory, not a config file")
+    from demos.lab.core.files import NotReadable, read_bytes
+
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES // 1024} KiB; not a config file")
+        data = read_bytes(path, MAX_CONFIG_BYTES)
+    except NotReadable as e:
+        said = str(e)
+        raise ConfigError(f"{path}: {said}, not a config file" if said == "is a directory" else
+                          f"{path}: {said}; not a config file" if said.startswith(
+                              ("larger", "not a regular")) else f"{path}: {said}") from None
     return parse_yaml(data, path)
 
 

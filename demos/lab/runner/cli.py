@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from demos.lab.core import config as config_mod
+from demos.lab.core.console import silence
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError, did_you_mean
@@ -144,7 +145,10 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
             code = COMMANDS[args.command](args, Call(registry, stop, command, config))
             if stop.requested and code != EXIT_INTERRUPTED:  # came after the run's handler
                 raise KeyboardInterrupt
-        sys.stdout.flush()
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError) as e:  # a reader gone away (| head), a full disk
+            silence(sys.stdout, e)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         code = EXIT_USAGE
@@ -152,8 +156,8 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
         when = "after the run finished" if stop.run_began else "before the run started"
         print(f"\ninterrupted {when}", file=sys.stderr)
         code = EXIT_INTERRUPTED
-    except BrokenPipeError:  # the reader of our output went away (| head): not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError as e:  # a print of ours while the reader went away (| head)
+        silence(sys.stdout, e)
     return code
 
 
@@ -281,6 +285,6 @@ def leave(code: int) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (BrokenPipeError, ValueError):  # the reader went away (| head), or closed
-            pass
+        except (OSError, ValueError, AttributeError):  # the reader went away (| head), a
+            pass                                       # full disk, a closed stream
     os._exit(code)
