@@ -136,7 +136,7 @@ def test_torchrun_environment():
     assert distributed.from_env({}) == distributed.SINGLE
     assert distributed.from_env({"WORLD_SIZE": "1", "RANK": "0"}) == distributed.SINGLE
     w = distributed.from_env({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1",
-                              "LOCAL_WORLD_SIZE": "2"})
+                              "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"})
     assert (w.rank, w.size, w.local_rank, w.local_size, w.primary) == (3, 4, 1, 2, False)
     for bad in ({"WORLD_SIZE": "2", "RANK": "x"}, {"WORLD_SIZE": "2", "RANK": "2"}):
         with pytest.raises(ConfigError):
@@ -148,7 +148,8 @@ def test_a_global_batch_the_ranks_cannot_share_is_a_config_error(tmp_path, monke
     from demos.cli import main
 
     for name, value in (("WORLD_SIZE", "2"), ("RANK", "0"), ("LOCAL_RANK", "0"),
-                        ("LOCAL_WORLD_SIZE", "2")):
+                        ("LOCAL_WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"),
+                        ("MASTER_PORT", "29500")):
         monkeypatch.setenv(name, value)
     code = main(["--config", str(CONFIGS / "lenet_ddp.yaml"), "--set",
                  "scenarios.lenet.batch_size=63", "--output-dir", str(tmp_path)])

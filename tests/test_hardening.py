@@ -459,7 +459,8 @@ def test_the_index_skips_and_names_what_is_not_a_run(tmp_path, capsys):
         (tmp_path / name / "summary.json").write_text(text)
     assert run_main(tmp_path, "--config", QUICK) == 0
     err = capsys.readouterr().err
-    assert "index.html leaves out garbage, list, strings: not a run's summary.json" in err
+    assert "index.html leaves out garbage, list, strings: not a run's, sweep's or comparison's " \
+           "files" in err
     assert (tmp_path / "index.html").read_text().count("/report.html") == 1
 
 

@@ -92,8 +92,26 @@ def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
     raise ConfigError(f"--output-dir {output_dir}: too many runs started at {base}")
 
 
+# what the output folder itself holds beside run folders: its index (and the index's lock, a
+# dot file), and the folders of sweeps and comparisons, known by these prefixes
+OWN_PREFIXES = ("sweep_", "compare_")
+
+
+def clashes(name: str) -> str | None:
+    """Why a run folder may not take `name` in an output folder (None when it may)."""
+    if name == INDEX or name.startswith("."):
+        return f"the output folder's own {INDEX} and dot files take such names"
+    if name.startswith(OWN_PREFIXES):
+        return "names that start with sweep_ or compare_ mark sweeps' and comparisons' folders"
+    return None
+
+
 def make_named_dir(output_dir: Path, name: str) -> Path:
-    """The run folder `name` in `output_dir` (--run-name); never an existing one."""
+    """The run folder `name` in `output_dir` (--run-name); never an existing one, nor a name
+    the output folder keeps for its own files."""
+    why = clashes(name)
+    if why:
+        raise ConfigError(f"--run-name {name}: not a run folder's name: {why}")
     path = output_dir / name
     try:
         output_dir.mkdir(parents=True, exist_ok=True)

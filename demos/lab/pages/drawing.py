@@ -19,6 +19,10 @@ from typing import Any, Callable
 
 from demos.lab.core.signals import on_exit_now
 
+# files only, drawn off-screen, here and in the helper (which inherits it): Agg, whatever
+# backend the user's environment names (a MPLBACKEND that does not exist would break the import)
+os.environ["MPLBACKEND"] = "agg"
+
 _pool: cf.ProcessPoolExecutor | None = None
 _pool_failed = False
 _deaths = 0

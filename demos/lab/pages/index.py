@@ -109,7 +109,8 @@ def write_index(output_dir: Path, wait_s: float | None = None) -> list[str]:
         unfinished = sorted((p.name for p in folders
                              if RUN_ID.fullmatch(p.name) and not (p / SUMMARY).exists()),
                             reverse=True)
-        sweeps, comparisons = sweeps_and_comparisons(folders)
+        sweeps, comparisons, odd = sweeps_and_comparisons(folders)
+        skipped += odd
         write_atomic(output_dir / INDEX,
                      render("index.html.j2", runs=runs, unfinished=unfinished, sweeps=sweeps,
                             comparisons=comparisons))
@@ -136,17 +137,29 @@ def rows(output_dir: Path, folders: list[Path]) -> tuple[list[Row], list[str]]:
                       int(suffix) if suffix.isascii() and suffix.isdigit() else 0, name, s))
     found.sort(reverse=True)
     out = []
-    for started, _, name, s in found:
-        entries = s.get("scenarios", [])
-        ok = sum(e.get("status") == "passed" for e in entries)
-        # ./: a folder named like http: stays a folder; fsencode: a name whose bytes are not
-        # UTF-8 stays itself
-        href = (quote(os.fsencode(f"./{name}/report.html"))
-                if (output_dir / name / REPORT).exists() else None)
-        out.append(Row(name, href, started, s.get("config"),
-                       overrides(s) + other_options(s), str(s.get("status", "?")),
-                       ok, len(entries) - ok, s.get("device"), bool(s.get("dry_run"))))
+    for _, _, name, s in found:
+        try:
+            out.append(row(output_dir, name, s))
+        except Exception:  # a field of an odd type (a "command" that is a number): that
+            skipped.append(name)  # folder is left out, and named; never the whole index
     return out, skipped
+
+
+def row(output_dir: Path, name: str, s: dict[str, Any]) -> Row:
+    """The index's row of the run folder `name`, whose summary.json holds `s`."""
+    entries = s.get("scenarios", [])
+    ok = sum(e.get("status") == "passed" for e in entries)
+    # ./: a folder named like http: stays a folder; fsencode: a name whose bytes are not
+    # UTF-8 stays itself
+    href = (quote(os.fsencode(f"./{name}/report.html"))
+            if (output_dir / name / REPORT).exists() else None)
+    return Row(name, href, str(s.get("started", "")), text_or_none(s.get("config")),
+               overrides(s) + other_options(s), str(s.get("status", "?")),
+               ok, len(entries) - ok, text_or_none(s.get("device")), bool(s.get("dry_run")))
+
+
+def text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def overrides(s: dict[str, Any]) -> list[str]:
@@ -171,28 +184,40 @@ def other_options(s: dict[str, Any]) -> list[str]:
     return shown
 
 
-def sweeps_and_comparisons(folders: list[Path]) -> tuple[list[Sweep], list[ComparisonRow]]:
-    """The index's sweep folders (sweep.json) and comparisons (compare.json), newest first."""
-    sweeps, comparisons = [], []
-    def href(folder: Path, page: str) -> str:  # as the runs' links: see rows()
-        return quote(os.fsencode(f"./{folder.name}/{page}"))
-
+def sweeps_and_comparisons(folders: list[Path]) -> tuple[list[Sweep], list[ComparisonRow],
+                                                         list[str]]:
+    """The index's sweep folders (sweep.json) and comparisons (compare.json), newest first; and
+    the folders left out because their file holds what no sweep or comparison writes."""
+    sweeps, comparisons, odd = [], [], []
     for p in sorted(folders, key=lambda p: p.name, reverse=True):
-        if (p / SWEEP).is_file() or p.name.startswith("sweep_"):
-            data = read_run(p / SWEEP)
-            if data is None:
-                sweeps.append(Sweep(p.name))
-                continue
-            axes = "; ".join(f"{k} = {', '.join(map(str, v))}"
-                             for k, v in (data.get("axes") or {}).items())
-            sweeps.append(Sweep(p.name, href(p, SWEEP_PAGE), data.get("config"), axes,
-                                len(data.get("points") or []), str(data.get("status", "?"))))
-        elif (p / COMPARISON).is_file():
-            data = read_run(p / COMPARISON) or {}
-            runs = [str(r.get("label", r.get("run_id", "?"))) if isinstance(r, dict) else str(r)
-                    for r in data.get("runs") or []]
-            words: dict[Any, str] = {True: "agree", False: "differ"}
-            status = words.get(data.get("agree"), "?")
-            comparisons.append(ComparisonRow(p.name, href(p, COMPARE_PAGE), ", ".join(runs),
-                                             status))
-    return sweeps, comparisons
+        try:
+            if (p / SWEEP).is_file() or p.name.startswith("sweep_"):
+                sweeps.append(sweep_row(p))
+            elif (p / COMPARISON).is_file():
+                comparisons.append(comparison_row(p))
+        except Exception:  # a field of an odd type: that folder is left out, and named
+            odd.append(p.name)
+    return sweeps, comparisons, odd
+
+
+def href(folder: Path, page: str) -> str:  # as the runs' links: see row()
+    return quote(os.fsencode(f"./{folder.name}/{page}"))
+
+
+def sweep_row(p: Path) -> Sweep:
+    data = read_run(p / SWEEP)
+    if data is None:
+        return Sweep(p.name)
+    axes = "; ".join(f"{k} = {', '.join(map(str, v))}"
+                     for k, v in (data.get("axes") or {}).items())
+    return Sweep(p.name, href(p, SWEEP_PAGE), text_or_none(data.get("config")), axes,
+                 len(data.get("points") or []), str(data.get("status", "?")))
+
+
+def comparison_row(p: Path) -> ComparisonRow:
+    data = read_run(p / COMPARISON) or {}
+    runs = [str(r.get("label", r.get("run_id", "?"))) if isinstance(r, dict) else str(r)
+            for r in data.get("runs") or []]
+    words: dict[Any, str] = {True: "agree", False: "differ"}
+    return ComparisonRow(p.name, href(p, COMPARE_PAGE), ", ".join(runs),
+                         words.get(data.get("agree"), "?"))

@@ -154,6 +154,9 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
         code = EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C outside the run's own handler: start-up, or the end
         when = "after the run finished" if stop.run_began else "before the run started"
+        if not stop.run_began and os.environ.get("TORCHELASTIC_RUN_ID") is not None:
+            when += (" (under torchrun: torchrun stops every rank once one has ended; another "
+                     "rank's message says why)")
         print(f"\ninterrupted {when}", file=sys.stderr)
         code = EXIT_INTERRUPTED
     except BrokenPipeError as e:  # a print of ours while the reader went away (| head)
@@ -198,7 +201,11 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
     if world.primary:
         artifacts.pool()  # the drawing helper starts now, beside torch's import
     try:
-        from demos.lab.runner.device import resolve_device  # the heavy imports (torch) start here
+        from demos.lab.runner.device import (  # the heavy imports (torch) start here
+            global_state,
+            resolve_device,
+            restore_global_state,
+        )
         from demos.lab.runner.run import execute
     except Exception as e:  # e.g. TORCH_LOGS=nonsense: torch refuses its environment
         why = " ".join(str(e).split()[:40])  # one line; torch's messages run long
@@ -213,6 +220,7 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
     finally:
         stop.deferred = False
     stop_if_requested(stop)  # a safe point: torch has loaded
+    notes, before = [], global_state()
     for i, entry in enumerate(cfg.scenarios):  # the run starts: now user code may load
         prepare = registry[entry.scenario].prepare
         if prepare is not None:
@@ -220,6 +228,10 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
                 prepare(entry, f"scenarios[{i}]")
             except ConfigError as e:
                 raise ConfigError(f"{args.config}: {e}") from None
+            changed = restore_global_state(before)
+            if changed:  # at import: it would change the entries before this one too
+                notes.append(f"{entry.id}: its code changed torch's {'; '.join(changed)} when "
+                             f"it was loaded; set back: every entry runs with the run's own")
     if world.active:
         for i, entry in enumerate(cfg.scenarios):  # e.g. a global batch the ranks can share
             check = getattr(entry, "check_world", None)
@@ -246,7 +258,8 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
         return execute(cfg, registry, device, note, Path(args.output_dir), source=args.config,
                        command=call.command, progress=progress, dry_run=args.dry_run,
                        open_report=args.open, stop=stop, sets=args.sets, baseline=base,
-                       save_baseline=args.save_baseline, run_name=args.run_name, world=world)
+                       save_baseline=args.save_baseline, run_name=args.run_name, world=world,
+                       notes=notes)
     finally:
         distributed.leave(world)
 

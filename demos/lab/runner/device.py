@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 
@@ -20,7 +20,10 @@ def resolve_device(spec: str) -> tuple[torch.device, str]:
         if mps_available():
             return torch.device("mps"), "auto: chose mps (no CUDA)"
         return torch.device("cpu"), "auto: chose cpu (no CUDA or MPS available)"
-    device = torch.device(spec)
+    try:
+        device = torch.device(spec)
+    except RuntimeError as e:  # the config's check spells devices as torch does: not expected
+        raise ConfigError(f"device {spec!r}: {str(e).splitlines()[0]}") from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise ConfigError(f"CUDA is not available on this machine "
@@ -74,3 +77,44 @@ def torch_settings(threads: int | str, deterministic: bool, share: int = 1) -> I
         if before is not None:
             torch.use_deterministic_algorithms(before[0])
             torch.backends.cudnn.benchmark = before[1]
+
+
+def global_state() -> dict[str, Any]:
+    """torch's process-wide settings that user code may change behind a run's back (at import,
+    or in a forward): each entry starts with the run's own, so that an entry's numbers do not
+    depend on the entries around it (--only gives the same numbers)."""
+    return {"default dtype": torch.get_default_dtype(),
+            "default device": torch.get_default_device(),
+            "CPU threads": torch.get_num_threads(),
+            "grad mode": torch.is_grad_enabled(),
+            "anomaly detection": (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
+            "float32 matmul precision": torch.get_float32_matmul_precision()}
+
+
+def restore_global_state(before: dict[str, Any]) -> list[str]:
+    """Set back what changed since `before` (global_state()); say what it was, as
+    "default dtype torch.float64 (the run's: torch.float32)"."""
+    now, said = global_state(), []
+    for name, value in before.items():
+        if now[name] == value:
+            continue
+        said.append(f"{name} {show_setting(now[name])} (the run's: {show_setting(value)})")
+        if name == "default dtype":
+            torch.set_default_dtype(value)
+        elif name == "default device":
+            torch.set_default_device(None if value.type == "cpu" else value)
+        elif name == "CPU threads":
+            torch.set_num_threads(value)
+        elif name == "grad mode":
+            torch.set_grad_enabled(value)
+        elif name == "anomaly detection":
+            torch.autograd.set_detect_anomaly(*value)
+        else:
+            torch.set_float32_matmul_precision(value)
+    return said
+
+
+def show_setting(value: Any) -> str:
+    if isinstance(value, tuple):  # anomaly detection: (enabled, check_nan)
+        return "on" if value[0] else "off"
+    return str(value)

@@ -78,5 +78,6 @@ def write_pages(run_dir: Path, summary: RunSummary, cfg: RunConfig, registry: Re
         warn_once(f"index.html not rebuilt ({e}); the next run rebuilds it")
     else:
         if skipped:
-            warn_once(f"index.html leaves out {', '.join(skipped)}: not a run's summary.json")
+            warn_once(f"index.html leaves out {', '.join(skipped)}: not a run's, sweep's or "
+                      f"comparison's files")
     return path

@@ -37,7 +37,7 @@ from demos.lab.core.text import no_surrogates
 from demos.lab.pages.drawing import Artifacts
 from demos.lab.runner import outputs
 from demos.lab.runner import torchrun as distributed
-from demos.lab.runner.device import torch_settings
+from demos.lab.runner.device import global_state, restore_global_state, torch_settings
 from demos.lab.runner.entry import Services, list_files, log_checks, run_entry
 from demos.lab.runner.torchrun import SINGLE, World
 
@@ -52,8 +52,12 @@ class Run:
                  progress: bool, dry_run: bool, open_report: bool = False,
                  stop: StopRequest | None = None, sets: Sequence[str] = (),
                  baseline: Comparison | None = None, save_baseline: str | None = None,
-                 world: World = SINGLE):
-        self.cfg, self.registry, self.device, self.dir = cfg, registry, device, run_dir
+                 world: World = SINGLE, notes: Sequence[str] = ()):
+        self.cfg, self.registry, self.device = cfg, registry, device
+        self.notes = list(notes)  # warnings from before the run folder existed
+        # the folder as given, for the console; absolute for the work, so that user code that
+        # changes the working directory (os.chdir) cannot send the rest of the run elsewhere
+        self.shown, self.dir = run_dir, run_dir.absolute()
         # as text that strict JSON readers take: a path's bytes that are not UTF-8 become "?"
         self.source, self.command = no_surrogates(source), [no_surrogates(a) for a in command]
         self.device_note = device_note
@@ -105,6 +109,8 @@ class Run:
                         self.log.info("torchrun: rank 0 of %d (%s); data-parallel on every rank: "
                                       "%s; the rest on rank 0 only", self.world.size,
                                       self.world.backend, ", ".join(parallel) or "none")
+                    for note in self.notes:
+                        self.log.warning("%s", note)
                     if self.baseline:
                         for note in self.baseline.begin(self.fingerprint, self.cfg.seed):
                             self.log.warning("baseline: %s", note)
@@ -137,9 +143,9 @@ class Run:
             self.status = summary.status = escalate(self.status, "interrupted")
             self.write_summary(summary)
             report_path = self.write_report(summary)  # and the index, which said "passed"
-        self.log.info("%s", run_line(summary, len(self.cfg.scenarios), self.dir))
+        self.log.info("%s", run_line(summary, len(self.cfg.scenarios), self.shown))
         if report_path is not None:
-            self.log.info("report: %s", report_path)
+            self.log.info("report: %s", self.shown / report_path.relative_to(self.dir))
             if self.open_report:
                 self.log.info("%s", open_in_browser(report_path))
 
@@ -184,7 +190,12 @@ class Run:
                                               f"after {self.world_lost} failed")
         if parallel:
             distributed.start_entry(self.world, entry.id)
+        before = global_state()
         summary = run_entry(entry, self.registry[entry.scenario], services)
+        changed = restore_global_state(before)
+        if changed:
+            self.log.warning("%s changed torch's %s; set back for the entries after it",
+                             entry.id, "; ".join(changed))
         if parallel and (summary.status in ("error", "interrupted") or
                          DIVERGED_AT in summary.metrics):
             self.give_up(entry.id)

@@ -60,10 +60,19 @@ def from_env(env: Any = None) -> World:
         from demos.lab.core.schema import ConfigError
         raise ConfigError("torchrun's RANK, WORLD_SIZE, LOCAL_RANK or LOCAL_WORLD_SIZE is not "
                           "a number") from None
+    from demos.lab.core.schema import ConfigError
     if not 0 <= world.rank < size or not 0 <= world.local_rank < world.local_size:
-        from demos.lab.core.schema import ConfigError
         raise ConfigError(f"torchrun's RANK {world.rank} / LOCAL_RANK {world.local_rank} "
                           f"does not fit WORLD_SIZE {size} / LOCAL_WORLD_SIZE {world.local_size}")
+    missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if not env.get(k)]
+    if missing:  # the process group's rendezvous reads them; torchrun sets them all
+        raise ConfigError(f"WORLD_SIZE {size} and RANK {world.rank} are set but "
+                          f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not: "
+                          f"start it with torchrun (torchrun --standalone --nproc-per-node "
+                          f"{size} runner.py ...), or unset WORLD_SIZE for one process")
+    if not env["MASTER_PORT"].isascii() or not env["MASTER_PORT"].isdigit() or \
+            not 0 < int(env["MASTER_PORT"]) < 65536:
+        raise ConfigError(f"MASTER_PORT {env['MASTER_PORT']!r}: not a port number")
     return world
 
 
@@ -89,9 +98,45 @@ def join(world: World, device: Any) -> tuple[World, Any]:
     else:
         raise ConfigError(f"torchrun: data-parallel training runs on cpu or cuda, not "
                           f"{device.type}")
-    dist.init_process_group(backend, timeout=dt.timedelta(seconds=TIMEOUT_S),
-                            device_id=device if device.type == "cuda" else None)
+    joined = waiting(lambda: dist.init_process_group(
+        backend, timeout=dt.timedelta(seconds=TIMEOUT_S),
+        device_id=device if device.type == "cuda" else None), world)
+    if isinstance(joined, BaseException):
+        raise ConfigError(f"torchrun: rank {world.rank} could not join the process group at "
+                          f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}: "
+                          f"{type(joined).__name__}: {str(joined).splitlines()[0][:300]}")
     return World(world.rank, world.size, world.local_rank, world.local_size, backend), device
+
+
+SAY_AFTER_S = 3.0  # a rank that has waited this long for its peers says so
+
+
+def waiting(join: Any, world: World) -> BaseException | None:
+    """Run `join` (the rendezvous, which blocks in C++ until every rank has come) in a thread,
+    so that the main thread stays free for signals: Ctrl-C or SIGTERM end the wait as they end
+    any start-up (KeyboardInterrupt), where a wait in the main thread would ignore them for up to
+    TIMEOUT_S. After SAY_AFTER_S, one line says what it waits for. Returns the join's error."""
+    import sys
+    import threading
+
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            join()
+        except BaseException as e:  # reported by the caller, in the main thread
+            failed.append(e)
+
+    thread = threading.Thread(target=run, name="torchrun-join", daemon=True)
+    thread.start()
+    thread.join(SAY_AFTER_S)
+    if thread.is_alive():
+        print(f"torchrun: rank {world.rank} waits for the other {world.size - 1} rank(s) at "
+              f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')} (at most "
+              f"{TIMEOUT_S} s; Ctrl-C stops it)", file=sys.stderr, flush=True)
+    while thread.is_alive():
+        thread.join(0.2)  # signals are handled between these waits
+    return failed[0] if failed else None
 
 
 def share(world: World, value: Any) -> Any:

@@ -1,0 +1,241 @@
+"""The environment a user brings, and user code that changes the process under the run:
+device strings, MPLBACKEND, closed or full standard streams, run names, odd files in the
+output folder, torch's global settings, os.chdir, hostile names in pages, torchrun's variables
+(issue 23). Subprocesses only where the process boundary is the point."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+import yaml
+
+from tests.conftest import CONFIGS, QUICK, ROOT, check, cli, entry, only_run_dir, summary
+
+
+@pytest.mark.parametrize("where", ["--device", "config"])
+@pytest.mark.parametrize("spec", ["cuda:01", "cuda:\u0661", "cuda:0x1"])
+def test_a_device_torch_would_not_take_is_one_line(tmp_path, where, spec):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"device": spec, "scenarios": [{"scenario": "my_exp"}]}))
+    args = ["--config", path] + (["--device", spec] if where == "--device" else [])
+    code, out, err = cli(*args, "--output-dir", tmp_path / "o")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("error: ") and "must be auto, cpu, cuda, cuda:N or mps" in err
+    assert not (tmp_path / "o").exists()
+
+
+def run_here(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=None):
+    return subprocess.run([sys.executable, str(ROOT / "runner.py"), "--no-progress", *args],
+                          cwd=ROOT, stdout=stdout, stderr=stderr, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+def test_a_matplotlib_backend_that_does_not_exist_and_a_closed_stdout(tmp_path):
+    """The runner draws with Agg whatever MPLBACKEND says; a closed stdout (>&-) is the null
+    device: the run ends as it would have, exit 0, its plot drawn."""
+    proc = subprocess.run(
+        f'exec {sys.executable} runner.py --no-progress --config configs/my_relu.yaml '
+        f'--dry-run --set scenarios.my_relu.support=[] --output-dir {tmp_path} >&-',
+        shell=True, cwd=ROOT, stderr=subprocess.PIPE, text=True, timeout=120,
+        env={**os.environ, "MPLBACKEND": "no_such_backend"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert (only_run_dir(tmp_path) / "my_relu" / "loss.png").stat().st_size > 1000
+
+
+def test_a_closed_stderr_and_a_full_stdout(tmp_path):
+    """2>&-: the run ends as it would have; > /dev/full: one line says the output is dropped,
+    the run goes on to its files and its own exit code."""
+    closed = subprocess.run(
+        f'exec {sys.executable} runner.py --no-progress --config {QUICK} --output-dir '
+        f'{tmp_path / "a"} 2>&-', shell=True, cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        timeout=120)
+    assert closed.returncode == 0 and "PASSED: 1 of 1" in closed.stdout
+    with open("/dev/full", "w") as full:
+        proc = run_here("--config", QUICK, "--output-dir", tmp_path / "b", stdout=full)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "warning: cannot write the output (No space left on device); the rest of it is dropped"]
+    assert summary(only_run_dir(tmp_path / "b"))["status"] == "passed"
+
+
+@pytest.mark.parametrize("name, why", [
+    ("index.html", "the output folder's own index.html"),
+    ("sweep_x", "mark sweeps' and comparisons' folders"),
+    ("compare_x", "mark sweeps' and comparisons' folders")])
+def test_a_run_name_the_output_folder_keeps_for_itself(tmp_path, name, why):
+    (tmp_path / "o").mkdir()
+    code, out, err = cli("--config", QUICK, "--output-dir", tmp_path / "o", "--run-name", name)
+    assert code == 2 and out == "" and err.count("\n") == 1 and why in err, err
+    assert err.startswith(f"error: --run-name {name}: not a run folder's name")
+    assert list((tmp_path / "o").iterdir()) == []
+
+
+def test_odd_files_in_the_output_folder_leave_out_only_their_folders(tmp_path):
+    """A sweep.json whose axes are a list, a compare.json whose runs are a number, a summary
+    whose command is a number: those folders are left out of index.html, and named; the index
+    is rebuilt with every other run."""
+    out = tmp_path / "o"
+    assert cli("--config", QUICK, "--output-dir", out, "--run-name", "first")[0] == 0
+    for folder, name, data in (("sweep_odd", "sweep.json", {"axes": [1, 2], "points": 3}),
+                               ("cmp", "compare.json", {"runs": 5, "agree": []}),
+                               ("b", "summary.json", {"command": 5, "scenarios": []})):
+        (out / folder).mkdir()
+        (out / folder / name).write_text(json.dumps(data))
+    code, _, err = cli("--config", QUICK, "--output-dir", out, "--run-name", "second")
+    assert code == 0
+    assert "index.html leaves out b, cmp, sweep_odd: not a run's, sweep's or comparison's " \
+           "files" in err
+    assert "not rebuilt" not in err
+    page = (out / "index.html").read_text()
+    assert "second/report.html" in page and "first/report.html" in page
+
+
+LEAKY = '''
+import os
+import torch
+
+torch.set_default_dtype(torch.float64)  # at import: before any entry runs
+
+
+class Leaky(torch.autograd.Function):
+    """Right, but it changes torch's global settings and the working directory."""
+
+    @staticmethod
+    def forward(ctx, x):
+        torch.set_num_threads(2)
+        torch.autograd.set_detect_anomaly(True)
+        os.chdir(os.path.dirname(os.path.abspath(__file__)) + "/elsewhere")
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+
+
+def double(x):
+    return 2 * x
+'''
+
+
+def test_user_code_cannot_change_the_entries_around_it(tmp_path, monkeypatch):
+    """torch's default dtype set at import, threads and anomaly mode set in a forward, and
+    os.chdir: every entry runs with the run's own settings and folder; the run says what it set
+    back; --only gives the same numbers; the run folder, relative, is written whole."""
+    (tmp_path / "leaky_ops.py").write_text(LEAKY)
+    (tmp_path / "elsewhere").mkdir()
+    config = tmp_path / "leaky.yaml"
+    config.write_text(yaml.safe_dump({"scenarios": [
+        {"scenario": "multiply_add", "support": []},
+        {"scenario": "custom_function", "function": "leaky_ops:Leaky",
+         "reference": "leaky_ops:double", "support": [], "inputs": [{"name": "x", "shape": [3]}]},
+        {"scenario": "my_exp", "support": []}]}))
+    monkeypatch.chdir(tmp_path)
+    threads = torch.get_num_threads()
+    code, out, err = cli("--config", config, "--dry-run", "--output-dir", "rel",
+                         "--run-name", "all")
+    assert code == 0, out + err
+    assert torch.get_default_dtype() == torch.float32 and not torch.is_anomaly_enabled()
+    assert torch.get_num_threads() == threads
+    assert "custom_function: its code changed torch's default dtype torch.float64 (the run's: " \
+           "torch.float32) when it was loaded" in err
+    assert re.search(r"custom_function changed torch's CPU threads 2 \(the run's: \d+\); "
+                     r"anomaly detection on \(the run's: off\); set back", err), err
+    assert os.getcwd() != str(tmp_path)  # the Function did move the process
+    monkeypatch.chdir(tmp_path)
+    s = summary(tmp_path / "rel" / "all")
+    assert s["status"] == "passed" and [e["status"] for e in s["scenarios"]] == ["passed"] * 3
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    assert cli("--config", config, "--dry-run", "--output-dir", "rel", "--run-name", "alone",
+               "--only", "multiply_add")[0] == 0
+    alone = summary(tmp_path / "rel" / "alone")
+    assert entry(alone, "multiply_add")["metrics"] == entry(s, "multiply_add")["metrics"]
+
+
+def test_a_hostile_input_name_stays_text_in_the_report(tmp_path):
+    """An input named <!--<script> (printable, short: valid) cannot open an HTML comment or a
+    script in report.html: the steppers' JSON escapes every '<'."""
+    (tmp_path / "ops.py").write_text(textwrap.dedent('''
+        import torch
+
+
+        class Twice(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return 2 * x
+
+            @staticmethod
+            def backward(ctx, g):
+                return 2 * g
+        '''))
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"scenarios": [
+        {"scenario": "custom_function", "function": "ops:Twice", "support": [],
+         "inputs": [{"name": "<!--<script>", "shape": [3]}]}]}))
+    code, _, err = cli("--config", config, "--output-dir", tmp_path / "o")
+    assert code == 0, err
+    page = (only_run_dir(tmp_path / "o") / "report.html").read_text()
+    assert "<!--<script" not in page and "&lt;!--&lt;script&gt;" in page
+    steps = re.findall(r'<script type="application/json" class="steps">(.*?)</script>', page,
+                       re.S)
+    assert steps and all("<" not in s for s in steps)
+    assert any("<!--<script>" in json.dumps(json.loads(s), ensure_ascii=False) for s in steps)
+    assert check(entry(summary(only_run_dir(tmp_path / "o")), "custom_function"),
+                 "gradcheck")["passed"]
+
+
+def test_torchrun_variables_without_a_rendezvous_address(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for name in ("MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    code, out, err = cli("--config", CONFIGS / "lenet_ddp.yaml", "--dry-run",
+                         "--output-dir", tmp_path)
+    assert code == 2 and out == "" and err == (
+        "error: WORLD_SIZE 2 and RANK 0 are set but MASTER_ADDR and MASTER_PORT are not: start "
+        "it with torchrun (torchrun --standalone --nproc-per-node 2 runner.py ...), or unset "
+        "WORLD_SIZE for one process\n")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "http")
+    assert cli("--config", CONFIGS / "lenet_ddp.yaml", "--output-dir", tmp_path)[2] == \
+        "error: MASTER_PORT 'http': not a port number\n"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_rank_waiting_for_a_peer_says_so_and_stops_on_sigterm(tmp_path):
+    """A rank whose peers never come says what it waits for, and SIGTERM ends the wait at once
+    (exit 130), where it used to wait silently for the process group's 300 s."""
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0",
+           "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "TORCHELASTIC_RUN_ID": "test"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "runner.py"), "--config",
+                             str(CONFIGS / "lenet_ddp.yaml"), "--dry-run", "--output-dir",
+                             str(tmp_path)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()  # blocks until the rank says it waits (after 3 s)
+        assert line.startswith("torchrun: rank 0 waits for the other 1 rank(s) at 127.0.0.1:")
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=30)
+        assert proc.returncode == 130 and time.monotonic() - sent < 5
+        assert "interrupted before the run started (under torchrun: torchrun stops every rank " \
+               "once one has ended" in rest
+        assert not any(tmp_path.iterdir())
+    finally:
+        proc.kill()
