@@ -4,10 +4,16 @@
 Torch-free. Each value outside its tolerance (demos.lab.core.tolerance) is a failed check
 `baseline <metrics|params>.<name>` of its entry; an entry the baseline lacks, or one only the
 baseline has, is named too. The file is plain data, read with yaml.safe_load only.
+
+A file holds one kind of run: a --dry-run or a full one, one seed, device, torch and world
+size. A value that is not finite is written as summary.json writes it, null, and compares equal
+to a value not finite (NaN, inf or -inf) in the run: both "not a number".
 """
 from __future__ import annotations
 
+import math
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -15,9 +21,13 @@ from typing import Any, Sequence
 import yaml
 
 from demos.lab.core import fingerprint as fp
-from demos.lab.core.results import Check, EntrySummary
+from demos.lab.core.layout import INDEX, INDEX_LOCK
+from demos.lab.core.results import Check, EntrySummary, finite
 from demos.lab.core.schema import ConfigError, build, join, param, to_dict
 from demos.lab.core.tolerance import KINDS, Band, Drift, TableEntry, compare_values, num
+
+MAX_BASELINE_BYTES = 1 << 20  # a baseline is a few KiB (all.yaml's with bands: 7); 1 MiB is plenty
+NOT_FINITE = {"nan", "inf", "-inf"}  # strict JSON's strings for them (files.strict): null too
 
 HEADER = """\
 # autograd-demos baseline: the final metrics and params of each scenario entry of one run.
@@ -80,6 +90,8 @@ class BaselineFile:
     threads: int | None = param(None, "CPU threads torch used")
     seed: int | None = param(None, "the run's seed")
     dry_run: bool = param(False, "whether it was a --dry-run")
+    world_size: int | None = param(None, "its processes (torchrun: more than 1); unset in "
+                                         "files saved before it was recorded", ge=1)
     fingerprint: dict[str, Any] | None = param(None, "where the numbers came from (kernels, "
                                                      "CPU, libraries, threads)")
     ensemble: dict[str, Any] | None = param(None, "the runs that measured the bands: "
@@ -96,46 +108,109 @@ class BaselineFile:
                                   f"params.<name>")
 
 
-def read_baseline(path: str) -> BaselineFile:
-    """Read and validate a baseline file; every problem is one line naming the file and key."""
-    from demos.lab.core.safe_yaml import read_yaml
+def read_baseline(path: str, option: str = "--baseline") -> BaselineFile:
+    """Read and validate a baseline file; every problem is one line naming the option, the file
+    and the key. Never blocks: a FIFO, a device or a file over 1 MiB is refused unread."""
+    from demos.lab.core.files import NotReadable, read_bytes
+    from demos.lab.core.safe_yaml import nearby, parse_yaml
 
-    raw = read_yaml(path)
+    where = f"{option} {path}"
+    try:
+        data = read_bytes(path, MAX_BASELINE_BYTES)
+    except NotReadable as e:
+        raise ConfigError(f"{where}: {e}" + (nearby(path) if str(e) == "no such file" else
+                                              "; a baseline file is expected")) from None
+    raw = parse_yaml(data, where)
     if not isinstance(raw, dict) or not raw.get("scenarios"):
-        raise ConfigError(f"{path}: not a baseline: no 'scenarios' mapping (write one with "
+        raise ConfigError(f"{where}: not a baseline: no 'scenarios' mapping (write one with "
                           f"--save-baseline)")
     try:
-        return build(BaselineFile, raw, "")
+        return build(BaselineFile, values_read(raw), "")
     except ConfigError as e:
-        raise ConfigError(f"{path}: {e}") from None
+        raise ConfigError(f"{where}: {e}") from None
 
 
-def check_writable(path: str, config: str | None = None) -> None:
-    """Refuse, before any work, a --save-baseline path that cannot become a file, or whose
-    file is something else (the config itself; a file that is not a baseline)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise ConfigError(f"--save-baseline {path}: is a directory; name a file")
-    if config and os.path.exists(path) and os.path.samefile(path, config):
-        raise ConfigError(f"--save-baseline {path}: is the config being run")
-    if os.path.exists(path):
+def values_read(raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` with each value that is not finite as null, as summary.json holds it: YAML's .nan
+    and .inf, or the strings "nan", "inf", "-inf" of strict JSON (demos.lab.core.files)."""
+    def value(v: Any) -> Any:
+        gone = (isinstance(v, float) and not math.isfinite(v) or
+                isinstance(v, str) and v.strip().lower() in NOT_FINITE)
+        return None if gone else v
+
+    entries = raw.get("scenarios")
+    if not isinstance(entries, dict):
+        return raw  # build names what is wrong
+    out = dict(entries)
+    for i, e in entries.items():
+        if isinstance(e, dict):
+            out[i] = {k: ({n: value(v) for n, v in vs.items()}
+                          if k in KINDS and isinstance(vs, dict) else vs) for k, vs in e.items()}
+    return {**raw, "scenarios": out}
+
+
+def check_writable(path: str, config: str | None = None, output_dir: str | None = None,
+                   dry_run: bool | None = None) -> None:
+    """Refuse, before any work, a --save-baseline path that cannot become a baseline file: a
+    directory, a FIFO or device, a file of the output folder, the config itself, a file that is
+    not a baseline, or (with `dry_run`) a baseline of the other kind. A link is written
+    through: the checks are of the file it points to."""
+    where = f"--save-baseline {path}"
+    target = os.path.realpath(path)
+    if os.path.isdir(target):
+        raise ConfigError(f"{where}: is a directory; name a file")
+    if output_dir is not None:
+        check_unmanaged(where, target, output_dir)
+    if config and os.path.exists(target) and os.path.samefile(target, config):
+        raise ConfigError(f"{where}: is the config being run")
+    if os.path.exists(target):
+        if not stat.S_ISREG(os.stat(target).st_mode):
+            raise ConfigError(f"{where}: not a regular file (a FIFO, a device or a socket); "
+                              f"name a new file or a baseline")
+        if os.path.getsize(target) > MAX_BASELINE_BYTES:
+            raise ConfigError(f"{where}: larger than {MAX_BASELINE_BYTES >> 10} KiB, not a "
+                              f"baseline this could replace; remove it or name another file")
         try:
-            read_baseline(path)
+            old = read_baseline(target, "--save-baseline")
         except ConfigError as e:
-            raise ConfigError(f"--save-baseline {path}: exists and is not a baseline this "
-                              f"could replace ({e}); remove it or name another file") from None
+            why = str(e).removeprefix(f"--save-baseline {target}: ")
+            raise ConfigError(f"{where}: exists and is not a baseline this could replace "
+                              f"({why}); remove it or name another file") from None
+        if dry_run is not None and old.dry_run != dry_run:
+            held, now = (("a --dry-run's", "a full run") if old.dry_run else
+                         ("a full run's", "a --dry-run"))
+            raise ConfigError(f"{where}: holds {held} values, this is {now}; a baseline holds "
+                              f"one kind of run: name another file, or remove this one first")
+    folder = os.path.dirname(target)
     if not os.path.isdir(folder):
-        raise ConfigError(f"--save-baseline {path}: no folder {folder}")
+        raise ConfigError(f"{where}: no folder {folder}")
     if not os.access(folder, os.W_OK):
-        raise ConfigError(f"--save-baseline {path}: cannot write in {folder}")
+        raise ConfigError(f"{where}: cannot write in {folder}")
+
+
+def check_unmanaged(where: str, target: str, output_dir: str) -> None:
+    """Refuse a file the output folder manages: its index.html and the index's lock, which
+    every run rewrites, and anything inside its run folders (every folder in it is one)."""
+    rel = os.path.relpath(target, os.path.realpath(output_dir))
+    parts = rel.split(os.sep)
+    if parts[0] == os.pardir or os.path.isabs(rel):
+        return  # outside the output folder
+    if len(parts) == 1 and parts[0] in (INDEX, INDEX_LOCK):
+        raise ConfigError(f"{where}: is the output folder's {parts[0]}, which every run "
+                          f"rewrites; save the baseline outside the output folder's own files")
+    if len(parts) > 1:
+        raise ConfigError(f"{where}: inside {os.path.join(output_dir, parts[0])}, a run folder "
+                          f"of the output folder (--output-dir {output_dir}); save the baseline "
+                          f"outside the run folders")
 
 
 class Comparison:
     """A run compared against a baseline file, entry by entry as they finish."""
 
     def __init__(self, path: str, base: BaselineFile, configured: Sequence[Any],
-                 selected: Sequence[str], device: str):
+                 selected: Sequence[str], device: str, world_size: int | None = None):
         self.path, self.base = path, base
+        self.world_size = env_world_size() if world_size is None else world_size
         self.tolerances = {e.id: e.tolerance for e in configured}  # the config's, first
         self.configured = list(self.tolerances)  # every entry of the config, --only or not
         self.selected = list(selected)  # the entries this run runs (--only)
@@ -172,6 +247,9 @@ class Comparison:
         if self.base.seed is not None and self.base.seed != seed:
             out.append(f"the baseline has seed {self.base.seed}, this run {seed}: values "
                        f"will move")
+        if self.base.world_size is not None and self.base.world_size != self.world_size:
+            out.append(f"the baseline ran as {processes(self.base.world_size)}, this run as "
+                       f"{processes(self.world_size)}: values may move")
         return out
 
     def check(self, e: EntrySummary) -> list[Check]:
@@ -185,7 +263,8 @@ class Comparison:
         if e.status in ("error", "interrupted"):
             return [Check("baseline", None, f"not compared: the entry ended as {e.status}")]
         tables = [self.tolerances.get(e.id, {}), old.tolerance, self.base.tolerance]
-        drifts = compare_values(e.id, to_dict(old), {"metrics": e.metrics, "params": e.params},
+        new = finite({"metrics": e.metrics, "params": e.params})  # as summary.json has them
+        drifts = compare_values(e.id, to_dict(old), new,
                                 tables, same_machine=self.same_machine, cpu=self.cpu,
                                 bands=old.band, differ=self.differ)
         self.drifts += drifts
@@ -213,7 +292,8 @@ class Comparison:
         failed = bool(missing or self.not_in_baseline or any(not d.within for d in moved))
         return {"file": self.path, "status": "failed" if failed else "passed",
                 "from": {k: getattr(self.base, k) for k in ("run", "torch", "device",
-                                                            "threads", "seed")},
+                                                            "threads", "seed",
+                                                            "world_size")},
                 "fingerprint": self.base.fingerprint, "same_machine": self.same_machine,
                 "differs": self.differ, "measured": self.measured,
                 "compared": len(self.drifts), "drift": [d.to_json() for d in moved],
@@ -225,26 +305,42 @@ def save(path: str, summary: dict[str, Any], scenarios: dict[str, str],
          bands: dict[str, dict[str, Band]] | None = None,
          ensemble: dict[str, str] | None = None) -> str:
     """Write the baseline of a finished run, from its summary.json's data (with the bands an
-    ensemble measured, by entry and value); keep the tolerances of the file it replaces.
-    Returns what it did, in one line."""
+    ensemble measured, by entry and value); keep the tolerances of the file it replaces, and,
+    where that file holds the same kind of run, the entries this run did not give values for.
+    A link is written through. Returns what it did, in one line."""
     import yaml
 
     from demos.lab.core.files import write_atomic
 
+    target = os.path.realpath(path)  # through a link: the file it points to
     try:  # check_writable made sure a file there is a baseline; it may have changed since
-        old = read_baseline(path) if os.path.exists(path) else None
+        old = read_baseline(target, "--save-baseline") if os.path.exists(target) else None
     except ConfigError:
         old = None
-    kept, left = {}, []
+    data = {"config": summary.get("config"), "run": summary.get("run_id"),
+            "saved": summary.get("started"), "torch": str(summary.get("torch")),
+            "device": str(summary.get("device")),
+            "threads": (summary.get("determinism") or {}).get("cpu_threads"),
+            "seed": summary.get("seed"), "dry_run": bool(summary.get("dry_run")),
+            "world_size": (summary.get("world") or {}).get("size", 1),
+            "fingerprint": summary.get("fingerprint"), "ensemble": ensemble}
+    other = other_kind(old, data) if old is not None else ""
     entries = summary.get("scenarios") or []
+    ran = {e["id"] for e in entries}
+    kept: dict[str, dict[str, Any]] = {}
+    left: list[str] = []
+    dropped: list[str] = []  # another kind of run: the file's entries this run did not replace
     for e in entries:
         if e["status"] not in ("passed", "failed"):
             left.append(f"{e['id']} ({e['status']})")
             if old is not None and e["id"] in old.scenarios:
-                kept[e["id"]] = as_saved(old.scenarios[e["id"]])  # its last good values
+                if other:
+                    dropped.append(e["id"])
+                else:
+                    kept[e["id"]] = as_saved(old.scenarios[e["id"]])  # its last good values
             continue
         entry: dict[str, Any] = {"scenario": scenarios.get(e["id"], e["scenario"]),
-                                 "metrics": dict(e["metrics"]), "params": dict(e["params"])}
+                                 "metrics": Values(e["metrics"]), "params": Values(e["params"])}
         previous = old.scenarios.get(e["id"]) if old else None
         if previous is not None and previous.tolerance:
             entry["tolerance"] = to_dict(previous.tolerance)
@@ -252,31 +348,69 @@ def save(path: str, summary: dict[str, Any], scenarios: dict[str, str],
             entry["band"] = {k: Flow(drop_unset_tolerances(to_dict(b)))
                              for k, b in bands[e["id"]].items()}
         kept[e["id"]] = {k: v for k, v in entry.items() if v or k == "metrics"}
-    data = {"config": summary.get("config"), "run": summary.get("run_id"),
-            "saved": summary.get("started"), "torch": str(summary.get("torch")),
-            "device": str(summary.get("device")),
-            "threads": (summary.get("determinism") or {}).get("cpu_threads"),
-            "seed": summary.get("seed"), "dry_run": bool(summary.get("dry_run")),
-            "fingerprint": summary.get("fingerprint"), "ensemble": ensemble}
     if old is not None and old.tolerance:
         data["tolerance"] = to_dict(old.tolerance)
-    ran = {e["id"] for e in entries}
     carried = [i for i in (old.scenarios if old else {}) if i not in ran]
-    for i in carried:  # not run this time (--only): kept as they were
+    for i in carried:  # not run this time (--only): kept as they were, if of this kind
         assert old is not None  # carried entries come from it
-        kept[i] = as_saved(old.scenarios[i])
+        if other:
+            dropped.append(i)
+        else:
+            kept[i] = as_saved(old.scenarios[i])
     data["scenarios"] = kept
     text = header(str(data["config"]), path, kept, ensemble) + yaml.dump(
         drop_unset_tolerances(data), Dumper=Dumper, sort_keys=False, default_flow_style=False,
         allow_unicode=True)
-    write_atomic(Path(path), text)
+    write_atomic(Path(target), text)
     values = sum(len(v["metrics"]) + len(v.get("params", {})) for v in kept.values())
     measured = sum(bool(v.get("band")) for v in kept.values())
-    return (f"baseline saved: {path} ({len(kept)} entries, {values} values; " +
+    shown = path if target == os.path.abspath(path) else f"{path} (-> {target})"
+    return (f"baseline saved: {shown} ({len(kept)} entries, {values} values; " +
             (f"{measured} entries with bands from {len(ensemble or {})} runs)" if measured
              else "exact to one machine: --ensemble measures bands)") +
             (f"; not replaced: {', '.join(left)}" if left else "") +
-            (f"; kept from before (not run): {', '.join(carried)}" if carried else ""))
+            (f"; kept from before (not run): {', '.join(carried)}" if carried and not other
+             else "") +
+            (f"; replaced every entry: the file held {other}" +
+             (f" (dropped: {', '.join(dropped)})" if dropped else "") if other else ""))
+
+
+def other_kind(old: BaselineFile, new: dict[str, Any]) -> str:
+    """How the run in `new` (save's data) is of another kind than the baseline `old`:
+    'seed 5, this run seed 0'; '' when of the same kind (what `old` does not record is
+    not a difference)."""
+    def dry(flag: bool) -> str:
+        return "a --dry-run" if flag else "a full run"
+
+    pairs = [(dry(old.dry_run), dry(new["dry_run"])) if old.dry_run != new["dry_run"] else None,
+             (f"seed {old.seed}", f"seed {new['seed']}")
+             if old.seed is not None and old.seed != new["seed"] else None,
+             (f"device {old.device}", f"device {new['device']}")
+             if old.device.partition(":")[0] != new["device"].partition(":")[0] else None,
+             (f"torch {old.torch}", f"torch {new['torch']}")
+             if old.torch is not None and old.torch != new["torch"] else None,
+             (processes(old.world_size), processes(new["world_size"]))
+             if old.world_size is not None and old.world_size != new["world_size"] else None]
+    differ = [p for p in pairs if p]
+    if not differ:
+        return ""
+    return (" and ".join(a for a, _ in differ) + ", this run " +
+            " and ".join(b for _, b in differ))
+
+
+def processes(n: int) -> str:
+    """'1 process', '4 processes (torchrun)'."""
+    return "1 process" if n == 1 else f"{n} processes (torchrun)"
+
+
+def env_world_size() -> int:
+    """This process's world size as torchrun tells it (WORLD_SIZE, with RANK set); 1 alone.
+    The runner passes its own (demos.lab.runner.torchrun); this is for a caller that does not."""
+    try:
+        size = int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+    return size if size > 1 and "RANK" in os.environ else 1
 
 
 def header(config: str, path: str, entries: dict[str, dict[str, Any]],
@@ -295,14 +429,19 @@ def header(config: str, path: str, entries: dict[str, dict[str, Any]],
 
 def as_saved(entry: BaselineEntry) -> dict[str, Any]:
     """An entry of a baseline read back, as save() writes one: empty parts left out."""
-    saved = {k: v for k, v in drop_unset_tolerances(to_dict(entry)).items() if v or k == "metrics"}
+    data = to_dict(entry)
+    data.update({kind: Values(data.get(kind) or {}) for kind in KINDS})
+    saved = {k: v for k, v in drop_unset_tolerances(data).items() if v or k == "metrics"}
     if "band" in saved:
         saved["band"] = {k: Flow(v) for k, v in saved["band"].items()}
     return saved
 
 
 def drop_unset_tolerances(data: Any) -> Any:
-    """Unset tolerance fields left out, so the file says only what was set."""
+    """Unset tolerance fields left out, so the file says only what was set (an entry's
+    values stay: a null there is a value not finite)."""
+    if isinstance(data, Values):
+        return data
     if isinstance(data, dict):
         return type(data)({k: drop_unset_tolerances(v) for k, v in data.items()
                            if v is not None or k in KINDS})
@@ -313,10 +452,15 @@ class Flow(dict):
     """A mapping written on one line ({n: 14, min: ..., max: ...}): a band."""
 
 
+class Values(dict):
+    """An entry's metrics or params, name -> value; None (null) for a value not finite."""
+
+
 class Dumper(yaml.SafeDumper):
     """yaml's safe dumper, with Flow mappings on one line."""
 
 
+Dumper.add_representer(Values, lambda d, data: d.represent_dict(data))
 Dumper.add_representer(Flow, lambda d, data: d.represent_mapping(
     "tag:yaml.org,2002:map", data.items(), flow_style=True))
 

@@ -21,6 +21,7 @@ RUN_ID = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(-\d+)?")  # a run folder's 
 # what a run folder holds beside one folder per entry (demos/docs/output.md)
 SUMMARY, REPORT, CONFIG, LOG = "summary.json", "report.html", "config.yaml", "run.log"
 INDEX = "index.html"  # beside the run folders: the runs' list
+INDEX_LOCK = ".index.lock"  # beside it: the lock under which runs rebuild it one at a time
 SWEEP, COMPARISON = "sweep.json", "compare.json"  # what marks a sweep's, a comparison's folder
 # in an entry's folder: what the runner writes for it (its scenario declares the rest)
 METRICS, LOSS_PLOT, EXPLAIN, BACKWARD = "metrics.csv", "loss.png", "explain.txt", "backward.json"

@@ -19,6 +19,7 @@ from demos.lab.core.layout import (
     COMPARE_PAGE,
     COMPARISON,
     INDEX,
+    INDEX_LOCK,
     REPORT,
     RUN_ID,
     SUMMARY,
@@ -99,7 +100,7 @@ def write_index(output_dir: Path, wait_s: float | None = None) -> list[str]:
     """
     from demos.lab.pages.templating import render
 
-    with locked(output_dir / ".index.lock", wait_s):
+    with locked(output_dir / INDEX_LOCK, wait_s):
         for stale in output_dir.glob(".index.html.*.tmp"):  # index temps exist only under this
             if stale.is_file() and not stale.is_symlink():  # lock: these are a killed run's
                 with contextlib.suppress(OSError):

@@ -56,9 +56,6 @@ def run_command(args: argparse.Namespace, call: Call) -> int:
         raise ConfigError("--config PATH is required (or --list); e.g. --config configs/all.yaml")
     check_overrides(args)
     registry = call.registry()
-    if args.save_baseline:
-        from demos.lab.comparing.baseline import check_writable
-        check_writable(args.save_baseline, args.config)
     base = load_baseline(args.baseline, args.dry_run)
     if args.ensemble is not None:
         from demos.lab.comparing.ensemble import run_ensemble
@@ -252,7 +249,7 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
     if base is not None:
         from demos.lab.comparing.baseline import Comparison
         base = Comparison(args.baseline, base, configured.scenarios,
-                          [e.id for e in cfg.scenarios], str(device))
+                          [e.id for e in cfg.scenarios], str(device), world_size=world.size)
     progress = not args.no_progress and sys.stderr.isatty()
     try:
         return execute(cfg, registry, device, note, Path(args.output_dir), source=args.config,

@@ -290,6 +290,9 @@ def check_run(args: argparse.Namespace) -> None:
     """run's options that only make sense together (--ensemble, --jobs), or never do."""
     for option in ("--baseline", "--save-baseline"):
         check_path(option, getattr(args, option[2:].replace("-", "_")))
+    if args.save_baseline:  # before the run: a file it could write, of this kind of run
+        from demos.lab.comparing.baseline import check_writable
+        check_writable(args.save_baseline, args.config, args.output_dir, args.dry_run)
     if args.ensemble is not None:
         if not args.save_baseline:
             raise ConfigError("--ensemble: only with --save-baseline FILE (it measures the "

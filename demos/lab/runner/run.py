@@ -190,9 +190,12 @@ class Run:
                                               f"after {self.world_lost} failed")
         if parallel:
             distributed.start_entry(self.world, entry.id)
-        before = global_state()
+        before, cwd = global_state(), os.getcwd()
         summary = run_entry(entry, self.registry[entry.scenario], services)
         changed = restore_global_state(before)
+        if os.getcwd() != cwd:  # relative paths after it (--save-baseline) mean what they said
+            changed.append(f"working directory {os.getcwd()} (the run's: {cwd})")
+            os.chdir(cwd)
         if changed:
             self.log.warning("%s changed torch's %s; set back for the entries after it",
                              entry.id, "; ".join(changed))
