@@ -4,19 +4,24 @@ Torch-free. The runs are found by their summary.json anywhere under the folder (
 points, or shards copied together); each run's `--set` overrides (summary.json `sets`) say
 where it sits. Runs that differ only in `seed=` form a group; per group, scenario entry and
 value: n, mean, std (sample, n - 1), min and max, and the config's `expect.sweep` targets
-checked against them.
+checked against them. The points the sweep planned (its sweep-plan.json) but that have no
+finished run here (missing, killed, corrupt, still running) are named and counted, and make
+the sweep "incomplete" (exit 1): no verdict passes over fewer runs than were planned.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import socket
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from demos.lab.core.console import say
 from demos.lab.core.files import write_json
-from demos.lab.core.layout import CONFIG, SUMMARY, SWEEP, read_run
+from demos.lab.core.layout import CONFIG, SUMMARY, SWEEP, SWEEP_PAGE, read_run
 from demos.lab.core.results import EXIT_FAILED, EXIT_OK, Check
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError
@@ -24,6 +29,7 @@ from demos.lab.pages.sweep import group_label, write_page
 from demos.lab.pages.templating import fmt
 
 MAX_DEPTH = 4  # how deep under the folder runs are looked for
+PLAN = "sweep-plan.json"  # in a sweep's folder: the points it plans (demos.lab.comparing.sweep)
 
 
 @dataclass
@@ -45,8 +51,9 @@ class PointRun:
                 *(s for s in self.sets if s.partition("=")[0].strip() != "seed"))
 
 
-def find_runs(root: Path) -> list[PointRun]:
-    """Every run folder under `root` (not `root` itself), by path."""
+def find_runs(root: Path, unfinished: list[Path] | None = None) -> list[PointRun]:
+    """Every finished run folder under `root` (not `root` itself), by path; the folders with
+    a summary.json that is not a finished run's are added to `unfinished`."""
     runs = []
     for here, dirs, files in os.walk(root):
         depth = len(Path(here).relative_to(root).parts)
@@ -56,8 +63,66 @@ def find_runs(root: Path) -> list[PointRun]:
             s = read_run(Path(here) / SUMMARY)
             if s and "run_id" in s and s.get("status") != "running":
                 runs.append(PointRun(Path(here), s))
+            elif unfinished is not None:
+                unfinished.append(Path(here))
             dirs[:] = []  # a run's entry folders hold no runs
     return sorted(runs, key=lambda r: str(r.dir))
+
+
+def process_state(s: dict[str, Any]) -> str:
+    """Whether the process that wrote a "running" summary is "alive" or "gone"; "unknown"
+    when it ran on another host (or the summary does not say)."""
+    pid = s.get("pid")
+    if s.get("host") != socket.gethostname() or isinstance(pid, bool) or \
+            not isinstance(pid, int) or not 0 < pid < 2**31:
+        return "unknown"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "gone"
+    except OSError:  # another user's: alive
+        pass
+    return "alive"
+
+
+def lacking(folder: Path, runs: list[PointRun], unfinished: list[Path],
+            not_run: Iterable[str]) -> list[dict[str, str]]:
+    """The planned points (sweep-plan.json) and the run folders found that have no finished
+    run: each with its kind (missing, killed, corrupt, running) and why."""
+    plan = read_run(folder / PLAN)
+    planned = plan.get("points") if plan else None
+    names = [str(n) for n in planned] if isinstance(planned, list) else []
+    have = {rel(folder, r.dir) for r in runs} | set(not_run)
+    found = [rel(folder, p) for p in unfinished]
+    out = []
+    for name in dict.fromkeys([*(n for n in names if n not in have), *found]):
+        kind, why = unfinished_point(folder / name)
+        out.append({"run": name, "kind": kind, "why": why})
+    return out
+
+
+def unfinished_point(path: Path) -> tuple[str, str]:
+    """(kind, why) for a point folder without a finished run."""
+    if not path.is_dir():
+        return "missing", "no run folder"
+    if not (path / SUMMARY).exists():
+        return "missing", "no summary.json: it never began, or was not copied here"
+    s = read_run(path / SUMMARY)
+    if not s or "run_id" not in s:
+        return "corrupt", "summary.json is not a run's"
+    state = process_state(s)
+    if state == "alive":
+        return "running", f"still running (process {s.get('pid')})"
+    if state == "gone":
+        return "killed", "its summary says running; its process is gone"
+    return "killed", f"its summary says running{elsewhere(s)}; whether it still runs cannot " \
+        f"be told from here"
+
+
+def elsewhere(s: dict[str, Any]) -> str:
+    """', on host H' for a summary written on another host."""
+    host = s.get("host")
+    return f", on host {host}" if isinstance(host, str) and host != socket.gethostname() else ""
 
 
 def finite_float(v: Any) -> float | None:
@@ -72,15 +137,22 @@ def finite_float(v: Any) -> float | None:
 
 
 def stats(values: list[Any]) -> dict[str, float]:
-    """n, mean, std (sample), min, max of the finite values (inf where they overflow)."""
+    """n, mean, std (sample), min, max of the finite values. Near the float limit they are
+    computed on the values scaled by the largest; a std still beyond the largest float is
+    inf (written "inf" in sweep.json, as summary.json writes it)."""
     xs = [x for x in map(finite_float, values) if x is not None]
     if not xs:
         return {"n": 0}
     try:
         mean = statistics.fmean(xs)
         std = statistics.stdev(xs) if len(xs) > 1 else 0.0
-    except OverflowError:  # values near the float limit
-        mean, std = math.fsum(x / len(xs) for x in xs), math.inf
+    except OverflowError:
+        mean = std = math.inf
+    if not (math.isfinite(mean) and math.isfinite(std)):  # values near the float limit
+        scale = max(abs(x) for x in xs)
+        ys = [x / scale for x in xs]
+        mean = statistics.fmean(ys) * scale
+        std = statistics.stdev(ys) * scale if len(ys) > 1 else 0.0
     return {"n": len(xs), "mean": mean, "std": std, "min": min(xs), "max": max(xs)}
 
 
@@ -131,8 +203,11 @@ def expectations(run: PointRun, registry: Registry) -> tuple[dict[str, Any], str
 
 def sweep_data(folder: Path, runs: list[PointRun], registry: Registry,
                command: Iterable[str] = (), interrupted: bool = False,
-               not_run: Iterable[str] = ()) -> dict[str, Any]:
-    """sweep.json's data."""
+               not_run: Iterable[str] = (), missing: Iterable[dict[str, str]] = (),
+               planned: int | None = None) -> dict[str, Any]:
+    """sweep.json's data; `missing`: the points without a finished run (see `lacking`),
+    `planned`: how many points the sweep planned, when its plan is known."""
+    missing = list(missing)  # then the sweep checks are reported, not evaluated
     groups: dict[tuple[str, ...], list[PointRun]] = {}
     for r in runs:
         groups.setdefault(r.group, []).append(r)
@@ -150,6 +225,7 @@ def sweep_data(folder: Path, runs: list[PointRun], registry: Registry,
         expects, note = expectations(members[0], registry)
         notes += [note] if note and note not in notes else []
         skip = ("the sweep was interrupted" if interrupted else
+                f"{len(missing)} point(s) without a finished run" if missing else
                 "--dry-run" if members[0].summary.get("dry_run") else None)
         label = [s for s in key[2:] if s.partition("=")[0].strip() in axes]
         out_groups.append({
@@ -165,7 +241,8 @@ def sweep_data(folder: Path, runs: list[PointRun], registry: Registry,
                         if r.summary.get("status") == "interrupted"]
     failed_checks = any(c["passed"] is False for g in out_groups for c in g["checks"])
     status = ("interrupted" if interrupted or interrupted_runs else
-              "failed" if failed_runs or failed_checks else "passed")
+              "failed" if failed_runs or failed_checks else
+              "incomplete" if missing else "passed")
     return {"folder": str(folder), "command": list(command), "config": configs[0],
             "configs": configs, "dry_run": any(g["dry_run"] for g in out_groups),
             "status": status, "axes": axes, "notes": notes, "not_run": list(not_run),
@@ -174,8 +251,7 @@ def sweep_data(folder: Path, runs: list[PointRun], registry: Registry,
                         "duration_s": r.summary.get("duration_s"), "why": why(r.summary)}
                        for r in runs],
             "failed_runs": failed_runs, "interrupted_runs": interrupted_runs,
-            "groups": out_groups}
-
+            "missing_runs": missing, "planned": planned, "groups": out_groups}
 
 
 def rel(folder: Path, path: Path) -> str:
@@ -189,16 +265,31 @@ def aggregate(folder: Path, registry: Registry, command: Iterable[str] = (),
     if not folder.is_dir():
         raise ConfigError(f"aggregate {folder}: " + ("not a folder" if folder.exists()
                                                        else "no such folder"))
-    runs = find_runs(folder)
+    unfinished: list[Path] = []
+    runs = find_runs(folder, unfinished)
     if not runs:
         raise ConfigError(f"aggregate {folder}: no finished run folders (with summary.json) "
                           f"under it")
-    data = sweep_data(folder, runs, registry, command, interrupted, not_run)
-    write_json(folder / SWEEP, data)
-    write_page(folder, data)
+    not_run = list(not_run)
+    plan = read_run(folder / PLAN)
+    total = plan.get("total") if plan else None
+    data = sweep_data(folder, runs, registry, command, interrupted, not_run,
+                      lacking(folder, runs, unfinished, not_run),
+                      total if isinstance(total, int) and not isinstance(total, bool) else None)
+    try:  # the page (and its plots) first: sweep.json says the aggregate is whole
+        data["notes"] += write_page(folder, data)
+        write_json(folder / SWEEP, data)
+    except OSError as e:
+        for stale in (SWEEP, SWEEP_PAGE):  # an old one would describe other runs
+            with contextlib.suppress(OSError):
+                (folder / stale).unlink()
+        left = [n for n in (SWEEP, SWEEP_PAGE) if (folder / n).exists()]
+        raise ConfigError(f"aggregate {folder}: cannot write sweep.json and sweep.html "
+                          f"({e.strerror or e}); " + (f"the old {' and '.join(left)} could not "
+                          f"be removed: stale" if left else "neither is left there")) from None
     for line in console_lines(data):
-        print(line)
-    print(f"sweep: {folder / 'sweep.html'}")
+        say(line)
+    say(f"sweep: {folder / SWEEP_PAGE}")
     return EXIT_OK if data["status"] == "passed" else EXIT_FAILED
 
 
@@ -223,12 +314,18 @@ def console_lines(data: dict[str, Any]) -> list[str]:
         lines += [f"  {reason}" for reason in reasons.get(r, [])]
     lines += [f"interrupted run: {r}" for r in data.get("interrupted_runs", [])]
     lines += [f"not run (interrupted): {r}" for r in data["not_run"]]
+    missing = data.get("missing_runs", [])
+    lines += [f"{m['kind']}: {m['run']} ({m['why']})" for m in missing]
     lines += [f"note: {n}" for n in data["notes"]]
     failed_checks = sum(c["passed"] is False for g in data["groups"] for c in g["checks"])
     stopped = len(data.get("interrupted_runs", []))
-    lines.append(f"{data['status'].upper()}: {count_runs(len(data['points']))}, "
-                 f"{len(data['failed_runs'])} failed"
+    planned = data.get("planned")
+    runs = count_runs(len(data["points"]))
+    if planned is not None and planned != len(data["points"]):
+        runs = f"{len(data['points'])} of {planned} planned runs"
+    lines.append(f"{data['status'].upper()}: {runs}, {len(data['failed_runs'])} failed"
                  + (f", {stopped} interrupted" if stopped else "")
+                 + (f", {len(missing)} missing, killed or corrupt" if missing else "")
                  + f"; {failed_checks} sweep check(s) failed")
     return lines
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from demos.lab.core import config as config_mod
 from demos.lab.core import fingerprint as fp
+from demos.lab.core.console import say
 from demos.lab.core.layout import ENSEMBLE, SUMMARY
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from demos.lab.core.scenario import Registry
@@ -102,16 +103,16 @@ def run_ensemble(args: Any, registry: Registry, output_dir: Path, stop: StopRequ
     plan.cores = {n: t or own for n, (_, t) in chosen.items()}  # never more threads than cores
     folder = (make_named_dir(output_dir, args.run_name) if args.run_name else
               make_run_dir(output_dir, dt.datetime.now(), prefix="ensemble_"))
-    print(f"ensemble {folder}: {len(chosen)} runs of {args.config} (native and "
-          f"{len(chosen) - 1} variants), {min(args.jobs, len(chosen))} at a time", flush=True)
+    say(f"ensemble {folder}: {len(chosen)} runs of {args.config} (native and "
+        f"{len(chosen) - 1} variants), {min(args.jobs, len(chosen))} at a time")
     codes, _ = run_points(plan, folder, stop)
     if stop.requested:
-        print(f"ensemble interrupted: no baseline saved; the runs so far are in {folder}")
+        say(f"ensemble interrupted: no baseline saved; the runs so far are in {folder}")
         return EXIT_INTERRUPTED
     runs = {n: s for n in chosen if (s := read_run(folder / n / SUMMARY))
             and s.get("status") in ("passed", "failed")}
     if "native" not in runs:
-        print(f"error: the native run did not finish: no baseline saved (see {folder}/native)")
+        say(f"error: the native run did not finish: no baseline saved (see {folder}/native)")
         return EXIT_FAILED
     runs["native"]["run_id"] = f"{folder.name}/native"
     values, bands = collect(runs)
@@ -119,22 +120,22 @@ def run_ensemble(args: Any, registry: Registry, output_dir: Path, stop: StopRequ
                               (runs[n].get("fingerprint") or {}).get("threads")) for n in runs}
     write_ensemble_json(folder / ENSEMBLE, chosen, runs, values, bands)
     for line in table(runs["native"], values, bands):
-        print(line)
+        say(line)
     from demos.lab.comparing.baseline import save
 
     try:
-        print(save(args.save_baseline, runs["native"], {e.id: e.scenario for e in cfg.scenarios},
-                   bands, described))
+        say(save(args.save_baseline, runs["native"], {e.id: e.scenario for e in cfg.scenarios},
+                 bands, described))
     except OSError as e:
-        print(f"error: could not save the baseline {args.save_baseline}: {e}")
+        say(f"error: could not save the baseline {args.save_baseline}: {e}")
         return EXIT_FAILED
     failed = [n for n in chosen if codes.get(n) != EXIT_OK]
     if failed:
-        print(f"FAILED: {len(failed)} of {len(chosen)} runs did not pass: {', '.join(failed)} "
+        say(f"FAILED: {len(failed)} of {len(chosen)} runs did not pass: {', '.join(failed)} "
               f"(a check that fails under another kernel level or thread count does not hold "
               f"across machines)")
         return EXIT_FAILED
-    print(f"PASSED: {len(chosen)} runs; ensemble in {folder}")
+    say(f"PASSED: {len(chosen)} runs; ensemble in {folder}")
     return EXIT_OK
 
 

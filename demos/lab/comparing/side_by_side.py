@@ -4,17 +4,22 @@ The first run is the reference. Prints every metric and param of the other runs 
 beyond its tolerance (demos.lab.core.tolerance), and writes compare.html (laid out by
 demos.lab.pages.compare), compare.json and the overlaid loss curves into a new
 `compare_<time>` folder in --output-dir. Torch-free; matplotlib loads only to draw.
+Its lines go through `console.say` (escaped; a reader gone away changes no exit code), and the
+folder is written whole or not at all.
 """
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from demos.lab.comparing.aggregate import elsewhere, process_state
 from demos.lab.core import fingerprint as fp
 from demos.lab.core.config import ID_RE
-from demos.lab.core.files import write_atomic, write_json
+from demos.lab.core.console import say
+from demos.lab.core.files import NotReadable, read_bytes, write_atomic, write_json
 from demos.lab.core.layout import (
     COMPARE_PAGE,
     COMPARISON,
@@ -29,6 +34,8 @@ from demos.lab.core.tolerance import Band, Drift, TableEntry, compare_values, nu
 from demos.lab.pages import compare as page
 from demos.lab.pages.plots import overlay_plot, read_losses
 
+MAX_CONFIG_TEXT = 4 << 20  # a run's resolved config.yaml: its config (at most 1 MiB), resolved
+
 
 @dataclass
 class RunFolder:
@@ -41,6 +48,27 @@ class RunFolder:
     @property
     def entries(self) -> dict[str, dict[str, Any]]:
         return {str(e.get("id")): e for e in self.summary.get("scenarios", [])}
+
+    @property
+    def state(self) -> tuple[str, str | None]:
+        """Its status, "stopped" for a "running" one whose process is gone; and a line that
+        says so for a run that did not finish."""
+        s, status = self.summary, str(self.summary.get("status", "?"))
+        if status == "interrupted":
+            return status, f"{self.label}: interrupted: its values are those of the entries it ran"
+        if status != "running":
+            return status, None
+        state = process_state(s)
+        if state == "alive":
+            return status, (f"{self.label}: still running (process {s.get('pid')}): its values "
+                            f"so far, of the entries done")
+        if state == "gone":
+            return "stopped", (f"{self.label}: stopped before it finished (its summary says "
+                               f"running; its process is gone): its values are those of the "
+                               f"entries done")
+        return status, (f"{self.label}: its summary says running{elsewhere(s)}: still "
+                        f"running, or stopped (cannot be told from here); its values are those "
+                        f"of the entries done")
 
 
 @dataclass
@@ -75,12 +103,18 @@ def compare_runs(run_dirs: list[Path], output_dir: Path, baseline: str | None = 
             tables.setdefault(i, []).extend([e.tolerance, base.tolerance])
             bands[i] = e.band
     c = compare(runs, tables, bands)
-    print(console_text(c))
     out = make_run_dir(output_dir, datetime.now(), prefix="compare_")
-    plots = draw_losses(runs, out)
-    write_json(out / COMPARISON, to_json(c))
-    write_atomic(out / COMPARE_PAGE, render(c, out, plots))
-    print(out / COMPARE_PAGE)
+    try:
+        plots = draw_losses(runs, out)
+        write_json(out / COMPARISON, to_json(c))
+        write_atomic(out / COMPARE_PAGE, render(c, out, plots))
+    except OSError as e:  # a full disk, a folder made read-only: no half-made comparison
+        shutil.rmtree(out, ignore_errors=True)
+        raise ConfigError(f"--output-dir {output_dir}: cannot write {out.name} "
+                          f"({e.strerror or e}); nothing kept") from None
+    for line in console_text(c).splitlines():
+        say(line)
+    say(str(out / COMPARE_PAGE))
     return 0 if c.agree else 1
 
 
@@ -105,22 +139,24 @@ def load_runs(run_dirs: list[Path]) -> list[RunFolder]:
 
 
 def read_text(path: Path) -> str:
-    """A file's text; "" when it is missing or unreadable (a run without config.yaml)."""
-    try:
-        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
-    except OSError:
+    """A run's config.yaml's text; "" when it has none (older runs). One that cannot be read
+    whole (a FIFO, a device, over 4 MiB, unreadable) is bad input: never read, never blocks."""
+    if not path.exists() and not path.is_symlink():
         return ""
+    try:
+        return read_bytes(path, MAX_CONFIG_TEXT).decode("utf-8", errors="replace")
+    except NotReadable as e:
+        raise ConfigError(f"compare {path}: {e}; not a run's config") from None
 
 
 def tolerance_tables(run: RunFolder) -> dict[str, list[dict[str, TableEntry]]]:
     """Each entry's `tolerance:` table in the run's config.yaml (absent in older runs)."""
-    import yaml
+    from demos.lab.core.safe_yaml import parse_yaml
 
     where = run.dir / CONFIG
-    try:
-        cfg = yaml.safe_load(run.config) or {}
-    except yaml.YAMLError:
-        raise ConfigError(f"{where}: not valid YAML") from None
+    if not run.config.strip():  # an older run without config.yaml
+        return {}
+    cfg = parse_yaml(run.config.encode("utf-8"), str(where)) or {}  # nesting, bombs: one line
     entries = cfg.get("scenarios") if isinstance(cfg, dict) else None
     tables = {}
     for i, e in enumerate(entries if isinstance(entries, list) else []):
@@ -182,7 +218,12 @@ def console_text(c: SideBySide) -> str:
     widths = [max((len(r[k]) for r in rows), default=0) for k in range(8)]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
     lines += [f"{i}: only in {', '.join(labels)}" for i, labels in c.only.items()]
-    return "\n".join([*lines, *machines(c), verdict(c)])
+    return "\n".join([*lines, *machines(c), *unfinished(c), verdict(c)])
+
+
+def unfinished(c: SideBySide) -> list[str]:
+    """A line per run that did not finish: still running, stopped, interrupted."""
+    return [note for r in c.runs if (note := r.state[1])]
 
 
 def verdict(c: SideBySide) -> str:
@@ -207,7 +248,7 @@ def to_json(c: SideBySide) -> dict[str, Any]:
 def run_info(r: RunFolder) -> dict[str, Any]:
     """What the page shows of a run, from its summary.json."""
     s, det = r.summary, r.summary.get("determinism")
-    return {"run_id": s.get("run_id"), "status": str(s.get("status", "?")),
+    return {"run_id": s.get("run_id"), "status": r.state[0],
             "config": s.get("config"), "torch": s.get("torch"), "device": s.get("device"),
             "seed": s.get("seed"), "threads": det.get("cpu_threads") if isinstance(det, dict)
             else None, "sets": s.get("sets"), "fingerprint": s.get("fingerprint")}
@@ -222,8 +263,11 @@ def draw_losses(runs: list[RunFolder], out: Path) -> dict[str, str]:
                   if entry in r.entries and (r.dir / entry / METRICS).is_file()}
         drawn = {label: xy for label, xy in curves.items() if xy}
         if drawn:
+            try:
+                overlay_plot(out / f"{entry}_loss.png", drawn, title=f"{entry}: loss")
+            except (ValueError, ArithmeticError):  # values or labels matplotlib cannot place
+                continue
             names[entry] = f"{entry}_loss.png"
-            overlay_plot(out / names[entry], drawn, title=f"{entry}: loss")
     return names
 
 
@@ -231,6 +275,7 @@ def render(c: SideBySide, out: Path, plots: dict[str, str]) -> str:
     """The HTML of compare.html, in the folder `out` (demos.lab.pages.compare lays it out)."""
     return page.render(page.Page(
         agree=c.agree, verdict=verdict(c), machines=machines(c), plots=plots,
+        unfinished=unfinished(c),
         runs=[page.Column(r.label, r.dir, run_info(r), r.config) for r in c.runs],
         tables=[entry_table(c, i) for i in entry_ids(c.runs)]), out)
 

@@ -4,10 +4,15 @@ then sweep.json and sweep.html (demos.lab.comparing.aggregate).
 
 Torch-free: each point is a child process of the runner (`python -m demos ... --run-name`), so a
 point is exactly the run a user gets by hand, and a crash in one is that point's failure alone.
-`--shard i/n` runs every n-th point, for any scheduler that fans a sweep out.
+`--shard i/n` runs every n-th point, for any scheduler that fans a sweep out. A shard's folder
+is named for its plan (the config's content, the --set, --sweep and --seeds values, ...), which
+the folder records (sweep-plan.json): a shard run again keeps only the points of the same plan,
+and two live copies of one shard never share it. All the sweep's own lines go through
+`console.say`: escaped, and a reader gone away (`| head`) stops no sweep.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import os
@@ -19,17 +24,22 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from demos.lab.comparing.aggregate import PLAN, process_state
 from demos.lab.core import config as config_mod
-from demos.lab.core.layout import SUMMARY
+from demos.lab.core.console import say
+from demos.lab.core.files import NotReadable, read_bytes, write_json
+from demos.lab.core.layout import SUMMARY, read_run
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError
-from demos.lab.core.signals import StopRequest, say, signal_handler
+from demos.lab.core.signals import StopRequest, signal_handler
+from demos.lab.core.signals import say as say_raw
 from demos.lab.core.threads import auto_threads, available_cores
 
 MAX_POINTS = 1000
+MAX_HASHED_BYTES = 64 << 20  # the config's and the baseline's bytes, read for the plan's digest
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=,+-]{0,99}")  # a run or sweep folder's name
 
 
@@ -106,6 +116,8 @@ class Plan:
     # by point: more arguments, and environment variables (an ensemble's variants)
     extra: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)
     cores: dict[str, int] = field(default_factory=dict)  # by point: the threads it runs
+    digest: str = ""                             # what the points are run from (plan_digest)
+    planned: list[str] = field(default_factory=list)  # every point of the sweep, by name
 
     def command(self, name: str, sets: list[str], folder: Path) -> list[str]:
         threads = ["--threads", str(self.threads)] if self.threads else []
@@ -117,8 +129,10 @@ class Plan:
 def make_plan(args: Any, registry: Registry) -> Plan:
     """Check every point's config (one-line errors name the point) before anything runs."""
     axes = [parse_axis(a) for a in args.sweep or []]
+    labels = [f"--sweep {k}" for k, _ in axes]
     if args.seeds is not None:
         axes.append(("seed", parse_seeds(args.seeds)))
+        labels.append("--seeds")
     keys = [k for k, _ in axes]
     if len(set(keys)) < len(keys):
         raise ConfigError(f"--sweep: a key is swept twice: {', '.join(keys)}")
@@ -141,14 +155,57 @@ def make_plan(args: Any, registry: Registry) -> Plan:
         if args.only:
             config_mod.select(cfg, ",".join(args.only), args.config)
     assert base is not None  # the grid has a point at least
+    check_keys(args, [(label, f"{k}={v[0]}") for label, (k, v) in zip(labels, axes)])
+    planned = [name for name, _ in points]
     shard = parse_shard(args.shard) if args.shard else None
     if shard:
         points = [p for i, p in enumerate(points) if i % shard[1] == shard[0]]
-    plan = Plan(args.config, axes, points, total, passed_on(args), jobs=args.jobs, shard=shard)
-    plan.threads, note = share_cores(args.jobs, base.threads,
+    jobs, cores, notes = args.jobs, available_cores(), []
+    if jobs > cores:  # more at once would only slow each other down, and cost memory
+        notes.append(f"--jobs {jobs}: {cores} usable core{'s' if cores > 1 else ''} here; "
+                     f"running {cores} point{'s' if cores > 1 else ''} at a time")
+        jobs = cores
+    plan = Plan(args.config, axes, points, total, passed_on(args), jobs=jobs, shard=shard,
+                notes=notes, planned=planned)
+    plan.digest = plan_digest(args, plan)
+    plan.threads, note = share_cores(jobs, base.threads,
                                      "threads" in keys or args.threads is not None)
     plan.notes += [note] if note else []
     return plan
+
+
+def check_keys(args: Any, swept: list[tuple[str, str]]) -> None:
+    """Each config key set once: every --set, --seed, --device, --threads and swept key is
+    resolved to the key it addresses (`scenarios.<id>.lr` and `scenarios[0].lr` are one),
+    and a key given twice, or inside another given key, is refused (one would silently win,
+    and the groups' labels would lie)."""
+    from demos.lab.core.overrides import apply_set
+    from demos.lab.core.safe_yaml import read_yaml
+
+    raw = read_yaml(args.config)
+    given = [(f"--set {s}", s) for s in args.sets]
+    given += [(f"--{k} {v}", f"{k}={v}") for k, v in (("seed", args.seed), ("device", args.device),
+                                                      ("threads", args.threads)) if v is not None]
+    seen: dict[tuple[str, ...], str] = {}
+    for label, assignment in [*given, *swept]:
+        key = tuple(filter(None, re.split(r"[.\[\]]+", apply_set(raw, assignment))))
+        for other, by in seen.items():
+            if key[:len(other)] == other or other[:len(key)] == key:
+                raise ConfigError(f"{label}: the same key as {by} ({'.'.join(other)}); give "
+                                  f"each key once: sweep it or set it")
+        seen[key] = label
+
+
+def plan_digest(args: Any, plan: Plan) -> str:
+    """What a point's numbers follow from: the config's path and bytes, the baseline's bytes,
+    the swept values and what every point gets (--set, --seed, --device, --dry-run, ...)."""
+    h = hashlib.sha256(repr((plan.config, plan.axes, plan.runner_args)).encode())
+    for option, path in (("--config", args.config), ("--baseline", args.baseline)):
+        try:
+            h.update(read_bytes(path, MAX_HASHED_BYTES) if path else b"")
+        except NotReadable as e:
+            raise ConfigError(f"{option} {path}: {e}") from None
+    return h.hexdigest()
 
 
 def passed_on(args: Any) -> list[str]:
@@ -182,20 +239,83 @@ def sweep_folder(args: Any, plan: Plan, output_dir: Path) -> Path:
     from demos.lab.core.layout import make_named_dir, make_run_dir
 
     name = args.run_name
-    if name is None and plan.shard:
-        digest = hashlib.sha1(repr((plan.config, plan.axes, plan.runner_args)).encode())
-        name = f"sweep_{Path(plan.config).stem}_{digest.hexdigest()[:8]}"
+    if name is None and plan.shard:  # the plan's digest: an edited config is another sweep
+        name = f"sweep_{Path(plan.config).stem}_{plan.digest[:8]}"
     if name is None:
         import datetime as dt
-        return make_run_dir(output_dir, dt.datetime.now(), prefix="sweep_")
+        folder = make_run_dir(output_dir, dt.datetime.now(), prefix="sweep_")
+    elif not plan.shard:
+        folder = make_named_dir(output_dir, name)
+    else:
+        folder = output_dir / name
+        try:  # every shard of the sweep writes here
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"--output-dir {output_dir}: cannot create {name}: "
+                              f"{e.strerror or e}") from None
+    record_plan(folder, plan)
+    return folder
+
+
+def record_plan(folder: Path, plan: Plan) -> None:
+    """sweep-plan.json: the plan the folder's points are run from (aggregate reads which
+    points to expect there). A shard's folder may hold only one plan's points: another is
+    refused, never mixed in."""
+    from filelock import FileLock, Timeout
+
+    record = {"digest": plan.digest, "config": plan.config, "total": plan.total,
+              "axes": {k: v for k, v in plan.axes}, "every_point": plan.runner_args,
+              "points": plan.planned}
+    try:
+        with FileLock(str(folder / ".plan.lock"), timeout=10):
+            if plan.shard:
+                found = read_run(folder / PLAN)
+                if found is None and any(p.is_dir() for p in folder.iterdir()):
+                    found = {"digest": "none recorded"}
+                if found is not None and found.get("digest") != plan.digest:
+                    raise ConfigError(
+                        f"{folder}: holds the points of another sweep (its config's content, "
+                        f"or its --set, --sweep or --seeds values, differ; recorded in {PLAN}"
+                        f"); not mixing them: give another --run-name, or remove the folder")
+                if found is not None:
+                    return
+            write_json(folder / PLAN, record)
+    except (OSError, Timeout) as e:
+        raise ConfigError(f"{folder}: cannot record the sweep's plan: "
+                          f"{getattr(e, 'strerror', None) or e}") from None
+
+
+@contextlib.contextmanager
+def shard_owned(folder: Path, plan: Plan) -> Iterator[None]:
+    """This process runs its shard of the sweep in `folder`, and no other does meanwhile: a
+    second live copy of the shard is refused (one line, exit 2), never let into the folder."""
     if not plan.shard:
-        return make_named_dir(output_dir, name)
-    try:  # every shard of the sweep writes here
-        (output_dir / name).mkdir(parents=True, exist_ok=True)
+        yield
+        return
+    from filelock import FileLock, Timeout
+
+    name = f".shard-{plan.shard[0]}-of-{plan.shard[1]}"
+    lock = FileLock(str(folder / f"{name}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        try:
+            owner = "process " + read_bytes(folder / f"{name}.owner", 64).decode().strip()
+        except (NotReadable, UnicodeDecodeError):
+            owner = "another process"
+        raise ConfigError(f"--shard {plan.shard[0]}/{plan.shard[1]}: shard "
+                          f"{plan.shard[0]}/{plan.shard[1]} of this sweep is being run by "
+                          f"{owner}, in {folder}; wait for it to end, or stop it") from None
     except OSError as e:
-        raise ConfigError(f"--output-dir {output_dir}: cannot create {name}: "
-                          f"{e.strerror or e}") from None
-    return output_dir / name
+        raise ConfigError(f"{folder}: cannot lock its shard: {e.strerror or e}") from None
+    try:
+        try:
+            (folder / f"{name}.owner").write_text(f"{os.getpid()}\n")
+        except OSError:
+            pass  # only the refusal's message names the owner
+        yield
+    finally:
+        lock.release()
 
 
 class Children:
@@ -209,12 +329,12 @@ class Children:
     def __call__(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
         if self.stop.requested:
-            say(f"\n{name} again: killing the running points\n")
+            say_raw(f"\n{name} again: killing the running points\n")
             self.signal(signal.SIGKILL)
             return
         self.stop.requested = name
-        say(f"\n{name}: the running points stop at their next step boundary and save what "
-            f"they did; no new point starts (send it again to kill them)\n")
+        say_raw(f"\n{name}: the running points stop at their next step boundary and save "
+                f"what they did; no new point starts (send it again to kill them)\n")
         self.signal(signal.SIGINT)
 
     def signal(self, sig: int) -> None:
@@ -240,10 +360,15 @@ def run_points(plan: Plan, folder: Path, stop: StopRequest) -> tuple[dict[str, i
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[3]), *filter(None, [os.environ.get("PYTHONPATH")])])}
     children, codes = Children(stop), {}
+    for name, _ in plan.points:  # before anything is moved: a live point is refused
+        s = read_run(folder / name / SUMMARY)
+        if s and s.get("status") == "running" and process_state(s) == "alive":
+            raise ConfigError(f"sweep point {name} is still running (process {s.get('pid')}) "
+                              f"in {folder}; wait for it to end, or stop it")
     todo = [p for p in plan.points if not already_done(folder / p[0])]
     for point in plan.points:
         if point not in todo:
-            print(f"{point[0]}: finished by an earlier try; kept")
+            say(f"{point[0]}: finished by an earlier try; kept")
     with signal_handler(children):
         while children.running or (todo and not stop.requested):
             while todo and len(children.running) < plan.jobs and not stop.requested and \
@@ -264,7 +389,7 @@ def run_points(plan: Plan, folder: Path, stop: StopRequest) -> tuple[dict[str, i
                                  folder, len(codes), len(plan.points))
             time.sleep(0.05)
     for name, _ in todo:
-        print(f"not run (interrupted): {name}")
+        say(f"not run (interrupted): {name}")
     return codes, [name for name, _ in todo]
 
 
@@ -280,9 +405,8 @@ def fits(plan: Plan, name: str, running: dict[str, Any]) -> bool:
 
 def already_done(point: Path) -> bool:
     """A point a retried shard need not run again: its run finished (passed or failed). A
-    folder it left unfinished is moved aside (`.<name>.unfinished-N`), so it can run anew."""
-    from demos.lab.core.layout import read_run
-
+    folder it left unfinished is moved aside (`.<name>.unfinished-N`), so it can run anew;
+    only once its process is gone (run_points refuses a live one first)."""
     if not point.exists():
         return False
     s = read_run(point / SUMMARY)
@@ -292,6 +416,8 @@ def already_done(point: Path) -> bool:
         aside = point.with_name(f".{point.name}.unfinished-{i}")
         if not aside.exists():
             point.rename(aside)
+            say(f"{point.name}: left unfinished by an earlier try; moved aside to {aside.name} "
+                f"and run anew")
             return False
     raise ConfigError(f"{point}: unfinished, and too many earlier tries beside it")
 
@@ -299,8 +425,6 @@ def already_done(point: Path) -> bool:
 def report_point(name: str, code: int, out: Any, seconds: float, folder: Path, done: int,
                  total: int) -> None:
     """One line per finished point; what went wrong when it has no run to show for it."""
-    from demos.lab.core.layout import read_run
-
     s = read_run(folder / name / SUMMARY) if code in (0, 1, 130) else None
     status = str(s.get("status")) if s else f"no run (exit {code})"
     if status == "running":  # killed before it could write its summary
@@ -310,13 +434,13 @@ def report_point(name: str, code: int, out: Any, seconds: float, folder: Path, d
     run_s = (s or {}).get("duration_s")  # the run itself, as sweep.html gives it
     took = (f"in {run_s:.1f} s ({seconds:.1f} s with the process's start-up)"
             if isinstance(run_s, (int, float)) else f"after {seconds:.1f} s")
-    print(f"[{done}/{total}] {name}: {status.upper()} {took}"
-          + (f" ({', '.join(failed)})" if failed else ""), flush=True)
+    say(f"[{done}/{total}] {name}: {status.upper()} {took}"
+        + (f" ({', '.join(failed)})" if failed else ""))
     if s is None:
         out.seek(0)
         tail = out.read().decode("utf-8", "replace").strip().splitlines()[-3:]
         for line in tail:
-            print(f"    {line}")
+            say(f"    {line}")
     out.close()
 
 
@@ -329,22 +453,23 @@ def run_sweep(args: Any, registry: Registry, output_dir: Path, stop: StopRequest
     axes = "; ".join(f"{k} = {', '.join(v)}" for k, v in plan.axes)
     part = f" (shard {plan.shard[0]}/{plan.shard[1]}: {len(plan.points)} of them)" \
         if plan.shard else ""
-    print(f"sweep {folder}: {plan.total} points{part}, {axes}; "
-          f"{min(plan.jobs, len(plan.points))} at a time"
-          + (f", {plan.threads} thread(s) each" if plan.threads else ""), flush=True)
-    for note in plan.notes:
-        print(f"warning: {note}")
-    codes, not_run = run_points(plan, folder, stop)
+    with shard_owned(folder, plan):  # a second live copy of this shard: refused, here
+        say(f"sweep {folder}: {plan.total} points{part}, {axes}; "
+            f"{min(plan.jobs, len(plan.points))} at a time"
+            + (f", {plan.threads} thread(s) each" if plan.threads else ""))
+        for note in plan.notes:
+            say(f"warning: {note}", err=True)
+        codes, not_run = run_points(plan, folder, stop)
     if stop.requested:
         code = EXIT_INTERRUPTED
     else:
         code = EXIT_OK if all(c == EXIT_OK for c in codes.values()) else EXIT_FAILED
     if plan.shard:
-        print(f"shard {plan.shard[0]}/{plan.shard[1]} done; once every shard is: python "
-              f"runner.py aggregate {folder}")
+        say(f"shard {plan.shard[0]}/{plan.shard[1]} done; once every shard is: python "
+            f"runner.py aggregate {folder}")
         return code
     if not aggregate.find_runs(folder):
-        print(f"no point finished a run; nothing to aggregate in {folder}")
+        say(f"no point finished a run; nothing to aggregate in {folder}")
         return code if code != EXIT_OK else EXIT_FAILED
     summary_code = aggregate.aggregate(folder, registry, command=command,
                                        interrupted=bool(stop.requested), not_run=not_run)

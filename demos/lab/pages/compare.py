@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -54,6 +54,7 @@ class Page:
     machines: list[str]           # how each run's machine differs from the first's
     tables: list[EntryTable]
     plots: dict[str, str]         # entry -> its overlaid loss curves' file name
+    unfinished: list[str] = field(default_factory=list)  # runs still running, stopped, ...
 
 
 def render(page: Page, out: Path) -> str:

@@ -2,17 +2,43 @@
 from __future__ import annotations
 
 import csv
+import functools
+import io
 import itertools
 import math
 import os
+import warnings
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
-from demos.lab.core.files import save_atomic
+from demos.lab.core.files import NotReadable, read_bytes, save_atomic
 from demos.lab.core.scenario import LOSS
+
+MAX_METRICS_BYTES = 64 << 20  # a metrics.csv larger than this is not read for a plot
+LEGEND_MOST = 10  # labels in a legend; past that, the first ones and "and N more"
+F = TypeVar("F", bound=Callable[..., Any])
 
 # files only, drawn off-screen: whatever backend the environment names (even none that exists)
 os.environ["MPLBACKEND"] = "agg"
+
+
+def quiet(draw: F) -> F:
+    """`draw` with matplotlib's warnings kept off the console (a legend or layout that does
+    not fit, say): the plot is drawn as well as it can be, and the command's lines stay its
+    own."""
+    @functools.wraps(draw)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return draw(*args, **kwargs)
+    return wrapper  # type: ignore[return-value]
+
+
+def legend_labels(labels: Sequence[str], most: int = LEGEND_MOST) -> list[str]:
+    """The labels a legend shows: all of them, or the first `most` - 1 and "and N more"."""
+    if len(labels) <= most:
+        return list(labels)
+    return [*labels[:most - 1], f"and {len(labels) - most + 1} more"]
 
 
 def wants_log_scale(values: Sequence[float]) -> bool:
@@ -97,6 +123,7 @@ def animation(path: Path, x: Sequence[float], frames: Sequence[tuple[str, Sequen
                                                loop=0, optimize=True))
 
 
+@quiet
 def band_plot(path: Path, curves: Sequence[tuple[Sequence[float], Sequence[float]]], *,
               title: str, xlabel: str = "step", ylabel: str = "loss") -> None:
     """Many runs' curves as one band: min to max shaded, the mean as a line, at every x that
@@ -126,6 +153,7 @@ def band_plot(path: Path, curves: Sequence[tuple[Sequence[float], Sequence[float
     save_atomic(path, lambda p: fig.savefig(p, format="png"))
 
 
+@quiet
 def groups_plot(path: Path, labels: Sequence[str], stats: Sequence[Mapping[str, float]], *,
                 title: str, ylabel: str) -> None:
     """One value across a sweep's groups: each group's mean with its std as an error bar, and
@@ -150,34 +178,46 @@ def groups_plot(path: Path, labels: Sequence[str], stats: Sequence[Mapping[str, 
 
 
 def read_losses(path: Path) -> tuple[list[float], list[float]] | None:
-    """(steps, losses) from a training entry's metrics.csv; None without a readable one."""
+    """(steps, losses) from a training entry's metrics.csv; None without a readable one (a
+    FIFO, a device or a file over 64 MiB is not read at all: see files.read_bytes)."""
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = [(float(r["step"]), float(r[LOSS])) for r in csv.DictReader(f)
-                    if r.get(LOSS)]
-    except (OSError, ValueError, TypeError, KeyError, csv.Error):
+        text = read_bytes(path, MAX_METRICS_BYTES).decode("utf-8")
+        rows = [(float(r["step"]), float(r[LOSS]))
+                for r in csv.DictReader(io.StringIO(text, newline="")) if r.get(LOSS)]
+    except (NotReadable, ValueError, TypeError, KeyError, csv.Error):
         return None
     return ([s for s, _ in rows], [v for _, v in rows]) if rows else None
 
 
+@quiet
 def overlay_plot(path: Path, curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], *,
                  title: str) -> None:
     """Several runs' loss curves, {run label: (steps, losses)}, overlaid: the first thick and
-    solid, the others dashed, so that identical curves stay visible one over the other."""
+    solid, the others dashed, so that identical curves stay visible one over the other. Past
+    a few runs the legend goes beside the plot, with at most LEGEND_MOST labels."""
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(6.4, 4.0), dpi=100, layout="constrained")
+    fig = Figure(figsize=(6.4 if len(curves) <= 4 else 8.4, 4.0), dpi=100,
+                 layout="constrained")
     ax = fig.add_subplot()
     styles = itertools.cycle(("-", "--", ":", "-."))
     widths = itertools.chain([2.5], itertools.repeat(1.5))
-    for (label, (x, y)), style, width in zip(curves.items(), styles, widths):
-        ax.plot(x, y, style, label=label, linewidth=width,
-                marker="o" if len(x) <= 30 else None, markersize=3)
+    lines = [ax.plot(x, y, style, linewidth=width, marker="o" if len(x) <= 30 else None,
+                     markersize=3)[0]
+             for (x, y), style, width in zip(curves.values(), styles, widths)]
     if wants_log_scale([v for _, y in curves.values() for v in y]):
         ax.set_yscale("log")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps: no ticks at 0.5, 1.5
     ax.set(title=title, xlabel="step", ylabel="loss")
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    labels = legend_labels(list(curves))
+    handles: list[Any] = lines[:len(labels)]
+    if len(labels) < len(lines):  # "and N more": a label without a line
+        handles[-1] = Line2D([], [], linestyle="none")
+    if len(curves) <= 4:
+        ax.legend(handles, labels)
+    else:
+        fig.legend(handles, labels, loc="outside right upper", fontsize="small")
     save_atomic(path, lambda p: fig.savefig(p, format="png"))

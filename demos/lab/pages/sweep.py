@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from demos.lab.core.config import ID_RE
 from demos.lab.core.files import write_atomic
@@ -36,8 +36,22 @@ class SideBySide:
 SAFE = re.compile(r"[A-Za-z0-9_.-]+")  # a value's name that can be part of a file name
 
 
-def side_by_side(folder: Path, data: dict[str, Any]) -> SideBySide | None:
-    """The groups compared, when there are two or more; their plots drawn into `folder`."""
+def drawn(draw: Callable[..., None], path: Path, notes: list[str], *args: Any,
+          **kwargs: Any) -> bool:
+    """Whether `draw(path, ...)` drew its plot; values matplotlib cannot place (near the
+    float limit, say) leave it out, with a note."""
+    try:
+        draw(path, *args, **kwargs)
+    except (ValueError, OverflowError, ArithmeticError) as e:
+        notes.append(f"{path.name} not drawn: {' '.join(str(e).split()[:20])}")
+        return False
+    return True
+
+
+def side_by_side(folder: Path, data: dict[str, Any],
+                 notes: list[str] | None = None) -> SideBySide | None:
+    """The groups compared, when there are two or more; their plots drawn into `folder`
+    (those that cannot be drawn are said in `notes`)."""
     from demos.lab.pages.plots import groups_plot
     from demos.lab.pages.templating import fmt
 
@@ -60,13 +74,14 @@ def side_by_side(folder: Path, data: dict[str, Any]) -> SideBySide | None:
                 and SAFE.fullmatch(name):
             file = f"groups_{entry}_{name}.png"
             ticks = [re.sub(r"scenarios(\.[^.=]+|\[\d+\])\.", "", label) for label in labels]
-            groups_plot(folder / file, ticks, stats, title=f"{entry}: {name} across the groups",
-                        ylabel=name)
-            images.append((f"{entry}: {name}, each group's mean ± std, min and max", file))
+            if drawn(groups_plot, folder / file, notes if notes is not None else [], ticks,
+                     stats, title=f"{entry}: {name} across the groups", ylabel=name):
+                images.append((f"{entry}: {name}, each group's mean ± std, min and max", file))
     return SideBySide(labels, rows, images)
 
 
-def bands(folder: Path, data: dict[str, Any]) -> dict[tuple[int, str], str]:
+def bands(folder: Path, data: dict[str, Any],
+          notes: list[str] | None = None) -> dict[tuple[int, str], str]:
     """Draw each group's loss band per entry; {(group, entry): file name}."""
     from demos.lab.pages.plots import band_plot, read_losses
 
@@ -78,16 +93,20 @@ def bands(folder: Path, data: dict[str, Any]) -> dict[tuple[int, str], str]:
             if curves:
                 name = f"loss_g{gi}_{entry}.png"
                 label = group_label(g, data)
-                band_plot(folder / name, curves, title=f"{entry}: loss, {label}")
-                out[(gi, entry)] = name
+                if drawn(band_plot, folder / name, notes if notes is not None else [], curves,
+                         title=f"{entry}: loss, {label}"):
+                    out[(gi, entry)] = name
     return out
 
 
-def write_page(folder: Path, data: dict[str, Any]) -> None:
-    """sweep.html in `folder`, from its sweep.json's `data`."""
+def write_page(folder: Path, data: dict[str, Any]) -> list[str]:
+    """sweep.html in `folder`, from its sweep.json's `data`; notes on the plots it could not
+    draw (the page shows them too)."""
     from demos.lab.pages.templating import render
 
-    images = bands(folder, data)
+    notes: list[str] = []
+    images = bands(folder, data, notes)
+    compared = side_by_side(folder, data, notes)
     points = [{"run": p["run"], "status": str(p["status"]), "duration_s": p["duration_s"],
                "why": p.get("why") or [],
                "swept": " ".join(s for s in p["sets"] if s.partition("=")[0] in data["axes"])}
@@ -95,12 +114,14 @@ def write_page(folder: Path, data: dict[str, Any]) -> None:
     groups = [Group(group_label(g, data), len(g["runs"]), [Check(**c) for c in g["checks"]],
                     g["scenarios"], {e: f for (i, e), f in images.items() if i == gi})
               for gi, g in enumerate(data["groups"])]
-    page = render("sweep.html.j2", data=data, name=Path(data["folder"]).name, points=points,
-                  groups=groups, compared=side_by_side(folder, data),
+    page = render("sweep.html.j2", data={**data, "notes": [*data["notes"], *notes]},
+                  name=Path(data["folder"]).name, points=points, groups=groups,
+                  compared=compared,
                   axes="; ".join(f"{k} = {', '.join(v)}" for k, v in data["axes"].items())
                   or "none",
                   failed_checks=sum(c.passed is False for g in groups for c in g.checks))
     write_atomic(folder / SWEEP_PAGE, page)
+    return notes
 
 
 def group_label(g: dict[str, Any], data: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from demos.lab.core import config as config_mod
-from demos.lab.core.console import silence
+from demos.lab.core.console import say, silence
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError, did_you_mean
@@ -49,7 +49,7 @@ class Call:
 def run_command(args: argparse.Namespace, call: Call) -> int:
     """`run`: the config once; or, with --ensemble, once per variant for a baseline's bands."""
     if args.list:
-        print(list_scenarios(call.registry()))
+        say(list_scenarios(call.registry()))
         return 0
     check_run(args)
     if not args.config:
@@ -147,14 +147,14 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
         except (OSError, ValueError) as e:  # a reader gone away (| head), a full disk
             silence(sys.stdout, e)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+        say(f"error: {e}", err=True)
         code = EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C outside the run's own handler: start-up, or the end
         when = "after the run finished" if stop.run_began else "before the run started"
         if not stop.run_began and os.environ.get("TORCHELASTIC_RUN_ID") is not None:
             when += (" (under torchrun: torchrun stops every rank once one has ended; another "
                      "rank's message says why)")
-        print(f"\ninterrupted {when}", file=sys.stderr)
+        say(f"\ninterrupted {when}", err=True)
         code = EXIT_INTERRUPTED
     except BrokenPipeError as e:  # a print of ours while the reader went away (| head)
         silence(sys.stdout, e)
@@ -267,8 +267,7 @@ def index(output_dir: Path) -> None:
     try:
         write_index(output_dir)
     except Exception as e:  # a lock held too long, a folder it cannot read: not the work lost
-        print(f"warning: index.html not rebuilt ({e}); the next run rebuilds it",
-              file=sys.stderr)
+        say(f"warning: index.html not rebuilt ({e}); the next run rebuilds it", err=True)
 
 
 def leave(code: int) -> NoReturn:
@@ -290,7 +289,7 @@ def leave(code: int) -> NoReturn:
     with signal_handler(StartUp(late)):  # a signal now: the run is whole; say so, exit 130
         atexit._run_exitfuncs()
     if late.requested and code != EXIT_INTERRUPTED:
-        print("\ninterrupted after the run finished", file=sys.stderr)
+        say("\ninterrupted after the run finished", err=True)
         code = EXIT_INTERRUPTED
     for stream in (sys.stdout, sys.stderr):
         try:
