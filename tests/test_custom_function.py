@@ -46,7 +46,8 @@ def test_right_functions_pass(tmp_path, function, inputs, reference):
                      "each grad matches its input (None, shape, dtype)",
                      "backward leaves grad_output unchanged", "autograd accepts the backward",
                      "gradcheck", "gradgradcheck", "parity with the reference",
-                     "support matrix", "backward trace agrees: graph"]
+                     "support matrix", "backward trace agrees: graph",
+                     "saved tensors agree: graph"]
     assert e["metrics"]["max_abs_error"] < 1e-12
     assert "explain.txt" in e["artifacts"] and "graph.svg" in e["artifacts"]
 

@@ -295,6 +295,14 @@ def test_the_backward_stepper_in_a_real_browser(dry_run, tmp_path):
             return a.right > b.left && a.left < b.right && a.bottom > b.top && a.top < b.bottom;
             """, box, frame)
         assert inside
+        # what backward keeps (MyExp: its output, 3 float32): the figure, and its fall to zero
+        box = driver.find_element("css selector", 'section#my_exp .backward[data-graph="graph"]')
+        driver.execute_script("arguments[0].scrollIntoView()", box)
+        detail = box.find_element("css selector", ".step-detail")
+        assert "held for backward: 12 B saved by the forward" in detail.text
+        box.find_element("css selector", "[data-action=next]").click()
+        assert "held for backward: 0 B (it released saved_tensors[0], 12 B before)" in detail.text
+        assert len(box.find_elements("css selector", ".step-detail svg.held circle")) == 1
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
         assert errors == []
     finally:

@@ -171,7 +171,6 @@ def run(cfg: Config, ctx: Context) -> Result:
         gradcheck,
         gradgradcheck,
         support,
-        tensors,
     )
 
     fn, reference = cfg.function_object, cfg.reference_object
@@ -181,8 +180,8 @@ def run(cfg: Config, ctx: Context) -> Result:
     found = backward_structure(fn, inputs, ctx.check_device)
     if not found[0].passed or found[1].name == "the output is in the graph":
         return Result(metrics={}, checks=found)  # no forward, or no graph: nothing else runs
-    out = tensors(fn.apply(*inputs.values()))
-    ctx.graph(out if len(out) > 1 else out[0], inputs)  # before any backward frees its saves
+    # drawn, traced and its saves counted, before any backward frees them
+    ctx.forward(lambda: fn.apply(*inputs.values()), inputs)
     found.append(gradcheck("gradcheck", fn.apply, inputs, ctx.check_device))
     if cfg.double_backward:
         found.append(gradgradcheck("gradgradcheck", fn.apply, inputs, ctx.check_device))

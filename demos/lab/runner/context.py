@@ -21,7 +21,7 @@ from demos.lab.core.results import Check, Result
 from demos.lab.core.scenario import ScenarioConfig
 from demos.lab.core.signals import StopRequest
 from demos.lab.instruments import render as graphs
-from demos.lab.instruments import trace, walk
+from demos.lab.instruments import saved, trace, walk
 from demos.lab.pages import plots
 from demos.lab.pages.drawing import Artifacts
 from demos.lab.runner.device import check_device
@@ -169,17 +169,44 @@ class Context:
         """
         if not self.world.primary:
             return ""
+        return self._draw(output, names, name, None)
+
+    def forward(self, run: Callable[[], Any], names: Mapping[str, torch.Tensor],
+                name: str = "graph") -> Any:
+        """Run the forward `run()` and return its output, as `graph` draws and traces it; and
+        while it runs, a pack hook counts every tensor autograd saves, so that the check
+        `saved tensors agree` can hold the ledger of what backward keeps (read off the graph)
+        to that count. Use it where the graph's forward can be written as one call:
+        `out = ctx.forward(lambda: MyExp.apply(x), {"x": x})`."""
+        if not self.world.primary:
+            return run()
+        with saved.counting_saves() as counted:
+            output = run()
+        self._draw(output, names, name, counted)
+        return output
+
+    def _draw(self, output: Any, names: Mapping[str, torch.Tensor], name: str,
+              counted: Mapping[Any, int] | None) -> str:
         explanation = walk.explain(output, names, title=name)
         source = graphs.make_graph(output, names)
+        found = saved.ledger(output, names)  # before the traced backward runs over the graph
         traced = trace.record(output, names, title=name)
         if traced is None:
             self._findings.backward.append({"graph": name, "error": None, "steps": [],
                                             "skipped": [],
                                             "note": "no grad_fn: there is no backward to run"})
         else:
-            self._findings.backward.append(trace.to_json(traced))
+            order = [s.fn for s in traced.steps]
+            data = trace.to_json(traced)
+            for step, kept in zip(data["steps"], saved.per_step(found, order)):
+                step.update(kept)
+            data["saved"] = saved.to_json(found, order, traced.label)
+            self._findings.backward.append(data)
             self._findings.trace_checks.append(trace.agrees(traced))
-            explanation += "\n" + trace.explain(traced)
+            if counted is not None:
+                self._findings.trace_checks.append(saved.agrees(found, counted, name))
+            explanation += "\n" + trace.explain(traced) + "\n" + saved.explain(
+                found, order, traced.label)
         self._findings.explanations.append(explanation)
         self._artifacts.submit(f"{self.cfg.id}/{name}.pdf/.svg", graphs.render_files, source,
                               self.dir / name, shutil.which("dot"))

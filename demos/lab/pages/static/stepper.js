@@ -2,6 +2,25 @@
 function num(x, digits) {  /* "nan", "inf" arrive as strings (strict JSON) */
   return typeof x === 'number' ? String(+x.toPrecision(digits)) : String(x);
 }
+function bytes(n) {
+  return n < 1024 ? n + ' B' : n < 1048576 ? (n / 1024).toFixed(1) + ' KiB'
+                                            : (n / 1048576).toFixed(1) + ' MiB';
+}
+/* "held for backward" after each step, as a small falling curve with the current step marked */
+function heldCurve(steps, k) {
+  var ns = 'http://www.w3.org/2000/svg', w = 160, h = 28, top = steps[0].held_before || 1;
+  var svg = document.createElementNS(ns, 'svg'), line = document.createElementNS(ns, 'polyline');
+  var points = [steps[0].held_before].concat(steps.map(function (s) { return s.held_after; }));
+  svg.setAttribute('width', w); svg.setAttribute('height', h); svg.setAttribute('class', 'held');
+  line.setAttribute('points', points.map(function (v, i) {
+    return (i * (w - 4) / steps.length + 2) + ',' + (h - 2 - v * (h - 4) / top); }).join(' '));
+  svg.appendChild(line);
+  var dot = document.createElementNS(ns, 'circle');
+  dot.setAttribute('cx', k * (w - 4) / steps.length + 2);
+  dot.setAttribute('cy', h - 2 - points[k] * (h - 4) / top); dot.setAttribute('r', 3);
+  svg.appendChild(dot);
+  return svg;
+}
 function describeGrad(g) {
   if (g === null || g === undefined) return 'None';
   if (g.values) {
@@ -31,7 +50,15 @@ document.querySelectorAll('.backward').forEach(function (box) {
       el.classList.remove('active'); el.classList.remove('leaf-active'); });
     count.textContent = 'step ' + k + ' of ' + steps.length;
     detail.textContent = '';
-    if (k === 0) { line('', 'Press Next to run backward one node at a time.'); return; }
+    var kept = steps.length && steps[0].held_before !== undefined;
+    if (k === 0) {
+      line('', 'Press Next to run backward one node at a time.');
+      if (kept) {
+        line('held for backward:', bytes(steps[0].held_before) + ' saved by the forward');
+        detail.appendChild(heldCurve(steps, 0));
+      }
+      return;
+    }
     var s = steps[k - 1];
     mark(nodes[s.dot_node], 'active');  /* and the edges a gradient really travels */
     if (nodes[s.dot_node] && nodes[s.dot_node].scrollIntoView)  /* zoomed in: keep it in view */
@@ -50,6 +77,12 @@ document.querySelectorAll('.backward').forEach(function (box) {
         return e.to ? describeGrad(e.grad) + ' to ' + e.to
                     : describeGrad(e.grad) + ' for ' + e.input_name + ': carries nothing';
       }).join('; ') || 'nothing');
+    }
+    if (kept) {
+      line('held for backward:', bytes(s.held_after) + (s.releases.length ?
+           ' (it released ' + s.releases.join(', ') + ', ' + bytes(s.held_before) + ' before)'
+           : ''));
+      detail.appendChild(heldCurve(steps, k));
     }
   }
   function go(d) { k = Math.max(0, Math.min(steps.length, k + d)); show(); }

@@ -1,0 +1,133 @@
+"""What backward keeps (demos/lab/instruments/saved.py): the ledger read off the graph, against
+an independent pack-hook count of the same forward; the figure held as backward runs."""
+from __future__ import annotations
+
+import torch
+
+from demos.documents.functions import LinearFunction, MyExp
+from demos.lab.instruments import saved
+from demos.lab.instruments.trace import record
+from demos.lab.instruments.walk import node_name
+
+
+class ExpSavesInput(torch.autograd.Function):
+    """exp that saves its input, not its output: backward must compute exp again."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.exp()
+
+
+class ExpKeepsAttribute(torch.autograd.Function):
+    """exp that keeps its output as a ctx attribute: autograd does not track it."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.result = x.exp()
+        return ctx.result
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.result
+
+
+def exp_times_x(fn):
+    x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with saved.counting_saves() as counted:
+        y = fn.apply(x)
+        z = (y * x).sum()
+    return x, y, z, counted
+
+
+def test_myexp_saves_its_output_once():
+    """Document 003: MyExp saves its output; the multiplication after it saves the same
+    storage again. The ledger names both saves and counts the storage once, as the hook does."""
+    x, y, z, counted = exp_times_x(MyExp)
+    found = saved.ledger(z, {"x": x, "y": y})
+    by_node = {node_name(s.node): [] for s in found.saves}
+    for s in found.saves:
+        by_node[node_name(s.node)].append((s.name, s.whose))
+    assert by_node == {"MulBackward0": [("other", "x"), ("self", "y")],
+                       "MyExpBackward": [("saved_tensors[0]", "y")]}
+    assert found.total() == 2 * 3 * 4 == sum(counted.values())  # y and x, float32, once each
+    check = saved.agrees(found, counted)
+    assert check.passed and check.detail.startswith("2 storage(s), 24 B, as the pack hook")
+
+
+def test_saving_the_input_instead_keeps_another_tensor():
+    """The variant that saves its input keeps x, which the caller holds anyway; MyExp keeps y.
+    Either way one storage per Function, and the ledger agrees with the hook."""
+    x, y, z, counted = exp_times_x(ExpSavesInput)
+    found = saved.ledger(z, {"x": x, "y": y})
+    mine = [s for s in found.saves if node_name(s.node) == "ExpSavesInputBackward"]
+    assert [(s.name, s.whose) for s in mine] == [("saved_tensors[0]", "x")]
+    assert saved.agrees(found, counted).passed
+
+
+def test_a_ledger_that_misses_a_save_fails_its_check(monkeypatch):
+    x, y, z, counted = exp_times_x(MyExp)
+    real = saved.saves_of
+
+    def forgets(fn):  # a ledger blind to the multiplication's saves
+        return [] if node_name(fn) == "MulBackward0" else real(fn)
+    monkeypatch.setattr(saved, "saves_of", forgets)
+    check = saved.agrees(saved.ledger(z), counted)
+    assert not check.passed
+    assert check.detail == ("the graph shows 1 storage(s), 12 B; the pack hook counted 2, 24 B "
+                            "(1 not in the ledger, 0 the hook never saw)")
+
+
+def test_what_backward_holds_falls_to_zero_as_it_runs():
+    x, y, z, counted = exp_times_x(MyExp)
+    found = saved.ledger(z, {"x": x, "y": y})
+    trace = record(z, {"x": x, "y": y})
+    order = [s.fn for s in trace.steps]
+    assert [node_name(fn) for fn in order] == ["SumBackward0", "MulBackward0", "MyExpBackward",
+                                               "AccumulateGrad"]
+    # Mul releases x (its last keeper); y is kept by MyExp until it has run
+    assert saved.held(found, order) == [24, 24, 12, 0, 0]
+    gone = saved.released(found, order)
+    assert [[s.name for s in g] for g in gone] == [[], ["other"], ["saved_tensors[0]"], []]
+    text = saved.explain(found, order)
+    assert "MyExpBackward runs and releases saved_tensors[0]: 0 B held" in text
+    assert "held for backward after the forward: 24 B in 2 storage(s)" in text
+
+
+def test_the_documents_linear_function_saves_input_weight_and_bias():
+    """Document 004: ctx.save_for_backward(input, weight, bias)."""
+    g = torch.Generator().manual_seed(0)
+    inp = torch.randn(4, 3, generator=g, requires_grad=True)
+    weight = torch.randn(2, 3, generator=g, requires_grad=True)
+    bias = torch.randn(2, generator=g, requires_grad=True)
+    with saved.counting_saves() as counted:
+        out = LinearFunction.apply(inp, weight, bias)
+    found = saved.ledger(out, {"input": inp, "weight": weight, "bias": bias})
+    assert [(s.name, s.whose, s.shape) for s in found.saves] == [
+        ("saved_tensors[0]", "input", (4, 3)), ("saved_tensors[1]", "weight", (2, 3)),
+        ("saved_tensors[2]", "bias", (2,))]
+    assert found.total() == (12 + 6 + 2) * 4 and saved.agrees(found, counted).passed
+
+
+def test_a_ctx_attribute_is_shown_but_not_counted_as_saved():
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with saved.counting_saves() as counted:
+        y = ExpKeepsAttribute.apply(x)
+    found = saved.ledger(y)
+    assert [(s.name, s.tracked) for s in found.saves] == [("ctx.result (an attribute)", False)]
+    assert found.total() == 0 and counted == {} and saved.agrees(found, counted).passed
+    assert "not tracked by autograd" in saved.explain(found, [])
+
+
+def test_a_graph_whose_saves_were_freed_says_so():
+    x, y, z, counted = exp_times_x(MyExp)
+    z.backward()  # frees the saved tensors
+    found = saved.ledger(z)
+    assert found.error and "backward through the graph a second time" in found.error
+    check = saved.agrees(found, counted)
+    assert not check.passed and check.detail.startswith("could not read the saves:")
