@@ -45,8 +45,7 @@ def with_requires_grad(cfg, ctx) -> list:
     from demos.api import check, close, node_name
 
     x, w, b = tensor(cfg.x, ctx), tensor(cfg.w, ctx), tensor(cfg.b, ctx)
-    h = w * x + b
-    ctx.graph(h, {"x": x, "w": w, "b": b}, name="graph_requires_grad")
+    h = ctx.forward(lambda: w * x + b, {"x": x, "w": w, "b": b}, name="graph_requires_grad")
     h.backward()
     return [
         check("requires_grad: x, w, b are leaves, h is not",

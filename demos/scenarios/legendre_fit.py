@@ -71,7 +71,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     a, b, c, d = (v.detach().clone().requires_grad_() for v in init.values())
     start = predict(x, a, b, c, d, P3).detach()
 
-    ctx.graph(sse(x, y, a, b, c, d, P3), {"a": a, "b": b, "c": c, "d": d})
+    ctx.forward(lambda: sse(x, y, a, b, c, d, P3), {"a": a, "b": b, "c": c, "d": d})
     frame_every = max(1, cfg.steps // 40)  # the params at 40 steps, for the animation
     loss_fn = torch.compile(sse) if cfg.compile else sse
     for t in ctx.steps(cfg.steps):

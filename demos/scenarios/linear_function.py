@@ -100,7 +100,7 @@ def run(cfg: Config, ctx: Context) -> Result:
                        [n for n, _ in model.named_parameters()] == ["weight", "bias"],
                        str([n for n, _ in model.named_parameters()])))
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
-    ctx.graph((model(x) - y).pow(2).mean(), {**dict(model.named_parameters()), "x": x})
+    ctx.forward(lambda: (model(x) - y).pow(2).mean(), {**dict(model.named_parameters()), "x": x})
     for t in ctx.steps(cfg.steps):
         loss = (model(x) - y).pow(2).mean()
         ctx.record(t, loss=loss)

@@ -88,8 +88,8 @@ def run(cfg: Config, ctx: Context) -> Result:
     x = torch.rand(2, 2, device=dev)                                     # (2, 2), no grad
     b = torch.tensor([[4., 3], [2, 1]], device=dev, requires_grad=True)  # (2, 2)
 
-    out = multiply_add(w, x, b)
-    ctx.graph(out, {"w": w, "x": x, "b": b})  # before backward: it frees the saved x
+    # drawn, traced and its saves counted before backward, which frees the saved x
+    out = ctx.forward(lambda: multiply_add(w, x, b), {"w": w, "x": x, "b": b})
     out.backward(torch.ones(2, 2, device=dev), retain_graph=True)
     facts, found = inspect(out, w, b, ctx)
     found += [

@@ -70,7 +70,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     real = {"x": x, "y": y, "w1": w1.detach().clone().requires_grad_(),
             "w2": w2.detach().clone().requires_grad_()}
 
-    ctx.graph(sse(x, y, w1, w2, relu), {"w1": w1, "w2": w2})
+    ctx.forward(lambda: sse(x, y, w1, w2, relu), {"w1": w1, "w2": w2})
     loss_fn = torch.compile(sse) if cfg.compile else sse
     for t in ctx.steps(cfg.steps):
         loss = loss_fn(x, y, w1, w2, relu)  # sum of (MyReLU(x @ w1) @ w2 - y)^2

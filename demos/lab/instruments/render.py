@@ -48,6 +48,7 @@ def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
             if id(out) not in known:
                 named["output" if len(outputs) == 1 else f"output {i + 1}"] = out
         source = make_dot(output, params=named).source
+    source = one_node_per_tensor(source, outputs)
     touches = []
     for fn in walk.nodes(outputs):
         if walk.is_custom(fn):  # torchviz draws its saves in order: edges "<t> -> <fn> [dir=none]"
@@ -58,6 +59,31 @@ def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
         if hasattr(fn, "variable"):
             touches.append(f"\t{id(fn.variable)} [fillcolor=lightblue]")
     return source.rstrip().removesuffix("}") + "".join(t + "\n" for t in touches) + "}\n"
+
+
+def one_node_per_tensor(source: str, outputs: tuple[torch.Tensor, ...]) -> str:
+    """A saved leaf is one node with its leaf, as torchviz draws it when the saved tensor is the
+    leaf object itself. Under saved_tensors_hooks (the runner counts saves while a forward
+    runs) a saved tensor unpacks to another Python object over the same memory; torchviz,
+    which names nodes by id(), would draw it twice. Its id is replaced by the leaf's. (torchviz
+    draws the saves of custom Functions only, in order, as edges "<t> -> <fn> [dir=none]".)"""
+    from demos.lab.instruments import walk
+
+    nodes = walk.nodes(outputs)
+    leaves = [fn.variable for fn in nodes if hasattr(fn, "variable")]
+    for fn in nodes:
+        if not walk.is_custom(fn):
+            continue
+        drawn = re.findall(rf"^\t(\d+) -> {id(fn)} \[dir=none\]$", source, re.M)
+        try:
+            kept = fn.saved_tensors
+        except RuntimeError:  # freed: torchviz could not draw them either
+            continue
+        for tid, t in zip(drawn, kept):
+            leaf = next((v for v in leaves if t is not None and walk.same_view(v, t)), None)
+            if leaf is not None and tid != str(id(leaf)):
+                source = re.sub(rf"(?m)^(\t){tid}( |$)", rf"\g<1>{id(leaf)}\g<2>", source)
+    return source
 
 
 def quote(text: str) -> str:

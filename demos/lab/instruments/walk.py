@@ -75,31 +75,49 @@ def input_names(fn: Any) -> list[str]:
 def saved_names(fn: Any, names: Mapping[str, torch.Tensor]) -> list[str]:
     """A name for each tensor a custom Function saved: the scenario's name for it, else the
     forward argument it came in as, 'result' for its own output, else saved_tensors[i]."""
-    by_id = {id(t): n for n, t in names.items()}
     args = input_names(fn)
     out = []
     for i, t in enumerate(fn.saved_tensors):
-        name = by_id.get(id(t)) if t is not None else None
+        name = next((n for n, named in names.items() if named is t), None)
         if name is None and t is not None:
             for k, (nf, _) in enumerate(getattr(fn, "next_functions", ())):
                 if nf is not None and (t.grad_fn is nf or getattr(nf, "variable", None) is t):
                     name = args[k] if k < len(args) else f"input {k}"
                     break
             else:
-                name = "result" if t.grad_fn is fn else None
+                name = "result" if t.grad_fn is fn else name_of(t, names)
         out.append(name or f"saved_tensors[{i}]")
     return out
 
 
+def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same tensor, or another Python object over the same memory seen the same way (what a
+    saved tensor unpacks to under saved_tensors_hooks)."""
+    return a is b or (a.device == b.device and a.dtype == b.dtype and a.shape == b.shape
+                      and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
+                      and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() != 0)
+
+
+def name_of(t: torch.Tensor, names: Mapping[str, torch.Tensor]) -> str | None:
+    """The scenario's name for `t`: by identity, else by the same view of the same memory."""
+    for n, named in names.items():
+        if named is t:
+            return n
+    for n, named in names.items():
+        if isinstance(named, torch.Tensor) and same_view(named, t):
+            return n
+    return None
+
+
 class Namer:
-    """Names tensors by identity: the names a scenario gives its leaves and inputs."""
+    """Names tensors as the scenario named its leaves and inputs (see name_of)."""
 
     def __init__(self, names: Mapping[str, torch.Tensor]):
-        self.by_id = {id(t): n for n, t in names.items()}
+        self.names = names
 
     def __call__(self, t: torch.Tensor) -> str:
         shape = str(tuple(t.shape))
-        name = self.by_id.get(id(t))
+        name = name_of(t, self.names)
         desc = f"tensor {shape} {str(t.dtype).removeprefix('torch.')}"
         return f"{name}: {desc}" if name else desc
 
