@@ -69,8 +69,9 @@ def test_a_closed_stderr_and_a_full_stdout(tmp_path):
 
 @pytest.mark.parametrize("name, why", [
     ("index.html", "the output folder's own index.html"),
-    ("sweep_x", "mark sweeps' and comparisons' folders"),
-    ("compare_x", "mark sweeps' and comparisons' folders")])
+    ("sweep_x", "mark those folders"),
+    ("compare_x", "mark those folders"), ("ensemble_x", "mark those folders"),
+    ("INDEX.HTML", "the output folder's own index.html")])
 def test_a_run_name_the_output_folder_keeps_for_itself(tmp_path, name, why):
     (tmp_path / "o").mkdir()
     code, out, err = cli("--config", QUICK, "--output-dir", tmp_path / "o", "--run-name", name)
@@ -148,7 +149,7 @@ def test_user_code_cannot_change_the_entries_around_it(tmp_path, monkeypatch):
     assert "custom_function: its code changed torch's default dtype torch.float64 (the run's: " \
            "torch.float32) when it was loaded" in err
     assert re.search(r"custom_function changed torch's CPU threads 2 \(the run's: \d+\); "
-                     r"anomaly detection on \(the run's: off\); working directory "
+                     r"torch's anomaly detection on \(the run's: off\); the working directory "
                      r"\S+elsewhere \(the run's: \S+\); set back", err), err
     assert os.getcwd() == str(tmp_path)  # the Function moved the process: set back
     s = summary(tmp_path / "rel" / "all")
@@ -239,3 +240,152 @@ def test_a_rank_waiting_for_a_peer_says_so_and_stops_on_sigterm(tmp_path):
         assert not any(tmp_path.iterdir())
     finally:
         proc.kill()
+
+
+IMPORT_TIME = '''
+import os
+import torch
+
+os.chdir(os.path.dirname(os.path.abspath(__file__)) + "/elsewhere")  # at import
+torch.use_deterministic_algorithms(True)
+
+
+class Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        os.environ["DEMOS_SET_BY_FORWARD"] = "1"
+        os.environ.pop("DEMOS_REMOVED_BY_FORWARD", None)
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+'''
+
+
+def test_user_code_at_import_cannot_move_the_run_or_change_the_rest(tmp_path, monkeypatch):
+    """os.chdir and deterministic algorithms at import, the environment in a forward: set back
+    and said; the relative output folder and --save-baseline land where they were asked."""
+    (tmp_path / "import_ops.py").write_text(IMPORT_TIME)
+    (tmp_path / "elsewhere").mkdir()
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"scenarios": [
+        {"scenario": "custom_function", "function": "import_ops:Twice", "support": [],
+         "inputs": [{"name": "x", "shape": [3]}]}, {"scenario": "my_exp", "support": []}]}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEMOS_REMOVED_BY_FORWARD", "kept")
+    code, out, err = cli("--config", config, "--dry-run", "--output-dir", "rel", "--run-name",
+                         "r", "--save-baseline", "base.yaml")
+    assert code == 0, out + err
+    assert "custom_function: its code changed " in err and "; the working directory " in err
+    assert "torch's deterministic algorithms on (the run's: off)" in err
+    assert "custom_function changed the environment variable(s) DEMOS_REMOVED_BY_FORWARD, " \
+           "DEMOS_SET_BY_FORWARD; set back for the entries after it" in err
+    assert os.environ["DEMOS_REMOVED_BY_FORWARD"] == "kept"
+    assert "DEMOS_SET_BY_FORWARD" not in os.environ
+    assert not torch.are_deterministic_algorithms_enabled()
+    assert (tmp_path / "rel" / "r" / "summary.json").is_file()
+    assert (tmp_path / "base.yaml").is_file()
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_user_warning_reaches_the_console_escaped(tmp_path):
+    (tmp_path / "warn_ops.py").write_text(textwrap.dedent('''
+        import warnings
+        import torch
+
+
+        class Loud(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                warnings.warn("careful\\x1b]0;title\\x07\\x1b[2J")
+                return 2 * x
+
+            @staticmethod
+            def backward(ctx, g):
+                return 2 * g
+        '''))
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"scenarios": [
+        {"scenario": "custom_function", "function": "warn_ops:Loud", "support": [],
+         "inputs": [{"name": "x", "shape": [3]}]}]}))
+    code, out, err = cli("--config", config, "--dry-run", "--output-dir", tmp_path / "o")
+    assert code == 0 and "UserWarning: careful\\x1b]0;title\\x07\\x1b[2J" in err
+    assert "\x1b" not in err + out
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--output-dir", ""], "error: --output-dir: an empty path; name a folder"),
+    (["--set", "seed=1", "--set", "seed=2"],
+     "error: --set seed=2: the same key as --set seed=1 (seed); give it once"),
+    (["--set", "scenarios.my_exp.support=[]", "--set", "scenarios[0].support=[]"],
+     "the same key as --set scenarios.my_exp.support=[] (scenarios[0].support)"),
+])
+def test_paths_and_keys_given_wrong_are_one_line(tmp_path, monkeypatch, args, words):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("--config", QUICK, "--dry-run", *args)
+    assert code == 2 and out == "" and err.count("\n") == 1 and words in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["run", "sweep", "compare"])
+def test_the_output_folder_is_never_a_run_folder(tmp_path, command):
+    assert cli("--config", QUICK, "--dry-run", "--output-dir", tmp_path, "--run-name", "a")[0] == 0
+    run = tmp_path / "a"
+    inside = {"run": ["--config", QUICK, "--dry-run"],
+              "sweep": ["sweep", "--config", QUICK, "--dry-run", "--seeds", "0"],
+              "compare": ["compare", run, run]}[command]
+    for target in (run, run / "my_exp"):
+        code, out, err = cli(*inside, "--output-dir", target)
+        assert code == 2 and err.startswith(f"error: --output-dir {target}: is") and \
+            "a run's folder" in err, err
+    assert sorted(p.name for p in run.iterdir()) == sorted(
+        ["config.yaml", "my_exp", "report.html", "run.log", "summary.json"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has the device")
+@pytest.mark.parametrize("how", ["sweep", "ensemble"])
+def test_a_device_not_there_stops_a_sweep_or_an_ensemble_before_any_point(tmp_path, how):
+    args = (["sweep", "--config", QUICK, "--seeds", "0-1"] if how == "sweep" else
+            ["--config", QUICK, "--save-baseline", tmp_path / "b.yaml", "--ensemble",
+             "threads2"])
+    code, out, err = cli(*args, "--dry-run", "--device", "cuda", "--output-dir", tmp_path / "o")
+    assert code == 2 and err.startswith("error: --device cuda: CUDA is not available"), err
+    assert not (tmp_path / "o").exists() and not (tmp_path / "b.yaml").exists()
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"WORLD_SIZE": "2"}, "error: WORLD_SIZE 2 is set but RANK is not"),
+    ({"WORLD_SIZE": "-1"}, "error: WORLD_SIZE -1: the number of processes is at least 1"),
+    ({"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "no.such.host.invalid",
+      "MASTER_PORT": "29555"}, "error: MASTER_ADDR 'no.such.host.invalid': not an address"),
+])
+def test_torchrun_variables_that_cannot_work_fail_at_once(tmp_path, monkeypatch, env, words):
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK",
+                 "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    started = time.monotonic()
+    code, out, err = cli("--config", CONFIGS / "lenet_ddp.yaml", "--dry-run", "--output-dir",
+                         tmp_path)
+    assert code == 2 and err.startswith(words) and err.count("\n") == 1, err
+    assert time.monotonic() - started < 30 and not any(tmp_path.iterdir())
+
+
+def test_save_baseline_through_a_loop_of_links_and_a_save_that_fails(tmp_path, monkeypatch):
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(loop)
+    code, _, err = cli("--config", QUICK, "--dry-run", "--output-dir", tmp_path / "o",
+                       "--save-baseline", loop)
+    assert code == 2 and "cannot be followed" in err and not (tmp_path / "o").exists()
+    from demos.lab.runner import outputs
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(outputs, "save", full)
+    code, out, err = cli("--config", QUICK, "--dry-run", "--output-dir", tmp_path / "o",
+                         "--save-baseline", tmp_path / "b.yaml")
+    assert code == 1 and "could not save the baseline" in err
+    assert re.search(r"^FAILED: 1 of 1 scenarios passed; results in .*; the baseline could not "
+                     r"be saved$", out, re.M), out

@@ -11,6 +11,7 @@ to a value not finite (NaN, inf or -inf) in the run: both "not a number".
 """
 from __future__ import annotations
 
+import errno
 import math
 import os
 import stat
@@ -156,7 +157,19 @@ def check_writable(path: str, config: str | None = None, output_dir: str | None 
     not a baseline, or (with `dry_run`) a baseline of the other kind. A link is written
     through: the checks are of the file it points to."""
     where = f"--save-baseline {path}"
-    target = os.path.realpath(path)
+    try:
+        target = os.path.realpath(path, strict=False)
+        if os.path.islink(path) and not os.path.exists(path) and os.path.islink(target):
+            raise OSError(errno.ELOOP, "a link that leads back to itself")
+        os.stat(path)  # a loop of links raises here too
+    except FileNotFoundError:
+        pass  # a new file (or a link to one): fine
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot be followed ({e.strerror or e}); name a file") \
+            from None
+    if os.path.exists(path) and not os.path.exists(target):  # /proc/self/fd/1: a pipe
+        raise ConfigError(f"{where}: not a regular file (a FIFO, a device or a socket); "
+                          f"name a new file or a baseline")
     if os.path.isdir(target):
         raise ConfigError(f"{where}: is a directory; name a file")
     if output_dir is not None:

@@ -72,9 +72,13 @@ def load_data(raw: Any, path: str, registry: Registry, sets: Sequence[str] = ())
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level: must be a mapping with a 'scenarios' list, "
                           f"got {show(raw)}")
-    set_paths = {}
+    set_paths: dict[str, str] = {}
     for assignment in sets:
-        set_paths[apply_set(raw, assignment)] = assignment
+        key_path = apply_set(raw, assignment)
+        if key_path in set_paths:  # two spellings (scenarios.<id>.k, scenarios[i].k), or twice
+            raise ConfigError(f"--set {visible(assignment)}: the same key as --set "
+                              f"{visible(set_paths[key_path])} ({key_path}); give it once")
+        set_paths[key_path] = assignment
     bases = Bases(os.path.dirname(os.path.abspath(path)), set(set_paths))
     try:
         return build_run(raw, registry, bases)

@@ -95,24 +95,39 @@ def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
 
 # what the output folder itself holds beside run folders: its index (and the index's lock, a
 # dot file), and the folders of sweeps and comparisons, known by these prefixes
-OWN_PREFIXES = ("sweep_", "compare_")
+OWN_PREFIXES = ("sweep_", "compare_", "ensemble_")
 
 
-def clashes(name: str) -> str | None:
-    """Why a run folder may not take `name` in an output folder (None when it may)."""
-    if name == INDEX or name.startswith("."):
+def clashes(name: str, kind: str = "run") -> str | None:
+    """Why a `kind` folder (run, sweep, ensemble) may not take `name` in an output folder (None
+    when it may). Compared without case: some file systems do not tell INDEX.HTML apart."""
+    low = name.lower()
+    if low == INDEX or low.startswith("."):
         return f"the output folder's own {INDEX} and dot files take such names"
-    if name.startswith(OWN_PREFIXES):
-        return "names that start with sweep_ or compare_ mark sweeps' and comparisons' folders"
+    if low.startswith(OWN_PREFIXES) and not low.startswith(f"{kind}_"):
+        return ("names that start with sweep_, compare_ or ensemble_ mark those folders")
     return None
 
 
-def make_named_dir(output_dir: Path, name: str) -> Path:
-    """The run folder `name` in `output_dir` (--run-name); never an existing one, nor a name
-    the output folder keeps for its own files."""
-    why = clashes(name)
+def check_output_dir(path: str) -> None:
+    """--output-dir before any work: a folder that holds run folders, never one of them (nor
+    a comparison's), and never the empty path (an unset shell variable: the current folder)."""
+    if path == "":
+        raise ConfigError("--output-dir: an empty path; name a folder (the default is outputs)")
+    folder = Path(path)
+    for place, where in ((folder, "is"), (folder.parent, "is inside")):
+        for marker, what in ((SUMMARY, "a run's folder"), (COMPARISON, "a comparison's folder")):
+            if (place / marker).is_file():
+                raise ConfigError(f"--output-dir {path}: {where} {what} ({place / marker} "
+                                  f"exists); the output folder holds run folders, it is not one")
+
+
+def make_named_dir(output_dir: Path, name: str, kind: str = "run") -> Path:
+    """The `kind` folder (run, sweep, ensemble) `name` in `output_dir` (--run-name); never an
+    existing one, nor a name the output folder keeps for its own files."""
+    why = clashes(name, kind)
     if why:
-        raise ConfigError(f"--run-name {name}: not a run folder's name: {why}")
+        raise ConfigError(f"--run-name {name}: not a {kind} folder's name: {why}")
     path = output_dir / name
     try:
         output_dir.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from typing import Any, Callable, NoReturn
 
 from demos.lab.core import config as config_mod
 from demos.lab.core.console import say, silence
+from demos.lab.core.layout import check_output_dir
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError, did_you_mean
@@ -55,9 +56,11 @@ def run_command(args: argparse.Namespace, call: Call) -> int:
     if not args.config:
         raise ConfigError("--config PATH is required (or --list); e.g. --config configs/all.yaml")
     check_overrides(args)
+    check_output_dir(args.output_dir)
     registry = call.registry()
     base = load_baseline(args.baseline, args.dry_run)
     if args.ensemble is not None:
+        device_there(args, registry)
         from demos.lab.comparing.ensemble import run_ensemble
         code = run_ensemble(args, registry, Path(args.output_dir), call.stop)
         index(Path(args.output_dir))
@@ -76,7 +79,7 @@ def run_command(args: argparse.Namespace, call: Call) -> int:
     if args.dry_run:
         cfg = config_mod.shrink(cfg, registry, kept)
     if args.print_config:
-        print(config_mod.dump(cfg), end="")
+        say(config_mod.dump(cfg).removesuffix("\n"))
         return 0
     return start(args, cfg, configured, registry, base, call)
 
@@ -88,8 +91,10 @@ def sweep_command(args: argparse.Namespace, call: Call) -> int:
         raise ConfigError("sweep: what to sweep? --seeds LIST, --sweep KEY=V1,V2,... or both")
     check_sweep(args)
     check_overrides(args)
+    check_output_dir(args.output_dir)
     registry = call.registry()
     load_baseline(args.baseline, args.dry_run)
+    device_there(args, registry)
     from demos.lab.comparing.sweep import run_sweep
     code = run_sweep(args, registry, Path(args.output_dir), call.stop, command=call.command)
     index(Path(args.output_dir))
@@ -106,11 +111,29 @@ def aggregate_command(args: argparse.Namespace, call: Call) -> int:
 def compare_command(args: argparse.Namespace, call: Call) -> int:
     """`compare RUN_A RUN_B ...`: what differs beyond tolerance; exit 0 when they agree."""
     check_path("--baseline", args.baseline)
+    check_output_dir(args.output_dir)
     one_process("compare")
     from demos.lab.comparing.side_by_side import compare_runs
     code = compare_runs([Path(p) for p in args.runs], Path(args.output_dir), args.baseline)
     index(Path(args.output_dir))
     return code
+
+
+def device_there(args: argparse.Namespace, registry: Registry) -> None:
+    """A sweep's or an ensemble's device, before any point starts: a device this machine does
+    not have is one line, exit 2, as for a run (auto and cpu always are; torch loads only to
+    check another)."""
+    spec = args.device
+    if spec is None:
+        spec = config_mod.load(args.config, registry, args.sets).device
+    if spec in ("auto", "cpu"):
+        return
+    from demos.lab.runner.device import resolve_device
+    try:
+        resolve_device(spec)
+    except ConfigError as e:
+        where = "--device" if args.device is not None else f"{args.config}: device"
+        raise ConfigError(f"{where} {spec}: {e}") from None
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, Call], int]] = {
@@ -226,9 +249,10 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
             except ConfigError as e:
                 raise ConfigError(f"{args.config}: {e}") from None
             changed = restore_global_state(before)
-            if changed:  # at import: it would change the entries before this one too
-                notes.append(f"{entry.id}: its code changed torch's {'; '.join(changed)} when "
-                             f"it was loaded; set back: every entry runs with the run's own")
+            if changed:  # at import: it would change the entries before this one too (and
+                #          a working directory changed would move the run's folder)
+                notes.append(f"{entry.id}: its code changed {'; '.join(changed)} when it was "
+                             f"loaded; set back: every entry runs with the run's own")
     if world.active:
         for i, entry in enumerate(cfg.scenarios):  # e.g. a global batch the ranks can share
             check = getattr(entry, "check_world", None)
@@ -294,6 +318,8 @@ def leave(code: int) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError, AttributeError):  # the reader went away (| head), a
-            pass                                       # full disk, a closed stream
+        except (OSError, ValueError) as e:  # the reader went away (| head), a full disk
+            silence(stream, e)
+        except AttributeError:  # no stream at all
+            pass
     os._exit(code)

@@ -79,42 +79,65 @@ def torch_settings(threads: int | str, deterministic: bool, share: int = 1) -> I
             torch.backends.cudnn.benchmark = before[1]
 
 
+# variables torch adds by itself on first use (torch.compile's cache folder): set back, unsaid
+TORCH_SETS = ("TORCHINDUCTOR_", "TRITON_")
+
+
 def global_state() -> dict[str, Any]:
-    """torch's process-wide settings that user code may change behind a run's back (at import,
-    or in a forward): each entry starts with the run's own, so that an entry's numbers do not
-    depend on the entries around it (--only gives the same numbers)."""
-    return {"default dtype": torch.get_default_dtype(),
-            "default device": torch.get_default_device(),
-            "CPU threads": torch.get_num_threads(),
-            "grad mode": torch.is_grad_enabled(),
-            "anomaly detection": (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
-            "float32 matmul precision": torch.get_float32_matmul_precision()}
+    """The process-wide settings that user code may change behind a run's back (at import, or
+    in a forward): torch's, the working directory and the environment. Each entry starts with
+    the run's own, so that an entry's numbers do not depend on the entries around it (--only
+    gives the same numbers), and relative paths keep their meaning."""
+    return {"torch's default dtype": torch.get_default_dtype(),
+            "torch's default device": torch.get_default_device(),
+            "torch's CPU threads": torch.get_num_threads(),
+            "torch's grad mode": torch.is_grad_enabled(),
+            "torch's anomaly detection": (torch.is_anomaly_enabled(),
+                                          torch.is_anomaly_check_nan_enabled()),
+            "torch's float32 matmul precision": torch.get_float32_matmul_precision(),
+            "torch's deterministic algorithms": (torch.are_deterministic_algorithms_enabled(),
+                                                 torch.is_deterministic_algorithms_warn_only_enabled()),
+            "the working directory": os.getcwd(),
+            "the environment": dict(os.environ)}
 
 
 def restore_global_state(before: dict[str, Any]) -> list[str]:
     """Set back what changed since `before` (global_state()); say what it was, as
-    "default dtype torch.float64 (the run's: torch.float32)"."""
+    "torch's default dtype torch.float64 (the run's: torch.float32)"."""
     now, said = global_state(), []
     for name, value in before.items():
         if now[name] == value:
             continue
+        if name == "the environment":  # names only: values may be secrets
+            keys = sorted(k for k in set(value) | set(now[name])
+                          if value.get(k) != now[name].get(k)
+                          and not (k not in value and k.startswith(TORCH_SETS)))
+            if keys:
+                said.append(f"the environment variable(s) {', '.join(keys)}")
+            os.environ.clear()
+            os.environ.update(value)
+            continue
         said.append(f"{name} {show_setting(now[name])} (the run's: {show_setting(value)})")
-        if name == "default dtype":
+        if name == "torch's default dtype":
             torch.set_default_dtype(value)
-        elif name == "default device":
+        elif name == "torch's default device":
             torch.set_default_device(None if value.type == "cpu" else value)
-        elif name == "CPU threads":
+        elif name == "torch's CPU threads":
             torch.set_num_threads(value)
-        elif name == "grad mode":
+        elif name == "torch's grad mode":
             torch.set_grad_enabled(value)
-        elif name == "anomaly detection":
+        elif name == "torch's anomaly detection":
             torch.autograd.set_detect_anomaly(*value)
+        elif name == "torch's deterministic algorithms":
+            torch.use_deterministic_algorithms(value[0], warn_only=value[1])
+        elif name == "the working directory":
+            os.chdir(value)
         else:
             torch.set_float32_matmul_precision(value)
     return said
 
 
 def show_setting(value: Any) -> str:
-    if isinstance(value, tuple):  # anomaly detection: (enabled, check_nan)
+    if isinstance(value, tuple):  # (enabled, a second flag)
         return "on" if value[0] else "off"
     return str(value)

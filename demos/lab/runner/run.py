@@ -5,20 +5,22 @@ Exit codes: 0 all passed, 1 a check failed or a scenario raised, 130 interrupted
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
 from demos.lab.comparing.baseline import Comparison, describe_drift
 from demos.lab.core import fingerprint
 from demos.lab.core.config import RunConfig, dump
-from demos.lab.core.console import entry_lines, open_log, run_line
+from demos.lab.core.console import entry_lines, open_log, run_line, shown
 from demos.lab.core.files import overwrite, write_atomic  # noqa: F401 (tests patch it here)
 from demos.lab.core.layout import CONFIG, make_named_dir, make_run_dir
 from demos.lab.core.results import (
@@ -55,6 +57,7 @@ class Run:
                  world: World = SINGLE, notes: Sequence[str] = ()):
         self.cfg, self.registry, self.device = cfg, registry, device
         self.notes = list(notes)  # warnings from before the run folder existed
+        self.unsaved = False  # --save-baseline could not write its file
         # the folder as given, for the console; absolute for the work, so that user code that
         # changes the working directory (os.chdir) cannot send the rest of the run elsewhere
         self.shown, self.dir = run_dir, run_dir.absolute()
@@ -115,7 +118,8 @@ class Run:
                         for note in self.baseline.begin(self.fingerprint, self.cfg.seed):
                             self.log.warning("baseline: %s", note)
                     try:
-                        self.run_entries()
+                        with escaped_warnings():
+                            self.run_entries()
                     finally:
                         self.artifacts.wait()
                         self.unwritten_files()
@@ -143,7 +147,8 @@ class Run:
             self.status = summary.status = escalate(self.status, "interrupted")
             self.write_summary(summary)
             report_path = self.write_report(summary)  # and the index, which said "passed"
-        self.log.info("%s", run_line(summary, len(self.cfg.scenarios), self.shown))
+        self.log.info("%s%s", run_line(summary, len(self.cfg.scenarios), self.shown),
+                      "; the baseline could not be saved" if self.unsaved else "")
         if report_path is not None:
             self.log.info("report: %s", self.shown / report_path.relative_to(self.dir))
             if self.open_report:
@@ -190,14 +195,11 @@ class Run:
                                               f"after {self.world_lost} failed")
         if parallel:
             distributed.start_entry(self.world, entry.id)
-        before, cwd = global_state(), os.getcwd()
+        before = global_state()
         summary = run_entry(entry, self.registry[entry.scenario], services)
         changed = restore_global_state(before)
-        if os.getcwd() != cwd:  # relative paths after it (--save-baseline) mean what they said
-            changed.append(f"working directory {os.getcwd()} (the run's: {cwd})")
-            os.chdir(cwd)
         if changed:
-            self.log.warning("%s changed torch's %s; set back for the entries after it",
+            self.log.warning("%s changed %s; set back for the entries after it",
                              entry.id, "; ".join(changed))
         if parallel and (summary.status in ("error", "interrupted") or
                          DIVERGED_AT in summary.metrics):
@@ -236,6 +238,7 @@ class Run:
             self.log.warning("baseline not saved: the run was interrupted")
         elif not outputs.write_baseline(self.save_baseline, summary, self.cfg, self.log):
             self.status = summary.status = escalate(self.status, "failed")
+            self.unsaved = True
 
     def write_summary(self, summary: RunSummary, final: bool = True) -> None:
         outputs.write_summary(self.dir, summary, self.log, final,
@@ -258,6 +261,28 @@ class Run:
         return outputs.write_pages(self.dir, summary, self.cfg, self.registry, self.log,
                                    self.warn_once, index)
 
+
+
+@contextlib.contextmanager
+def escaped_warnings() -> Iterator[None]:
+    """Python warnings raised while the entries run (your code's warnings.warn too) reach the
+    console as the run's own lines do: control characters shown, not obeyed."""
+    previous = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        stream = file or sys.stderr
+        text = warnings.formatwarning(message, category, filename, lineno, line)
+        try:
+            stream.write(shown(text.rstrip("\n"), stream) + "\n")
+        except (OSError, ValueError, AttributeError):  # a closed console: nothing to tell
+            pass
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
 
 
 def open_in_browser(path: Path) -> str:

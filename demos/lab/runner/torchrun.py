@@ -52,7 +52,15 @@ def from_env(env: Any = None) -> World:
     env = os.environ if env is None else env
     try:
         size = int(env.get("WORLD_SIZE", "1"))
-        if size <= 1 or "RANK" not in env:
+        if size < 1:
+            from demos.lab.core.schema import ConfigError
+            raise ConfigError(f"WORLD_SIZE {size}: the number of processes is at least 1")
+        if size > 1 and "RANK" not in env:
+            from demos.lab.core.schema import ConfigError
+            raise ConfigError(f"WORLD_SIZE {size} is set but RANK is not: start it with "
+                              f"torchrun (torchrun --standalone --nproc-per-node {size} "
+                              f"runner.py ...), or unset WORLD_SIZE for one process")
+        if size == 1:
             return SINGLE
         world = World(int(env["RANK"]), size, int(env.get("LOCAL_RANK", env["RANK"])),
                       int(env.get("LOCAL_WORLD_SIZE", size)))
@@ -98,6 +106,12 @@ def join(world: World, device: Any) -> tuple[World, Any]:
     else:
         raise ConfigError(f"torchrun: data-parallel training runs on cpu or cuda, not "
                           f"{device.type}")
+    import socket
+    try:  # an address that does not resolve would have the rendezvous retry for TIMEOUT_S
+        socket.getaddrinfo(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+    except (OSError, UnicodeError) as e:
+        raise ConfigError(f"MASTER_ADDR {os.environ['MASTER_ADDR']!r}: not an address this "
+                          f"machine can resolve ({getattr(e, 'strerror', None) or e})") from None
     joined = waiting(lambda: dist.init_process_group(
         backend, timeout=dt.timedelta(seconds=TIMEOUT_S),
         device_id=device if device.type == "cuda" else None), world)
@@ -116,8 +130,9 @@ def waiting(join: Any, world: World) -> BaseException | None:
     so that the main thread stays free for signals: Ctrl-C or SIGTERM end the wait as they end
     any start-up (KeyboardInterrupt), where a wait in the main thread would ignore them for up to
     TIMEOUT_S. After SAY_AFTER_S, one line says what it waits for. Returns the join's error."""
-    import sys
     import threading
+
+    from demos.lab.core.console import say
 
     failed: list[BaseException] = []
 
@@ -131,9 +146,9 @@ def waiting(join: Any, world: World) -> BaseException | None:
     thread.start()
     thread.join(SAY_AFTER_S)
     if thread.is_alive():
-        print(f"torchrun: rank {world.rank} waits for the other {world.size - 1} rank(s) at "
-              f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')} (at most "
-              f"{TIMEOUT_S} s; Ctrl-C stops it)", file=sys.stderr, flush=True)
+        say(f"torchrun: rank {world.rank} waits for the other {world.size - 1} rank(s) at "
+            f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')} (at most "
+            f"{TIMEOUT_S} s; Ctrl-C stops it)", err=True)
     while thread.is_alive():
         thread.join(0.2)  # signals are handled between these waits
     return failed[0] if failed else None
