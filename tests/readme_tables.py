@@ -62,7 +62,9 @@ def generate() -> str:
         reports = [f"params `{' '.join(s.params)}`"] if s.params else []
         reports += [f"metrics `{' '.join(s.metrics)}`"] if s.metrics else []
         parts += ["", f"**`{name}`** (document {s.document}): {'; '.join(reports) or 'no metrics'}"
-                  f"; writes {' '.join(f'`{f}`' for f in s.files)}", "",
+                  f"; writes {' '.join(f'`{f}`' for f in s.files)}"
+                  + (f" (and, when its config asks, {' '.join(f'`{f}`' for f in s.optional_files)})"
+                     if s.optional_files else ""), "",
                   table(s.config, skip=base)]
         for key, tp in typing.get_type_hints(s.config).items():  # typed items, e.g. inputs
             inner = typing.get_args(tp)

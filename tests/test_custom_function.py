@@ -47,7 +47,8 @@ def test_right_functions_pass(tmp_path, function, inputs, reference):
                      "backward leaves grad_output unchanged", "autograd accepts the backward",
                      "gradcheck", "gradgradcheck", "parity with the reference",
                      "support matrix", "backward trace agrees: graph",
-                     "saved tensors agree: graph"]
+                     "saved tensors agree: graph", "backward trace agrees: second_backward",
+                     "second backward agrees: second_backward"]
     assert e["metrics"]["max_abs_error"] < 1e-12
     assert "explain.txt" in e["artifacts"] and "graph.svg" in e["artifacts"]
 

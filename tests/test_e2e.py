@@ -50,7 +50,10 @@ def assert_scenario_folder(run_dir, e, dot=True):
             assert path.read_bytes().startswith(SIGNATURES[path.suffix]), path
         if path.suffix == ".svg":
             assert "<svg" in path.read_text()
-    assert sorted(e["artifacts"]) == sorted(expected)
+    optional = [f for f in scenario.optional_files if f in e["artifacts"]]
+    assert sorted(e["artifacts"]) == sorted(expected + optional)
+    if e["scenario"] == "custom_function" and dot:  # all.yaml's has double_backward: true
+        assert "second_backward.svg" in optional, e["artifacts"]
     assert "Leaves reached" in (folder / "explain.txt").read_text()
     if scenario.trains:
         rows = list(csv.DictReader((folder / "metrics.csv").open()))

@@ -389,3 +389,17 @@ def test_save_baseline_through_a_loop_of_links_and_a_save_that_fails(tmp_path, m
     assert code == 1 and "could not save the baseline" in err
     assert re.search(r"^FAILED: 1 of 1 scenarios passed; results in .*; the baseline could not "
                      r"be saved$", out, re.M), out
+
+
+def test_every_page_shows_control_characters_escaped(tmp_path):
+    """A run folder renamed by hand to hold an escape sequence: index.html shows it escaped,
+    as the console does, and keeps no control character."""
+    import shutil
+
+    out = tmp_path / "o"
+    assert cli("--config", QUICK, "--dry-run", "--output-dir", out, "--run-name", "a")[0] == 0
+    shutil.copytree(out / "a", out / "b\x1b]0;title\x07c")
+    assert cli("--config", QUICK, "--dry-run", "--output-dir", out, "--run-name", "d")[0] == 0
+    page = (out / "index.html").read_text()
+    assert "\x1b" not in page and "\x07" not in page
+    assert "b\\x1b]0;title\\x07c" in page

@@ -262,6 +262,7 @@ def test_no_temporary_files_are_left_in_a_run(dry_run):
 # -- checkpoints ----------------------------------------------------------------------------
 QUICK_LENET = ["--config", CONFIGS / "lenet.yaml", "--set", "scenarios.lenet.max_images=300",
                "--set", "scenarios.lenet.expect={}", "--set", "scenarios.lenet.epochs=3"]
+ONE_EPOCH = [*QUICK_LENET[:-1], "scenarios.lenet.epochs=1"]  # a key is set once
 
 
 def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tmp_path):
@@ -287,7 +288,7 @@ def test_resume_problems_are_clear(tmp_path, capsys):
     assert run_main(tmp_path, *QUICK_LENET, "--set", "scenarios.lenet.resume=nope.pt") == 2
     assert (f"scenarios[0].resume: {os.path.join(os.getcwd(), 'nope.pt')}: no such checkpoint "
             f"file (from --set scenarios.lenet.resume=nope.pt)") in capsys.readouterr().err
-    assert run_main(tmp_path / "a", *QUICK_LENET, "--set", "scenarios.lenet.epochs=1") == 0
+    assert run_main(tmp_path / "a", *ONE_EPOCH) == 0
     ckpt = only_run_dir(tmp_path / "a") / "lenet" / "checkpoint.pt"
     assert run_main(tmp_path / "b", *QUICK_LENET, "--set", f"scenarios.lenet.resume={ckpt}",
                     "--set", "scenarios.lenet.optimizer=sgd") == 1
@@ -587,7 +588,7 @@ def test_a_bad_resume_file_is_named_with_what_is_wrong(tmp_path, content, messag
     elif isinstance(content, dict):
         torch.save(content, bad)
     else:  # a lenet checkpoint whose weights have the wrong shapes
-        assert run_main(tmp_path / "a", *QUICK_LENET, "--set", "scenarios.lenet.epochs=1") == 0
+        assert run_main(tmp_path / "a", *ONE_EPOCH) == 0
         saved = torch.load(only_run_dir(tmp_path / "a") / "lenet" / "checkpoint.pt",
                            weights_only=True)
         saved["model"]["fc3.bias"] = torch.zeros(3)

@@ -372,3 +372,168 @@ def test_compare_of_many_runs_draws_a_readable_plot_without_warnings(tmp_path, r
     assert legend_labels([f"r{i}" for i in range(60)], most=10) == [
         *(f"r{i}" for i in range(9)), "and 51 more"]
     assert legend_labels(["a", "b"], most=10) == ["a", "b"]
+
+
+# A second probe: stale verdicts, links, counts that do not match the plan, smaller ones.
+
+def planned(folder: Path, points: list[str]) -> None:
+    """A sweep-plan.json as a sweep writes it, for run folders made by hand."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sweep-plan.json").write_text(json.dumps({
+        "digest": "x", "config": "c.yaml", "total": len(points), "axes": {}, "every_point": [],
+        "points": points}))
+
+
+def test_aggregate_of_no_readable_point_removes_the_old_verdict_and_names_them(swept, tmp_path):
+    copy = copied(swept, tmp_path)
+    assert json.loads((copy / "sweep.json").read_text())["status"] == "passed"
+    (copy / "0_seed=0" / "summary.json").write_text("garbage")
+    killed = copy / "1_seed=1" / "summary.json"
+    s = json.loads(killed.read_text())
+    s.update(status="running", pid=dead_pid(), host=socket.gethostname())
+    killed.write_text(json.dumps(s))
+    (copy / "2_seed=2" / "summary.json").unlink()
+    os.mkfifo(copy / "2_seed=2" / "summary.json")
+    code, out, err = cli("aggregate", copy)
+    one_line_error(code, out, err, "no finished run")
+    assert "the old sweep.json and sweep.html were removed" in err
+    assert not (copy / "sweep.json").exists() and not (copy / "sweep.html").exists()
+    assert "corrupt: 0_seed=0 (summary.json is not a run's)" in out
+    assert "killed: 1_seed=1 (its summary says running; its process is gone)" in out
+    assert "corrupt: 2_seed=2 (summary.json is not a regular file" in out
+
+
+def test_a_shard_folder_that_is_a_link_is_refused(tmp_path):
+    from demos.lab.runner.options import parse
+    from demos.scenarios import registry
+
+    shard = ["sweep", "--config", str(SWEEP), "--seeds", "0-1", "--shard", "0/5", "--dry-run",
+             "--output-dir", str(tmp_path / "out")]
+    plan = sweep.make_plan(parse(shard, "runner.py"), registry())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / f"sweep_sweep_{plan.digest[:8]}").symlink_to(elsewhere)
+    one_line_error(*cli(*shard), "is a symbolic link")
+    assert not any(elsewhere.iterdir())
+
+
+def test_aggregate_counts_only_the_plans_points_each_once(tmp_path):
+    planned(tmp_path, ["0_seed=0", "1_seed=1", "2_seed=2"])
+    fake_run(tmp_path / "0_seed=0", {"m": 1.0}, sets=["seed=0"])
+    fake_run(tmp_path / "1_seed=1", {"m": 2.0}, sets=["seed=1"])
+    fake_run(tmp_path / "renamed", {"m": 3.0}, sets=["seed=2"])  # 2_seed=2, renamed
+    fake_run(tmp_path / "stray", {"m": 9.0}, status="failed", sets=["seed=7"])
+    code, out, err = cli("aggregate", tmp_path)
+    assert code == 1, out + err
+    assert "missing: 2_seed=2 (no run folder)" in out
+    assert "not part of the sweep's plan, left out: renamed" in out
+    assert "not part of the sweep's plan, left out: stray" in out
+    assert out.splitlines()[-2].startswith("INCOMPLETE: 2 of 3 planned runs, 0 failed, 1 missing")
+    data = json.loads((tmp_path / "sweep.json").read_text())
+    assert data["status"] == "incomplete" and data["unplanned_runs"] == ["renamed", "stray"]
+    assert [p["run"] for p in data["points"]] == ["0_seed=0", "1_seed=1"]
+    assert data["groups"][0]["scenarios"]["e"]["metrics"]["m"]["n"] == 2
+
+
+def test_a_value_that_is_not_a_number_makes_its_point_corrupt(tmp_path):
+    fake_run(tmp_path / "p0", {"m": 1.0}, sets=["seed=0"])
+    fake_run(tmp_path / "p1", {"m": "abc"}, sets=["seed=1"])
+    code, out, err = cli("aggregate", tmp_path)
+    assert code == 1, out + err
+    assert "corrupt: p1 (e metrics.m is 'abc', not a number)" in out
+    data = json.loads((tmp_path / "sweep.json").read_text())
+    assert data["status"] == "incomplete" and [p["run"] for p in data["points"]] == ["p0"]
+    assert data["groups"][0]["scenarios"]["e"]["metrics"]["m"]["n"] == 1
+
+
+@pytest.mark.parametrize("plan", ["[1,2", '{"points": "abc", "total": 3}',
+                                  '{"points": ["p0", 1], "total": 2}',
+                                  '{"points": ["p0"], "total": "1"}'])
+def test_a_corrupt_sweep_plan_is_refused_in_one_line(tmp_path, plan):
+    fake_run(tmp_path / "p0", {"m": 1.0}, sets=["seed=0"])
+    assert cli("aggregate", tmp_path)[0] == 0  # an old verdict, then the plan breaks
+    (tmp_path / "sweep-plan.json").write_text(plan)
+    one_line_error(*cli("aggregate", tmp_path), "sweep-plan.json: not a sweep's plan")
+    assert not (tmp_path / "sweep.json").exists()
+
+
+@pytest.mark.parametrize("values", ["1e-3,1e-3", "1e-3,0.001"])
+def test_a_value_swept_twice_is_refused(tmp_path, values):
+    code, out, err = cli("sweep", "--config", SWEEP, "--sweep", f"scenarios.my_relu.lr={values}",
+                         "--dry-run", "--output-dir", tmp_path)
+    one_line_error(code, out, err, f"--sweep scenarios.my_relu.lr={values}: the value ")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_shard_with_no_point_says_so(tmp_path):
+    code, out, err = cli("sweep", "--config", SWEEP, "--seeds", "0-1", "--shard", "3/5",
+                         "--dry-run", "--output-dir", tmp_path)
+    assert code == 0, out + err
+    assert "no point of this sweep falls to shard 3/5 (2 points in all;" in out
+    assert "0 at a time" not in out
+
+
+def test_an_ensemble_caps_its_jobs_with_the_sweeps_warning(tmp_path, monkeypatch):
+    from demos.lab.comparing import ensemble
+
+    seen = []
+
+    def run_points(plan, folder, stop):
+        seen.append(plan.jobs)
+        stop.requested = "SIGINT"  # end before any run
+        return {}, []
+    monkeypatch.setattr(sweep, "available_cores", lambda: 2)
+    monkeypatch.setattr(ensemble, "available_cores", lambda: 2)
+    monkeypatch.setattr(sweep, "run_points", run_points)
+    code, out, err = cli("--config", SWEEP, "--dry-run", "--save-baseline", tmp_path / "b.yaml",
+                         "--ensemble", "native,threads2", "--jobs", "64",
+                         "--output-dir", tmp_path / "out")
+    assert seen == [2], out + err
+    assert "warning: --jobs 64: 2 usable cores here; running 2 runs at a time" in err
+    assert "2 at a time" in out
+
+
+def test_compare_says_when_the_baselines_tolerances_apply_to_none(tmp_path):
+    from tests.conftest import BASELINE
+
+    a = fake_run(tmp_path / "a", {"m": 1.0})
+    b = fake_run(tmp_path / "b", {"m": 1.0})
+    code, out, err = cli("compare", a, b, "--baseline", BASELINE, "--output-dir", tmp_path / "o")
+    assert code == 0, out + err
+    assert "holds none of the compared entries (e): its tolerances applied to none of them" in out
+    [folder] = (tmp_path / "o").glob("compare_*")
+    assert "applied to none of them" in (folder / "compare.html").read_text()
+
+
+def test_compare_names_a_value_that_is_not_a_number(tmp_path):
+    a = fake_run(tmp_path / "a", {"m": 1.0})
+    b = fake_run(tmp_path / "b", {"m": "abc"})
+    code, out, err = cli("compare", a, b, "--output-dir", tmp_path / "o")
+    assert code == 1, out + err
+    assert "b: summary.json is corrupt: e metrics.m is 'abc', not a number" in out
+    row = [line for line in out.splitlines() if line.startswith("b ")]
+    assert row and "not a number" in row[0] and "none" not in row[0], out
+    [folder] = (tmp_path / "o").glob("compare_*")
+    page = (folder / "compare.html").read_text()
+    assert "summary.json is corrupt" in page
+    assert json.loads((folder / "compare.json").read_text())["corrupt"] == {
+        "b": ["e metrics.m is 'abc', not a number"]}
+
+
+def test_pages_show_control_characters_escaped_and_the_console_table_aligns(tmp_path):
+    runs = tmp_path / "runs"
+    a = fake_run(runs / "a", {"m": 1.0}, sets=["seed=0"])
+    b = fake_run(runs / f"b{ESCAPES[1]}", {"m": 2.0}, sets=["seed=1"])
+    c = fake_run(runs / f"c{ESCAPES[0]}", {"m": 3.0}, sets=["seed=2"])
+    code, out, _ = cli("compare", a, b, c, "--output-dir", tmp_path / "o")
+    assert code == 1
+    lines = out.splitlines()
+    column = lines[0].index("  entry")
+    assert [line.index("  e  ") for line in lines[1:3]] == [column, column], out
+    assert cli("aggregate", runs)[0] == 0
+    [folder] = (tmp_path / "o").glob("compare_*")
+    for page in (folder / "compare.html", runs / "sweep.html"):
+        raw = page.read_bytes()
+        assert b"\x1b" not in raw and b"\x07" not in raw, page
+        assert b"\\x1b[2J" in raw, page

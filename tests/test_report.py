@@ -303,6 +303,14 @@ def test_the_backward_stepper_in_a_real_browser(dry_run, tmp_path):
         box.find_element("css selector", "[data-action=next]").click()
         assert "held for backward: 0 B (it released saved_tensors[0], 12 B before)" in detail.text
         assert len(box.find_elements("css selector", ".step-detail svg.held circle")) == 1
+        # the second backward of custom_function: a stepper of its own, each step's pass named
+        box = driver.find_element(
+            "css selector", 'section#custom_function .backward[data-graph="second_backward"]')
+        driver.execute_script("arguments[0].scrollIntoView()", box)
+        box.find_element("css selector", "[data-action=next]").click()
+        detail = box.find_element("css selector", ".step-detail")
+        assert "made by: the sum that starts the second pass" in detail.text
+        assert box.find_elements("css selector", "g.node.active")
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
         assert errors == []
     finally:

@@ -97,7 +97,8 @@ class Config(ScenarioConfig):
                                         "the ground truth, as file.py:function or "
                                         "module:function", path="code")
     inputs: list[InputSpec] = param([], "the tensors passed to apply, in order", required=True)
-    double_backward: bool = param(False, "also run gradgradcheck (second derivatives)")
+    double_backward: bool = param(False, "also run gradgradcheck, and draw, trace and check "
+                                         "the second backward (second derivatives)")
     rtol: float = param(1e-7, "parity: relative tolerance against the reference", ge=0)
     atol: float = param(1e-9, "parity: absolute tolerance against the reference", ge=0)
     support: list[Capability] = support_param()
@@ -185,6 +186,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     found.append(gradcheck("gradcheck", fn.apply, inputs, ctx.check_device))
     if cfg.double_backward:
         found.append(gradgradcheck("gradgradcheck", fn.apply, inputs, ctx.check_device))
+        ctx.second_backward(fn.apply, inputs, reference)  # drawn, traced, checked
     metrics = {}
     if reference is not None:
         check, metrics = compare_to_reference(
@@ -203,7 +205,8 @@ def run(cfg: Config, ctx: Context) -> Result:
 
 SCENARIO = Scenario(
     name="custom_function", config=Config, run=run, document="yours", prepare=prepare,
-    metrics=("max_abs_error", "max_rel_error"), files=(*graph_files("graph"), "explain.txt"))
+    metrics=("max_abs_error", "max_rel_error"), files=(*graph_files("graph"), "explain.txt"),
+    optional_files=graph_files("second_backward")[:3])  # with double_backward: true
 
 
 if __name__ == "__main__":

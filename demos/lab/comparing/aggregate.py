@@ -6,7 +6,10 @@ where it sits. Runs that differ only in `seed=` form a group; per group, scenari
 value: n, mean, std (sample, n - 1), min and max, and the config's `expect.sweep` targets
 checked against them. The points the sweep planned (its sweep-plan.json) but that have no
 finished run here (missing, killed, corrupt, still running) are named and counted, and make
-the sweep "incomplete" (exit 1): no verdict passes over fewer runs than were planned.
+the sweep "incomplete" (exit 1): no verdict passes over fewer runs than were planned. With a
+plan, only its points are aggregated (another folder is named and left out); a run whose
+values are not numbers is corrupt; a plan that is not one, or no finished run at all, is one
+line (exit 2), and the stale sweep.json and sweep.html are removed.
 """
 from __future__ import annotations
 
@@ -85,18 +88,87 @@ def process_state(s: dict[str, Any]) -> str:
     return "alive"
 
 
+def read_plan(folder: Path) -> list[str] | None:
+    """The points that `folder`'s sweep-plan.json plans, by name; None when it has none. One
+    that is not a sweep's plan (not JSON, a FIFO, wrong types) is refused: which points to
+    expect could not be told, so no verdict could be given (the stale one is removed)."""
+    path = folder / PLAN
+    if not os.path.lexists(path):
+        return None
+    plan = read_run(path)
+    points, total = (plan.get("points"), plan.get("total")) if plan else (None, None)
+    why = ("not a readable JSON object" if plan is None else
+           "its points are not a list of point names"
+           if not isinstance(points, list) or not all(
+               isinstance(p, str) and p and "/" not in p and p not in (".", "..")
+               for p in points) or len(set(points)) < len(points) else
+           "its total is not the number of its points"
+           if isinstance(total, bool) or total != len(points) else None)
+    if why:
+        raise ConfigError(f"aggregate {folder}: {PLAN}: not a sweep's plan ({why}); which "
+                          f"points the sweep planned cannot be told: restore it, or remove it "
+                          f"to aggregate the runs found" + remove_stale(folder))
+    return points
+
+
+def remove_stale(folder: Path) -> str:
+    """Remove an old sweep.json and sweep.html (they describe other runs, and the index would
+    show their verdict); what an error line says about them."""
+    found = [n for n in (SWEEP, SWEEP_PAGE) if os.path.lexists(folder / n)]
+    for name in found:
+        with contextlib.suppress(OSError):
+            (folder / name).unlink()
+    left = [n for n in found if os.path.lexists(folder / n)]
+    if left:
+        return f"; the old {' and '.join(left)} could not be removed: stale"
+    return f"; the old {' and '.join(found)} {'were' if len(found) > 1 else 'was'} removed" \
+        if found else ""
+
+
+def short(value: Any) -> str:
+    """A value for a message: its repr, cut to 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def not_numbers(summary: dict[str, Any]) -> list[str]:
+    """The metrics and params of a run's summary.json that are not numbers (null, "nan" and
+    "inf" are: not finite), each as 'entry metrics.name is 'abc', not a number'."""
+    out = []
+    for e in summary.get("scenarios", []):  # read_run: a list of mappings
+        for kind in ("metrics", "params"):
+            found = e.get(kind)
+            if found is None:
+                continue
+            if not isinstance(found, dict):
+                out.append(f"{e.get('id')} {kind} is {short(found)}, not a mapping")
+                continue
+            out += [f"{e.get('id')} {kind}.{name} is {short(v)}, not a number"
+                    for name, v in found.items() if not number(v)]
+    return out
+
+
+def number(v: Any) -> bool:
+    """Whether a summary.json value is a number: null (not finite), "nan", "inf" and "-inf"
+    (strict JSON's spellings) are; text, true/false, lists are not."""
+    if isinstance(v, str):
+        return v.strip().lower() in ("nan", "inf", "-inf")
+    return v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def lacking(folder: Path, runs: list[PointRun], unfinished: list[Path],
-            not_run: Iterable[str]) -> list[dict[str, str]]:
-    """The planned points (sweep-plan.json) and the run folders found that have no finished
-    run: each with its kind (missing, killed, corrupt, running) and why."""
-    plan = read_run(folder / PLAN)
-    planned = plan.get("points") if plan else None
-    names = [str(n) for n in planned] if isinstance(planned, list) else []
+            not_run: Iterable[str], planned: list[str] | None,
+            corrupt: dict[str, str]) -> list[dict[str, str]]:
+    """The planned points and the run folders found that have no finished run: each with its
+    kind (missing, killed, corrupt, running) and why; `corrupt`: the runs whose summary holds
+    values that are not numbers, with why."""
     have = {rel(folder, r.dir) for r in runs} | set(not_run)
     found = [rel(folder, p) for p in unfinished]
     out = []
-    for name in dict.fromkeys([*(n for n in names if n not in have), *found]):
-        kind, why = unfinished_point(folder / name)
+    for name in dict.fromkeys([*(n for n in planned or [] if n not in have), *found,
+                               *corrupt]):
+        kind, why = ("corrupt", corrupt[name]) if name in corrupt else \
+            unfinished_point(folder / name)
         out.append({"run": name, "kind": kind, "why": why})
     return out
 
@@ -105,8 +177,11 @@ def unfinished_point(path: Path) -> tuple[str, str]:
     """(kind, why) for a point folder without a finished run."""
     if not path.is_dir():
         return "missing", "no run folder"
-    if not (path / SUMMARY).exists():
+    summary = path / SUMMARY
+    if not os.path.lexists(summary):
         return "missing", "no summary.json: it never began, or was not copied here"
+    if summary.is_symlink() or not summary.is_file():
+        return "corrupt", "summary.json is not a regular file (a link, a FIFO, a device): not read"
     s = read_run(path / SUMMARY)
     if not s or "run_id" not in s:
         return "corrupt", "summary.json is not a run's"
@@ -204,9 +279,10 @@ def expectations(run: PointRun, registry: Registry) -> tuple[dict[str, Any], str
 def sweep_data(folder: Path, runs: list[PointRun], registry: Registry,
                command: Iterable[str] = (), interrupted: bool = False,
                not_run: Iterable[str] = (), missing: Iterable[dict[str, str]] = (),
-               planned: int | None = None) -> dict[str, Any]:
+               planned: int | None = None, unplanned: Iterable[str] = ()) -> dict[str, Any]:
     """sweep.json's data; `missing`: the points without a finished run (see `lacking`),
-    `planned`: how many points the sweep planned, when its plan is known."""
+    `planned`: how many points the sweep planned, when its plan is known; `unplanned`: the run
+    folders found that are none of its points (left out)."""
     missing = list(missing)  # then the sweep checks are reported, not evaluated
     groups: dict[tuple[str, ...], list[PointRun]] = {}
     for r in runs:
@@ -251,11 +327,32 @@ def sweep_data(folder: Path, runs: list[PointRun], registry: Registry,
                         "duration_s": r.summary.get("duration_s"), "why": why(r.summary)}
                        for r in runs],
             "failed_runs": failed_runs, "interrupted_runs": interrupted_runs,
-            "missing_runs": missing, "planned": planned, "groups": out_groups}
+            "missing_runs": missing, "planned": planned, "unplanned_runs": list(unplanned),
+            "groups": out_groups}
 
 
 def rel(folder: Path, path: Path) -> str:
     return Path(os.path.relpath(path, folder)).as_posix()
+
+
+def sorted_out(folder: Path, planned: list[str] | None) -> tuple[
+        list[PointRun], list[Path], dict[str, str], list[str]]:
+    """The run folders under `folder`: the finished runs to aggregate, the unfinished ones,
+    the corrupt ones (values that are not numbers: why, by name) and, when the sweep's plan
+    is known, the folders that are none of its points (left out: a folder counts once, under
+    the plan's name, or not at all)."""
+    unfinished: list[Path] = []
+    runs = find_runs(folder, unfinished)
+    corrupt = {rel(folder, r.dir): "; ".join(bad) for r in runs if (bad := not_numbers(r.summary))}
+    runs = [r for r in runs if rel(folder, r.dir) not in corrupt]
+    if planned is None:
+        return runs, unfinished, corrupt, []
+    names = set(planned)
+    unplanned = sorted({*(rel(folder, p) for p in [*(r.dir for r in runs), *unfinished]),
+                        *corrupt} - names)
+    return ([r for r in runs if rel(folder, r.dir) in names],
+            [p for p in unfinished if rel(folder, p) in names],
+            {n: why for n, why in corrupt.items() if n in names}, unplanned)
 
 
 def aggregate(folder: Path, registry: Registry, command: Iterable[str] = (),
@@ -265,17 +362,18 @@ def aggregate(folder: Path, registry: Registry, command: Iterable[str] = (),
     if not folder.is_dir():
         raise ConfigError(f"aggregate {folder}: " + ("not a folder" if folder.exists()
                                                        else "no such folder"))
-    unfinished: list[Path] = []
-    runs = find_runs(folder, unfinished)
-    if not runs:
-        raise ConfigError(f"aggregate {folder}: no finished run folders (with summary.json) "
-                          f"under it")
+    planned = read_plan(folder)
+    runs, unfinished, corrupt, unplanned = sorted_out(folder, planned)
     not_run = list(not_run)
-    plan = read_run(folder / PLAN)
-    total = plan.get("total") if plan else None
-    data = sweep_data(folder, runs, registry, command, interrupted, not_run,
-                      lacking(folder, runs, unfinished, not_run),
-                      total if isinstance(total, int) and not isinstance(total, bool) else None)
+    missing = lacking(folder, runs, unfinished, not_run, planned, corrupt)
+    if not runs:
+        for line in [*missing_lines(missing), *unplanned_lines(unplanned)]:
+            say(line)
+        named = f" ({len(missing)} missing, killed or corrupt, named above)" if missing else ""
+        raise ConfigError(f"aggregate {folder}: no finished run folders (with summary.json) "
+                          f"under it{named}" + remove_stale(folder))
+    data = sweep_data(folder, runs, registry, command, interrupted, not_run, missing,
+                      len(planned) if planned is not None else None, unplanned)
     try:  # the page (and its plots) first: sweep.json says the aggregate is whole
         data["notes"] += write_page(folder, data)
         write_json(folder / SWEEP, data)
@@ -315,7 +413,8 @@ def console_lines(data: dict[str, Any]) -> list[str]:
     lines += [f"interrupted run: {r}" for r in data.get("interrupted_runs", [])]
     lines += [f"not run (interrupted): {r}" for r in data["not_run"]]
     missing = data.get("missing_runs", [])
-    lines += [f"{m['kind']}: {m['run']} ({m['why']})" for m in missing]
+    unplanned = data.get("unplanned_runs", [])
+    lines += [*missing_lines(missing), *unplanned_lines(unplanned)]
     lines += [f"note: {n}" for n in data["notes"]]
     failed_checks = sum(c["passed"] is False for g in data["groups"] for c in g["checks"])
     stopped = len(data.get("interrupted_runs", []))
@@ -326,8 +425,19 @@ def console_lines(data: dict[str, Any]) -> list[str]:
     lines.append(f"{data['status'].upper()}: {runs}, {len(data['failed_runs'])} failed"
                  + (f", {stopped} interrupted" if stopped else "")
                  + (f", {len(missing)} missing, killed or corrupt" if missing else "")
+                 + (f", {len(unplanned)} not in the plan" if unplanned else "")
                  + f"; {failed_checks} sweep check(s) failed")
     return lines
+
+
+def missing_lines(missing: list[dict[str, str]]) -> list[str]:
+    """'corrupt: 2_seed=2 (why)': a line per point without a finished run."""
+    return [f"{m['kind']}: {m['run']} ({m['why']})" for m in missing]
+
+
+def unplanned_lines(unplanned: list[str]) -> list[str]:
+    """A line per run folder that is none of the plan's points."""
+    return [f"not part of the sweep's plan, left out: {name}" for name in unplanned]
 
 
 def count_runs(n: int) -> str:

@@ -87,24 +87,27 @@ def describe(env: dict[str, str], threads: int | None) -> str:
 
 def run_ensemble(args: Any, registry: Registry, output_dir: Path, stop: StopRequest) -> int:
     """The whole ensemble: every variant, then the baseline with measured bands."""
-    from demos.lab.comparing.sweep import Plan, passed_on, run_points
+    from demos.lab.comparing.sweep import Plan, cap_jobs, passed_on, run_points
     from demos.lab.core.layout import make_named_dir, make_run_dir, read_run
 
     cfg = config_mod.load(args.config, registry, args.sets)
     if args.only:
         cfg = config_mod.select(cfg, ",".join(args.only), args.config)
     chosen = choose(args.ensemble)
+    jobs, note = cap_jobs(args.jobs, "run")  # as a sweep's: at most the usable cores
     plan = Plan(args.config, [("variant", list(chosen))], [(n, []) for n in chosen],
-                len(chosen), passed_on(args), jobs=args.jobs)
+                len(chosen), passed_on(args), jobs=jobs)
     plan.extra = {n: ((["--threads", str(t)] if t else []), env)
                   for n, (env, t) in chosen.items()}
     own = cfg.threads if isinstance(cfg.threads, int) else auto_threads(available_cores())
     own = int(args.threads) if args.threads not in (None, "auto") else own
     plan.cores = {n: t or own for n, (_, t) in chosen.items()}  # never more threads than cores
-    folder = (make_named_dir(output_dir, args.run_name) if args.run_name else
+    folder = (make_named_dir(output_dir, args.run_name, kind="ensemble") if args.run_name else
               make_run_dir(output_dir, dt.datetime.now(), prefix="ensemble_"))
     say(f"ensemble {folder}: {len(chosen)} runs of {args.config} (native and "
-        f"{len(chosen) - 1} variants), {min(args.jobs, len(chosen))} at a time")
+        f"{len(chosen) - 1} variants), {min(jobs, len(chosen))} at a time")
+    if note:
+        say(f"warning: {note}", err=True)
     codes, _ = run_points(plan, folder, stop)
     if stop.requested:
         say(f"ensemble interrupted: no baseline saved; the runs so far are in {folder}")

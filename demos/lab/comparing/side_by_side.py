@@ -10,15 +10,16 @@ folder is written whole or not at all.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from demos.lab.comparing.aggregate import elsewhere, process_state
+from demos.lab.comparing.aggregate import elsewhere, not_numbers, number, process_state, short
 from demos.lab.core import fingerprint as fp
 from demos.lab.core.config import ID_RE
-from demos.lab.core.console import say
+from demos.lab.core.console import say, shown
 from demos.lab.core.files import NotReadable, read_bytes, write_atomic, write_json
 from demos.lab.core.layout import (
     COMPARE_PAGE,
@@ -78,6 +79,12 @@ class SideBySide:
     runs: list[RunFolder]
     drifts: list[list[Drift]]   # one list per run after the first
     only: dict[str, list[str]]  # entry id -> the labels of the runs that have it
+    notes: list[str] = field(default_factory=list)  # what the verdict rests on (--baseline)
+
+    @property
+    def corrupt(self) -> dict[str, list[str]]:
+        """By run label: the values of its summary.json that are not numbers (judged missing)."""
+        return {r.label: bad for r in self.runs if (bad := not_numbers(r.summary))}
 
     @property
     def differences(self) -> list[tuple[str, Drift]]:
@@ -95,14 +102,16 @@ def compare_runs(run_dirs: list[Path], output_dir: Path, baseline: str | None = 
     they agree, 1 when not; raises ConfigError (nothing written) for anything not a run.
     `baseline`: a baseline file whose tolerances and measured bands judge the values."""
     runs = load_runs(run_dirs)
-    tables, bands = tolerance_tables(runs[0]), {}
+    tables, bands, notes = tolerance_tables(runs[0]), {}, []
     if baseline is not None:
         from demos.lab.comparing.baseline import read_baseline
         base = read_baseline(baseline)
         for i, e in base.scenarios.items():
             tables.setdefault(i, []).extend([e.tolerance, base.tolerance])
             bands[i] = e.band
+        notes += baseline_note(baseline, entry_ids(runs), set(base.scenarios))
     c = compare(runs, tables, bands)
+    c.notes = notes
     out = make_run_dir(output_dir, datetime.now(), prefix="compare_")
     try:
         plots = draw_losses(runs, out)
@@ -116,6 +125,20 @@ def compare_runs(run_dirs: list[Path], output_dir: Path, baseline: str | None = 
         say(line)
     say(str(out / COMPARE_PAGE))
     return 0 if c.agree else 1
+
+
+def baseline_note(path: str, entries: list[str], held: set[str]) -> list[str]:
+    """A line when the baseline holds no tolerances or bands for some compared entries (they
+    are judged by the tiers), or for none of them."""
+    lacking = [i for i in entries if i not in held]
+    if not lacking:
+        return []
+    if len(lacking) == len(entries):
+        return [f"--baseline {path}: holds none of the compared entries ({', '.join(lacking)}): "
+                f"its tolerances applied to none of them; each value was judged by its tier"]
+    return [f"--baseline {path}: holds no entry {', '.join(lacking)}: its tolerances applied "
+            f"to the others; {'that one was' if len(lacking) == 1 else 'those were'} judged by "
+            f"the tiers"]
 
 
 def load_runs(run_dirs: list[Path]) -> list[RunFolder]:
@@ -174,6 +197,11 @@ def values(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {kind: numbers(entry.get(kind)) for kind in ("metrics", "params")}
 
 
+def mapping(d: Any) -> dict[str, Any]:
+    """A summary's metrics or params as a mapping; {} when they are something else."""
+    return d if isinstance(d, dict) else {}
+
+
 def entry_ids(runs: list[RunFolder]) -> list[str]:
     """Every entry id of the runs, in order of first appearance."""
     return list(dict.fromkeys(i for r in runs for i in r.entries))
@@ -209,16 +237,37 @@ def machines(c: SideBySide) -> list[str]:
 def console_text(c: SideBySide) -> str:
     """The values beyond tolerance as an aligned table, the entries not in every run, and
     the verdict."""
-    order = entry_ids(c.runs)
-    rows = [(label, d.entry, d.key, num(d.old), num(d.new), "" if d.missing else
-             f"{d.diff:+.3g}", f"{d.allowed:.3g}", d.rule.tier)
-            for label, d in sorted(c.differences, key=lambda x: order.index(x[1].entry))]
+    order, by_label = entry_ids(c.runs), {r.label: r for r in c.runs}
+    rows: list[tuple[str, ...]] = [
+        (label, d.entry, d.key, shown_value(c.runs[0], d.entry, d.key, d.old),
+         shown_value(by_label[label], d.entry, d.key, d.new), "" if d.missing else
+         f"{d.diff:+.3g}", f"{d.allowed:.3g}", d.rule.tier)
+        for label, d in sorted(c.differences, key=lambda x: order.index(x[1].entry))]
     rows = [("run", "entry", "value", "old", "new", "diff", "allowed", "by"), *rows] if rows \
         else []
+    rows = [tuple(shown(v, sys.stdout) for v in r) for r in rows]  # padded as the console shows
     widths = [max((len(r[k]) for r in rows), default=0) for k in range(8)]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
     lines += [f"{i}: only in {', '.join(labels)}" for i, labels in c.only.items()]
-    return "\n".join([*lines, *machines(c), *unfinished(c), verdict(c)])
+    return "\n".join([*lines, *corrupt_lines(c), *machines(c), *unfinished(c),
+                      *(f"note: {n}" for n in c.notes), verdict(c)])
+
+
+def shown_value(run: RunFolder, entry: str, key: str, value: float | None) -> str:
+    """A value of a run as the table shows it: "none" when the run has none, and a value
+    that is not a number (a corrupt summary.json) as such."""
+    kind, _, name = key.partition(".")
+    found = run.entries.get(entry, {}).get(kind)
+    raw = found.get(name) if isinstance(found, dict) else None
+    if value is None and isinstance(found, dict) and name in found and not number(raw):
+        return f"not a number ({short(raw)})"
+    return num(value)
+
+
+def corrupt_lines(c: SideBySide) -> list[str]:
+    """A line per run whose summary.json holds values that are not numbers."""
+    return [f"{label}: summary.json is corrupt: {'; '.join(bad)}"
+            for label, bad in c.corrupt.items()]
 
 
 def unfinished(c: SideBySide) -> list[str]:
@@ -242,7 +291,7 @@ def to_json(c: SideBySide) -> dict[str, Any]:
     return {"agree": c.agree, "reference": c.runs[0].label,
             "runs": [{"label": r.label, "path": str(r.dir), **run_info(r)} for r in c.runs],
             "differences": [{"run": label, **d.to_json()} for label, d in c.differences],
-            "only_in": c.only}
+            "only_in": c.only, "corrupt": c.corrupt, "notes": c.notes}
 
 
 def run_info(r: RunFolder) -> dict[str, Any]:
@@ -275,7 +324,7 @@ def render(c: SideBySide, out: Path, plots: dict[str, str]) -> str:
     """The HTML of compare.html, in the folder `out` (demos.lab.pages.compare lays it out)."""
     return page.render(page.Page(
         agree=c.agree, verdict=verdict(c), machines=machines(c), plots=plots,
-        unfinished=unfinished(c),
+        unfinished=unfinished(c), notes=[*corrupt_lines(c), *c.notes],
         runs=[page.Column(r.label, r.dir, run_info(r), r.config) for r in c.runs],
         tables=[entry_table(c, i) for i in entry_ids(c.runs)]), out)
 
@@ -285,8 +334,10 @@ def entry_table(c: SideBySide, entry: str) -> page.EntryTable:
     runs = [r for r in c.runs if entry in r.entries]
     drift = {(r.label, d.key): d for r, ds in zip(c.runs[1:], c.drifts)
              for d in ds if d.entry == entry}
-    flat = {r.label: {f"{kind}.{name}": v for kind, vs in values(r.entries[entry]).items()
-                      for name, v in vs.items()} for r in runs}
+    flat = {r.label: {f"{kind}.{name}": v if number(v) else f"not a number ({short(v)})"
+                      for kind in ("metrics", "params")
+                      for name, v in mapping(r.entries[entry].get(kind)).items()}
+            for r in runs}
     rows = {}
     for key in dict.fromkeys(k for vs in flat.values() for k in vs):
         cells = []

@@ -145,26 +145,26 @@ def make_plan(args: Any, registry: Registry) -> Plan:
             for combo in itertools.product(*(v for _, v in axes))]
     width = len(str(len(grid) - 1))
     points = [(point_name(i, sets, width), sets) for i, sets in enumerate(grid)]
-    base = None
+    # each key once, before a point's config is loaded (which would name only its --set)
+    check_keys(args, [(label, f"{k}={v[0]}") for label, (k, v) in zip(labels, axes)])
+    base, resolved = None, []
     for name, sets in points:
         try:
             cfg = config_mod.load(args.config, registry, [*args.sets, *sets])
         except ConfigError as e:
             raise ConfigError(f"sweep point {name}: {e}") from None
         base = base or cfg
+        resolved.append(repr(cfg))
         if args.only:
             config_mod.select(cfg, ",".join(args.only), args.config)
     assert base is not None  # the grid has a point at least
-    check_keys(args, [(label, f"{k}={v[0]}") for label, (k, v) in zip(labels, axes)])
+    check_distinct(points, resolved, axes, labels)
     planned = [name for name, _ in points]
     shard = parse_shard(args.shard) if args.shard else None
     if shard:
         points = [p for i, p in enumerate(points) if i % shard[1] == shard[0]]
-    jobs, cores, notes = args.jobs, available_cores(), []
-    if jobs > cores:  # more at once would only slow each other down, and cost memory
-        notes.append(f"--jobs {jobs}: {cores} usable core{'s' if cores > 1 else ''} here; "
-                     f"running {cores} point{'s' if cores > 1 else ''} at a time")
-        jobs = cores
+    jobs, note = cap_jobs(args.jobs, "point")
+    notes = [note] if note else []
     plan = Plan(args.config, axes, points, total, passed_on(args), jobs=jobs, shard=shard,
                 notes=notes, planned=planned)
     plan.digest = plan_digest(args, plan)
@@ -172,6 +172,37 @@ def make_plan(args: Any, registry: Registry) -> Plan:
                                      "threads" in keys or args.threads is not None)
     plan.notes += [note] if note else []
     return plan
+
+
+def check_distinct(points: list[tuple[str, list[str]]], resolved: list[str],
+                   axes: list[tuple[str, list[str]]], labels: list[str]) -> None:
+    """No two points of the grid are one run: a value given twice (`1e-3,1e-3`, or
+    `1e-3,0.001`: the same number) is refused, since its group would hold one run twice."""
+    first: dict[str, int] = {}
+    for i, config in enumerate(resolved):
+        j = first.setdefault(config, i)
+        if j == i:
+            continue
+        (a, sets_a), (b, sets_b) = points[j], points[i]
+        k = next((k for k, (x, y) in enumerate(zip(sets_a, sets_b)) if x != y), 0)
+        key, values = axes[k]
+        x, y = (s.partition("=")[2] for s in (sets_a[k], sets_b[k]))
+        label = f"--sweep {key}={','.join(values)}" if labels[k].startswith("--sweep") \
+            else labels[k]
+        twice = f"{x} is given twice" if x == y else f"{y} is the same as {x}"
+        raise ConfigError(f"{label}: the value {twice} (points {a} and {b} would be one "
+                          f"run); give each value once")
+
+
+def cap_jobs(jobs: int, noun: str) -> tuple[int, str]:
+    """--jobs, at most the cores this process may use (more at once would only slow each other
+    down, and cost memory); the warning that says so, or ""."""
+    cores = available_cores()
+    if jobs <= cores:
+        return jobs, ""
+    many = "s" if cores > 1 else ""
+    return cores, (f"--jobs {jobs}: {cores} usable core{many} here; running {cores} "
+                   f"{noun}{many} at a time")
 
 
 def check_keys(args: Any, swept: list[tuple[str, str]]) -> None:
@@ -245,14 +276,24 @@ def sweep_folder(args: Any, plan: Plan, output_dir: Path) -> Path:
         import datetime as dt
         folder = make_run_dir(output_dir, dt.datetime.now(), prefix="sweep_")
     elif not plan.shard:
-        folder = make_named_dir(output_dir, name)
+        folder = make_named_dir(output_dir, name, kind="sweep")
     else:
+        from demos.lab.core.layout import clashes
+        why = clashes(name, "sweep") if args.run_name is not None else None
+        if why:
+            raise ConfigError(f"--run-name {name}: not a sweep folder's name: {why}")
         folder = output_dir / name
         try:  # every shard of the sweep writes here
-            folder.mkdir(parents=True, exist_ok=True)
+            if not folder.is_symlink():
+                folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ConfigError(f"--output-dir {output_dir}: cannot create {name}: "
                               f"{e.strerror or e}") from None
+        if folder.is_symlink():  # its points would be written elsewhere
+            raise ConfigError(f"--output-dir {output_dir}: {name} is a symbolic link (to "
+                              f"{os.readlink(folder)}); a sweep's folder is a folder of the "
+                              f"output folder, never written through a link: remove the link, "
+                              f"or give --output-dir the folder it points to")
     record_plan(folder, plan)
     return folder
 
@@ -453,6 +494,11 @@ def run_sweep(args: Any, registry: Registry, output_dir: Path, stop: StopRequest
     axes = "; ".join(f"{k} = {', '.join(v)}" for k, v in plan.axes)
     part = f" (shard {plan.shard[0]}/{plan.shard[1]}: {len(plan.points)} of them)" \
         if plan.shard else ""
+    if plan.shard and not plan.points:  # more shards than points: this one has none
+        say(f"sweep {folder}: {axes}; no point of this sweep falls to shard {plan.shard[0]}/"
+            f"{plan.shard[1]} ({plan.total} point{'s' if plan.total > 1 else ''} in all; shard "
+            f"I runs the points I, I+N, ...): nothing to run")
+        return EXIT_OK
     with shard_owned(folder, plan):  # a second live copy of this shard: refused, here
         say(f"sweep {folder}: {plan.total} points{part}, {axes}; "
             f"{min(plan.jobs, len(plan.points))} at a time"

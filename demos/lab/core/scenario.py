@@ -147,6 +147,9 @@ class Scenario:
     # under torchrun: runs on every rank (it uses ctx.world: DDP, a DistributedSampler);
     # any other scenario runs on rank 0 only
     data_parallel: bool = False
+    # what a run writes besides `files` only when the entry's config asks for it (custom_function
+    # draws its second backward with double_backward: true)
+    optional_files: tuple[str, ...] = ()
 
     @property
     def about(self) -> str:

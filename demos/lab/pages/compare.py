@@ -6,6 +6,7 @@ overlaid loss curves.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from demos.lab.core import fingerprint as fp
+from demos.lab.core.console import shown
 from demos.lab.core.layout import REPORT
 
 FACTS = ["config", "torch", "device", "seed", "threads", "sets", "kernels"]  # the runs' table
@@ -55,15 +57,33 @@ class Page:
     tables: list[EntryTable]
     plots: dict[str, str]         # entry -> its overlaid loss curves' file name
     unfinished: list[str] = field(default_factory=list)  # runs still running, stopped, ...
+    notes: list[str] = field(default_factory=list)  # corrupt summaries, a baseline unused
 
 
 def render(page: Page, out: Path) -> str:
     """The HTML of compare.html, in the folder `out`."""
     from demos.lab.pages.templating import render as render_template
 
-    return render_template("compare.html.j2", page=page, word="agree" if page.agree else "differ",
-                           facts=FACTS, runs=[run_row(r, out) for r in page.runs],
-                           diffs=config_diffs(page.runs))
+    return render_template("compare.html.j2", page=printable(page),
+                           word="agree" if page.agree else "differ", facts=FACTS,
+                           runs=printable([run_row(r, out) for r in page.runs]),
+                           diffs=printable(config_diffs(page.runs)))
+
+
+def printable(value: Any) -> Any:
+    """`value` (text, or lists, mappings and dataclasses of it) with its control characters
+    shown escaped, as the console shows them (`\\x1b`): a run folder's name or a metric's may
+    hold an escape sequence. The template escapes the markup; links are made before."""
+    if isinstance(value, str):
+        return shown(value, None)
+    if isinstance(value, (list, tuple)):
+        return type(value)(printable(v) for v in value)
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: printable(getattr(value, f.name))
+                                             for f in dataclasses.fields(value) if f.init})
+    return value
 
 
 def run_row(r: Column, out: Path) -> dict[str, Any]:

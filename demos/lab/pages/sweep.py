@@ -7,10 +7,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import quote
 
 from demos.lab.core.config import ID_RE
 from demos.lab.core.files import write_atomic
-from demos.lab.core.layout import METRICS, SWEEP_PAGE
+from demos.lab.core.layout import METRICS, REPORT, SWEEP_PAGE
 from demos.lab.core.results import Check
 
 
@@ -102,6 +103,7 @@ def bands(folder: Path, data: dict[str, Any],
 def write_page(folder: Path, data: dict[str, Any]) -> list[str]:
     """sweep.html in `folder`, from its sweep.json's `data`; notes on the plots it could not
     draw (the page shows them too)."""
+    from demos.lab.pages.compare import printable
     from demos.lab.pages.templating import render
 
     notes: list[str] = []
@@ -109,17 +111,17 @@ def write_page(folder: Path, data: dict[str, Any]) -> list[str]:
     compared = side_by_side(folder, data, notes)
     points = [{"run": p["run"], "status": str(p["status"]), "duration_s": p["duration_s"],
                "why": p.get("why") or [],
+               "href": f"{quote(p['run'], errors='surrogateescape')}/{REPORT}",
                "swept": " ".join(s for s in p["sets"] if s.partition("=")[0] in data["axes"])}
               for p in data["points"]]
     groups = [Group(group_label(g, data), len(g["runs"]), [Check(**c) for c in g["checks"]],
                     g["scenarios"], {e: f for (i, e), f in images.items() if i == gi})
               for gi, g in enumerate(data["groups"])]
-    page = render("sweep.html.j2", data={**data, "notes": [*data["notes"], *notes]},
-                  name=Path(data["folder"]).name, points=points, groups=groups,
-                  compared=compared,
-                  axes="; ".join(f"{k} = {', '.join(v)}" for k, v in data["axes"].items())
-                  or "none",
-                  failed_checks=sum(c.passed is False for g in groups for c in g.checks))
+    page = render("sweep.html.j2", **printable(dict(  # control characters shown escaped
+        data={**data, "notes": [*data["notes"], *notes]},
+        name=Path(data["folder"]).name, points=points, groups=groups, compared=compared,
+        axes="; ".join(f"{k} = {', '.join(v)}" for k, v in data["axes"].items()) or "none",
+        failed_checks=sum(c.passed is False for g in groups for c in g.checks))))
     write_atomic(folder / SWEEP_PAGE, page)
     return notes
 

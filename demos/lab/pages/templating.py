@@ -50,11 +50,25 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader(PACKAGE, "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.finalize = visible_text  # every {{ value }}: control characters shown, not kept
     env.globals["static"] = static
     env.filters["fmt"] = fmt
     env.filters["rate"] = rate
     env.policies["json.dumps_kwargs"] = {"allow_nan": False}  # |tojson: strict JSON, in order
     return env
+
+
+def visible_text(value: Any) -> Any:
+    """A value a page shows: text with its control characters escaped as the console shows
+    them (`\x1b`: a run folder's name may hold an escape sequence); markup (Markup: the inline
+    SVG, |tojson) as it is. The template then escapes the text's markup characters."""
+    import markupsafe
+
+    from demos.lab.core.console import shown
+
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return shown(value, None)
+    return value
 
 
 def render(template: str, **context: Any) -> str:

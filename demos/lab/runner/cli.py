@@ -20,7 +20,7 @@ from typing import Any, Callable, NoReturn
 
 from demos.lab.core import config as config_mod
 from demos.lab.core.console import say, silence
-from demos.lab.core.layout import check_output_dir
+from demos.lab.core.layout import INDEX, check_output_dir
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError, did_you_mean
@@ -105,7 +105,12 @@ def aggregate_command(args: argparse.Namespace, call: Call) -> int:
     """`aggregate DIR`: sweep.json and sweep.html from the run folders under DIR."""
     one_process("aggregate")
     from demos.lab.comparing.aggregate import aggregate
-    return aggregate(Path(args.dir), call.registry(), command=call.command)
+    folder = Path(args.dir)
+    try:
+        return aggregate(folder, call.registry(), command=call.command)
+    finally:  # the index beside the sweep shows its new verdict, or none once it was removed
+        if folder.is_dir() and (folder.parent / INDEX).is_file():
+            index(folder.parent)
 
 
 def compare_command(args: argparse.Namespace, call: Call) -> int:

@@ -65,6 +65,7 @@ document.querySelectorAll('.backward').forEach(function (box) {
       nodes[s.dot_node].scrollIntoView({block: 'nearest', inline: 'nearest'});
     s.sent.forEach(function (e) { if (e.dot_edge && e.grad) mark(edges[e.dot_edge], 'active'); });
     line('step ' + k + ':', s.node);
+    if (s.pass) line('made by:', s.pass);  /* the second backward: which pass made the node */
     line('received:', s.received.map(describeGrad).join(', '));
     if (s.leaf && s.received[0] === null) {
       line('adds:', 'nothing (None arrived): ' + s.leaf.name + '.grad stays ' +

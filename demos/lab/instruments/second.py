@@ -1,0 +1,179 @@
+"""The second backward: the backward of a gradient, node by node.
+
+`first_pass(run, inputs)` runs the forward `run(*inputs)` on fresh copies of `inputs` and then a
+backward with `create_graph=True` (gradient 1 for every output element, as the traced first
+backward has): autograd records the backward's own operations, so the gradients it returns are
+in a graph of their own. The second pass starts from their sum, s = sum over every input x and
+element of d(sum of the outputs)/dx, and its backward gives ds/dx: the Hessian of the sum of
+the outputs times a vector of ones, one per input. That graph reuses the forward's nodes (the
+gradient of x*x depends on x through the forward's saved tensors), so `made_by` says, node by
+node, which pass made it.
+
+`agrees` is the check: what the traced second pass added into each input's .grad equals
+`torch.autograd.grad(s, inputs)`, and, where a reference formula is given, the reference's own
+second derivatives. A backward that is not differentiable (it detaches, goes through numpy, or
+is `@once_differentiable`) builds no graph for s, and the check says so; a backward that is
+differentiable but wrong in its second derivative differs from the reference.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import torch
+
+from demos.lab.core.results import Check
+from demos.lab.instruments.walk import nodes
+
+FORWARD, FIRST, ROOT = "the forward", "the first backward", "the sum that starts the second pass"
+
+
+@dataclass
+class FirstPass:
+    """The forward and its create_graph backward, on fresh copies of the inputs."""
+    inputs: dict[str, torch.Tensor]
+    outputs: tuple[torch.Tensor, ...] = ()
+    grads: dict[str, torch.Tensor | None] = field(default_factory=dict)
+    root: torch.Tensor | None = None  # s: the sum of every gradient element
+    forward_nodes: set[int] = field(default_factory=set)  # ids of the forward graph's nodes
+    gradient_nodes: set[int] = field(default_factory=set)  # ... and of the gradients' graph
+    error: str | None = None
+
+
+def fresh(inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in inputs.items()}
+
+
+def first_pass(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]) -> FirstPass:
+    """Forward, then backward with create_graph=True; `root` is None when the gradients are
+    in no graph (a backward autograd cannot differentiate)."""
+    out = FirstPass(fresh(inputs))
+    need = {k: v for k, v in out.inputs.items() if v.requires_grad}
+    try:
+        result = run(*out.inputs.values())
+        out.outputs = tuple(r for r in (result if isinstance(result, tuple) else (result,))
+                            if isinstance(r, torch.Tensor) and r.grad_fn is not None)
+        out.forward_nodes = {id(fn) for fn in nodes(list(out.outputs))}
+        grads = torch.autograd.grad(out.outputs, list(need.values()),
+                                    [torch.ones_like(o) for o in out.outputs],
+                                    create_graph=True, allow_unused=True)
+    except Exception as e:  # a user's backward that raises under create_graph
+        out.error = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+        return out
+    out.grads = dict(zip(need, grads))
+    made = [g for g in grads if g is not None and g.grad_fn is not None]
+    out.gradient_nodes = {id(fn) for fn in nodes(made)} if made else set()
+    parts = [g.sum() for g in made]
+    if parts:
+        out.root = torch.stack(parts).sum() if len(parts) > 1 else parts[0]
+    return out
+
+
+def made_by(first: FirstPass, fn: Any) -> str:
+    """Which pass made the node `fn` of the second pass's graph."""
+    if id(fn) in first.forward_nodes:
+        return FORWARD
+    return FIRST if id(fn) in first.gradient_nodes else ROOT
+
+
+def labels(first: FirstPass) -> dict[str, torch.Tensor]:
+    """The names the second pass's graph is drawn and traced with: the inputs, the gradients
+    ("grad x") and the root ("sum of the gradients")."""
+    named: dict[str, torch.Tensor] = dict(first.inputs)
+    named.update({f"grad {k}": g for k, g in first.grads.items() if g is not None})
+    if first.root is not None:
+        named["sum of the gradients"] = first.root
+    return named
+
+
+def second_derivatives(first: FirstPass) -> dict[str, torch.Tensor | None]:
+    """d(root)/d(input) for every input that requires grad, by torch.autograd.grad."""
+    need = {k: v for k, v in first.inputs.items() if v.requires_grad}
+    got = torch.autograd.grad(first.root, list(need.values()), retain_graph=True,
+                              allow_unused=True)
+    return dict(zip(need, got))
+
+
+def agrees(traced: Any, first: FirstPass, reference: FirstPass | None = None,
+           title: str = "second backward", rtol: float = 1e-7, atol: float = 1e-9) -> Check:
+    """'second backward agrees': the traced second pass against torch.autograd.grad, and the
+    reference formula's second derivatives where there is one."""
+    name = f"second backward agrees: {title}"
+    if first.error:
+        return Check(name, False, f"the create_graph backward failed: {first.error}")
+    if first.root is None:
+        return Check(name, False, "the first backward built no graph: its gradients do not "
+                                  "depend on the inputs through autograd (a backward that "
+                                  "detaches, goes through numpy or is @once_differentiable), "
+                                  "so there is no second backward")
+    if traced is None or traced.error:
+        return Check(name, False, f"could not trace the second backward: "
+                                  f"{getattr(traced, 'error', None)}")
+    want = second_derivatives(first)
+    for k, x in first.inputs.items():
+        if k not in want:
+            continue
+        got = traced.grads.get(id(x))
+        if not same(got, want[k], 0.0, 0.0):
+            return Check(name, False, f"the traced second pass put {show(got)} into {k}.grad, "
+                                      f"torch.autograd.grad gives {show(want[k])}")
+    compared = reference is not None and reference.root is not None
+    if compared and not all(same(g, reference.grads.get(k), rtol, atol)
+                            for k, g in first.grads.items()):
+        # a wrong first derivative makes every second one wrong: that is parity's failure,
+        # counted once there; here only the trace is held to autograd
+        return Check(name, True, f"the traced d/dx of the sum of the gradients equals "
+                                 f"torch.autograd.grad's, for {', '.join(want) or 'no input'}; "
+                                 f"not compared with the reference's: the first derivatives "
+                                 f"already differ from it (the parity check)")
+    if compared:
+        ref = second_derivatives(reference)
+        for k in want:
+            if not same(want[k], ref.get(k), rtol, atol):
+                worst = (want[k] - ref[k]).abs().max().item() if want[k] is not None and \
+                    ref.get(k) is not None else None
+                return Check(name, False, f"second derivatives of {k} differ from the "
+                                          f"reference's: {show(want[k])} against "
+                                          f"{show(ref.get(k))}" +
+                                          (f" (max abs err {worst:.3g})" if worst else ""))
+    against = " and the reference's" if compared else ""
+    return Check(name, True, f"the traced d/dx of the sum of the gradients equals "
+                             f"torch.autograd.grad's{against}, for "
+                             f"{', '.join(want) or 'no input'}")
+
+
+def same(a: torch.Tensor | None, b: torch.Tensor | None, rtol: float, atol: float) -> bool:
+    """Equal within tolerance; an input that gets no second derivative (None) equals zeros."""
+    if a is None and b is None:
+        return True
+    if a is None or b is None:
+        other = b if a is None else a
+        return bool(torch.count_nonzero(other) == 0)
+    return a.shape == b.shape and torch.allclose(a.to(b.dtype), b, rtol=rtol, atol=atol,
+                                                 equal_nan=True)
+
+
+def show(t: torch.Tensor | None) -> str:
+    if t is None:
+        return "None"
+    flat = t.detach().reshape(-1)
+    head = ", ".join(f"{v:.6g}" for v in flat[:4].tolist())
+    return f"[{head}{', ...' if flat.numel() > 4 else ''}]"
+
+
+def explain(first: FirstPass, traced: Any) -> str:
+    """explain.txt's section "The second backward"."""
+    lines = ["The second backward: the backward of the gradients (create_graph=True)", ""]
+    if first.error or first.root is None or traced is None:
+        why = first.error or "the first backward built no graph: there is no second backward"
+        return "\n".join(lines + [why, ""])
+    ours = [s.fn for s in traced.steps]
+    made = {who: sum(made_by(first, fn) == who for fn in ours) for who in (FIRST, FORWARD, ROOT)}
+    lines += [f"root: the sum of every element of {', '.join(f'grad {k}' for k in first.grads)}",
+              f"{len(ours)} nodes ran: {made[FIRST]} made by the first backward (it recorded "
+              f"its own operations), {made[FORWARD]} by the forward (reached through what the "
+              f"first backward saved), {made[ROOT]} by the sum that starts the second pass", ""]
+    for k, s in enumerate(traced.steps, 1):
+        lines.append(f"step {k}: {traced.label(s.fn)}, made by {made_by(first, s.fn)}")
+    lines.append("")
+    return "\n".join(lines)
