@@ -32,7 +32,7 @@ from demos.lab.core.tolerance import check_keys as check_tolerance_keys
 from demos.lab.core.user_code import is_path, split_spec
 
 # whole strings only: fullmatch; an index as torch.device spells it (ASCII digits, no leading 0)
-DEVICE_RE = re.compile(r"auto|cpu|mps|cuda(:(0|[1-9][0-9]{0,2}))?")
+DEVICE_RE = re.compile(r"auto|cpu(:0)?|mps|cuda(:(0|[1-9][0-9]{0,2}))?")
 ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")  # an entry's id, its folder's name
 
 
