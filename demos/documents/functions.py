@@ -79,6 +79,21 @@ class MyExp(torch.autograd.Function):
         return grad_output * y  # d exp(x)/dx = exp(x) = y
 
 
+class MyExpSavesInput(torch.autograd.Function):
+    """MyExp's contrast (not in the documents): it saves its *input*, so backward has to
+    compute exp(x) again; the ledger of what backward keeps shows x kept instead of y."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, = ctx.saved_tensors
+        return grad_output * x.exp()  # exp computed a second time
+
+
 def exp_reference(x):
     return torch.exp(x)
 

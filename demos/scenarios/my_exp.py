@@ -43,11 +43,16 @@ def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
     from demos.api import check, close, gradcheck, parity, support
-    from demos.documents.functions import MyExp, MyExpModern, exp_reference
+    from demos.documents.functions import MyExp, MyExpModern, MyExpSavesInput, exp_reference
     inputs = torch.tensor(cfg.inputs, device=ctx.device, requires_grad=True)
     # the forward, drawn, traced, and what backward keeps counted while it runs
     outputs = ctx.forward(lambda: MyExp.apply(inputs), {"inputs": inputs})
     saved_output = outputs.grad_fn.saved_tensors[0]
+    # beside it, the choice the document does not make: save the input, recompute exp
+    other = torch.tensor(cfg.inputs, device=ctx.device, requires_grad=True)
+    kept = ctx.forward(lambda: MyExpSavesInput.apply(other), {"inputs": other},
+                       name="graph_saves_input")
+    saved_input = kept.grad_fn.saved_tensors[0]
     outputs.backward(torch.ones(outputs.shape, device=ctx.device))
     grad1 = inputs.grad
     inputs.grad = None  # reset before the built-in exp's turn
@@ -69,6 +74,8 @@ def run(cfg: Config, ctx: Context) -> Result:
             check("MyExp saved its output, not its input",
                   torch.equal(saved_output, outputs.detach()),
                   "saved_tensors[0] == exp(inputs)"),
+            check("the contrast saved its input, for backward to compute exp again",
+                  torch.equal(saved_input, other.detach()), "saved_tensors[0] == inputs"),
             gradcheck("gradcheck", MyExp.apply, {"x": inputs}, ctx.check_device),
             parity("parity", MyExp.apply, exp_reference, {"x": inputs}, ctx.check_device),
         ])
@@ -76,7 +83,8 @@ def run(cfg: Config, ctx: Context) -> Result:
 
 SCENARIO = Scenario(
     name="my_exp", config=Config, run=run, document="003, example 1",
-    metrics=("max_grad_error",), files=(*graph_files("graph"), "explain.txt"))
+    metrics=("max_grad_error",),
+    files=(*graph_files("graph", "graph_saves_input"), "explain.txt"))
 
 
 if __name__ == "__main__":
