@@ -311,6 +311,16 @@ def test_the_backward_stepper_in_a_real_browser(dry_run, tmp_path):
         detail = box.find_element("css selector", ".step-detail")
         assert "made by: the sum that starts the second pass" in detail.text
         assert box.find_elements("css selector", "g.node.active")
+        # forward mode of MyExp's twin: value and tangent, then J·v beside reverse mode's vᵀ·J
+        box = driver.find_element("css selector",
+                                  'section#my_exp .backward[data-graph="forward_mode"]')
+        driver.execute_script("arguments[0].scrollIntoView()", box)
+        assert box.text.startswith("forward mode, step by step:")
+        box.find_element("css selector", "[data-action=next]").click()
+        detail = box.find_element("css selector", ".step-detail").text
+        assert "tangent:" in detail and "J·v (forward, one pass):" in detail
+        assert "vᵀ·J (reverse, one backward): x:" in detail
+        assert box.find_elements("css selector", "g.node.active")
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
         assert errors == []
     finally:

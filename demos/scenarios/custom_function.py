@@ -166,6 +166,8 @@ def make_inputs(cfg: Config, seed: int, device: torch.device) -> dict[str, torch
 
 
 def run(cfg: Config, ctx: Context) -> Result:
+    import torch
+
     from demos.api import (
         backward_structure,
         compare_to_reference,
@@ -187,6 +189,8 @@ def run(cfg: Config, ctx: Context) -> Result:
     if cfg.double_backward:
         found.append(gradgradcheck("gradgradcheck", fn.apply, inputs, ctx.check_device))
         ctx.second_backward(fn.apply, inputs, reference)  # drawn, traced, checked
+    if getattr(fn, "jvp", None) is not getattr(torch.autograd.Function, "jvp", None):
+        ctx.forward_mode(fn.apply, inputs)  # it has a jvp: forward mode, step by step
     metrics = {}
     if reference is not None:
         check, metrics = compare_to_reference(
@@ -206,7 +210,8 @@ def run(cfg: Config, ctx: Context) -> Result:
 SCENARIO = Scenario(
     name="custom_function", config=Config, run=run, document="yours", prepare=prepare,
     metrics=("max_abs_error", "max_rel_error"), files=(*graph_files("graph"), "explain.txt"),
-    optional_files=graph_files("second_backward")[:3])  # with double_backward: true
+    # with double_backward: true; with a Function that has a jvp
+    optional_files=(*graph_files("second_backward")[:3], *graph_files("forward_mode")[:3]))
 
 
 if __name__ == "__main__":

@@ -98,9 +98,10 @@ def run(cfg: Config, ctx: Context) -> Result:
               for r in ctx.history() if "a" in r]
     ctx.animate("fit.gif", xs.tolist(), frames, {"sin(x)": y.tolist()},
                 title="a + b P3(c + d x)", xlabel="x", ylabel="y")
+    twin_inputs = {"x": torch.linspace(-1.5, 1.5, 7, dtype=torch.float64).requires_grad_()}
+    ctx.forward_mode(LegendrePolynomial3Modern.apply, twin_inputs)  # the twin's jvp, stepped
     matrix, supported = support.classic_and_twin(  # P3 and its twin, transform by transform
-        LegendrePolynomial3, LegendrePolynomial3Modern, legendre_p3_reference,
-        {"x": torch.linspace(-1.5, 1.5, 7, dtype=torch.float64).requires_grad_()},
+        LegendrePolynomial3, LegendrePolynomial3Modern, legendre_p3_reference, twin_inputs,
         ctx.check_device, cfg.support)
     return Result(
         metrics={"final_loss": ctx.last("loss")},
@@ -117,7 +118,8 @@ def run(cfg: Config, ctx: Context) -> Result:
 SCENARIO = Scenario(
     name="legendre_fit", config=Config, run=run, document="003, example 2",
     params=("a", "b", "c", "d"), metrics=("final_loss",),
-    files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt", "fit.png", "fit.gif"),
+    files=(*TRAINING_FILES, *graph_files("graph", "forward_mode"), "explain.txt", "fit.png",
+           "fit.gif"),
     dry_run={"steps": 5})
 
 

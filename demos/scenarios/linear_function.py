@@ -108,10 +108,11 @@ def run(cfg: Config, ctx: Context) -> Result:
         loss.backward()
         opt.step()
     g = torch.Generator().manual_seed(ctx.seed)
+    twin_inputs = {k: torch.randn(s, generator=g, dtype=torch.float64).requires_grad_()
+                   for k, s in (("input", (4, 3)), ("weight", (2, 3)), ("bias", (2,)))}
+    ctx.forward_mode(LinearFunctionModern.apply, twin_inputs)  # the twin's jvp, stepped
     matrix, supported = support.classic_and_twin(
-        LinearFunction, LinearFunctionModern, linear_reference,
-        {k: torch.randn(s, generator=g, dtype=torch.float64).requires_grad_()
-         for k, s in (("input", (4, 3)), ("weight", (2, 3)), ("bias", (2,)))},
+        LinearFunction, LinearFunctionModern, linear_reference, twin_inputs,
         ctx.check_device, cfg.support)
     return Result(
         metrics={"final_loss": ctx.last("loss"),
@@ -123,7 +124,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 SCENARIO = Scenario(
     name="linear_function", config=Config, run=run, document="004",
     metrics=("final_loss", "weight_error", "bias_error"),
-    files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt"),
+    files=(*TRAINING_FILES, *graph_files("graph", "forward_mode"), "explain.txt"),
     dry_run={"steps": 5})
 
 

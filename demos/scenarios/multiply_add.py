@@ -121,9 +121,10 @@ def run(cfg: Config, ctx: Context) -> Result:
               for i in range(2) for j in range(2)}
     g = torch.Generator().manual_seed(ctx.seed)  # as the document has them: x needs no grad
     w0, x0, b0 = (torch.randn(2, 2, generator=g, dtype=torch.float64) for _ in range(3))
+    twin_inputs = {"w": w0.requires_grad_(), "x": x0, "b": b0.requires_grad_()}
+    ctx.forward_mode(MultiplyAddModern.apply, twin_inputs)  # the twin's jvp, stepped
     matrix, supported = support.classic_and_twin(
-        MultiplyAdd, MultiplyAddModern, multiply_add_reference,
-        {"w": w0.requires_grad_(), "x": x0, "b": b0.requires_grad_()}, ctx.check_device,
+        MultiplyAdd, MultiplyAddModern, multiply_add_reference, twin_inputs, ctx.check_device,
         cfg.support)
     return Result(
         metrics={"final_loss": ctx.last("loss"),
@@ -136,7 +137,7 @@ SCENARIO = Scenario(
     name="multiply_add", config=Config, run=run, document="000",
     params=tuple(f"{p}[{i},{j}]" for p in "wb" for i in range(2) for j in range(2)),
     metrics=("final_loss", "w_error", "b_error"),
-    files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt"),
+    files=(*TRAINING_FILES, *graph_files("graph", "forward_mode"), "explain.txt"),
     dry_run={"steps": 5})
 
 

@@ -62,6 +62,8 @@ def run(cfg: Config, ctx: Context) -> Result:
     grad2 = inputs.grad
     e_to_x = torch.exp(torch.tensor(cfg.inputs, dtype=torch.float64))
     ctx.log.info("  MyExp grads %s; built-in exp grads %s", grad1.tolist(), grad2.tolist())
+    ctx.forward_mode(MyExpModern.apply,  # the twin has a jvp: forward mode, step by step
+                     {"x": torch.tensor(cfg.inputs, dtype=torch.float64).requires_grad_()})
     matrix, supported = support.classic_and_twin(
         MyExp, MyExpModern, exp_reference,
         {"x": torch.tensor(cfg.inputs, dtype=torch.float64).requires_grad_()},
@@ -84,7 +86,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 SCENARIO = Scenario(
     name="my_exp", config=Config, run=run, document="003, example 1",
     metrics=("max_grad_error",),
-    files=(*graph_files("graph", "graph_saves_input"), "explain.txt"))
+    files=(*graph_files("graph", "graph_saves_input", "forward_mode"), "explain.txt"))
 
 
 if __name__ == "__main__":

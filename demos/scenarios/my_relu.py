@@ -86,6 +86,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     g = torch.Generator().manual_seed(0)
     z = torch.randn(8, 5, generator=g, dtype=torch.float64)
     away = (z + 0.5 * z.sign()).requires_grad_()
+    ctx.forward_mode(MyReLUModern.apply, {"x": away[:2]})  # the twin's jvp, stepped
     matrix, supported = support.classic_and_twin(MyReLU, MyReLUModern, relu_reference,
                                                  {"x": away[:2]}, ctx.check_device, cfg.support)
     return Result(
@@ -100,7 +101,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 SCENARIO = Scenario(
     name="my_relu", config=Config, run=run, document="004, last example",
     metrics=("final_loss", "initial_loss"),
-    files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt"),
+    files=(*TRAINING_FILES, *graph_files("graph", "forward_mode"), "explain.txt"),
     dry_run={"steps": 5})
 
 

@@ -20,8 +20,8 @@ from demos.lab.core.files import save_atomic
 from demos.lab.core.results import Check, Result
 from demos.lab.core.scenario import ScenarioConfig
 from demos.lab.core.signals import StopRequest
+from demos.lab.instruments import forward, saved, second, trace, walk
 from demos.lab.instruments import render as graphs
-from demos.lab.instruments import saved, second, trace, walk
 from demos.lab.pages import plots
 from demos.lab.pages.drawing import Artifacts
 from demos.lab.runner.device import check_device
@@ -219,6 +219,32 @@ class Context:
         self._findings.explanations.append(second.explain(first, traced) + (
             "\n" + trace.explain(traced) if traced is not None else ""))
 
+    def forward_mode(self, run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
+                     name: str = "forward_mode") -> None:
+        """A forward-mode pass of `run(*inputs)` (a Function with a jvp), drawn and stepped
+        like a backward (see demos.lab.instruments.forward): each operation's value and
+        tangent, ending in J·v, beside the reverse pass's vᵀ·J for the same inputs; the check
+        `forward mode agrees` holds J·v to torch.func.jvp."""
+        if not self.world.primary:
+            return
+        traced = forward.record(run, inputs, title=name)
+        xs = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in inputs.items()}
+        need = {k: x for k, x in xs.items() if x.requires_grad}
+        reverse: dict[str, Any] = {}
+        if not traced.error and need:
+            outs = tensors_of(run(*xs.values()))
+            grads = torch.autograd.grad(outs, list(need.values()),
+                                        [torch.ones_like(o) for o in outs], allow_unused=True)
+            reverse = dict(zip(need, grads))
+        self._findings.backward.append(forward.to_json(traced, reverse))
+        self._findings.trace_checks.append(forward.agrees(traced, run))
+        self._findings.explanations.append(forward.explain(traced, reverse))
+        if traced.outputs and any(o.grad_fn is not None for o in traced.outputs):
+            source = graphs.make_graph(traced.outputs if len(traced.outputs) > 1 else
+                                       traced.outputs[0], traced.inputs)
+            self._artifacts.submit(f"{self.cfg.id}/{name}.pdf/.svg", graphs.render_files,
+                                   source, self.dir / name, shutil.which("dot"))
+
     def _draw(self, output: Any, names: Mapping[str, torch.Tensor], name: str,
               counted: Mapping[Any, int] | None) -> str:
         explanation = walk.explain(output, names, title=name)
@@ -263,3 +289,9 @@ class Context:
         self._artifacts.submit(f"{self.cfg.id}/{filename}", plots.animation, self.dir / filename,
                               list(x), [(c, list(y)) for c, y in frames],
                               {k: list(v) for k, v in fixed.items()}, **labels)
+
+
+def tensors_of(result: Any) -> tuple[torch.Tensor, ...]:
+    """A function's output(s) as a tuple of tensors."""
+    return tuple(r for r in (result if isinstance(result, tuple) else (result,))
+                 if isinstance(r, torch.Tensor))

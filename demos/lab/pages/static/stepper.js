@@ -52,7 +52,9 @@ document.querySelectorAll('.backward').forEach(function (box) {
     detail.textContent = '';
     var kept = steps.length && steps[0].held_before !== undefined;
     if (k === 0) {
-      line('', 'Press Next to run backward one node at a time.');
+      line('', steps.length && steps[0].tangent !== undefined ?
+           'Press Next to run the forward-mode pass one operation at a time.' :
+           'Press Next to run backward one node at a time.');
       if (kept) {
         line('held for backward:', bytes(steps[0].held_before) + ' saved by the forward');
         detail.appendChild(heldCurve(steps, 0));
@@ -60,6 +62,19 @@ document.querySelectorAll('.backward').forEach(function (box) {
       return;
     }
     var s = steps[k - 1];
+    if (s.tangent !== undefined) {  /* forward mode: the value and the tangent pushed along */
+      mark(nodes[s.dot_node], 'active');
+      line('step ' + k + ':', s.node + (s.inputs.length ? ' of ' + s.inputs.join(', ') : ''));
+      line('value:', describeGrad(s.primal));
+      line('tangent:', describeGrad(s.tangent));
+      if (s.result) {
+        line('J·v (forward, one pass):', s.result.jv.join('; '));
+        line('vᵀ·J (reverse, one backward):', Object.keys(s.result.vjp).map(function (n) {
+          return n + ': ' + s.result.vjp[n]; }).join('; '));
+        s.result.costs.forEach(function (c) { line('', c); });
+      }
+      return;
+    }
     mark(nodes[s.dot_node], 'active');  /* and the edges a gradient really travels */
     if (nodes[s.dot_node] && nodes[s.dot_node].scrollIntoView)  /* zoomed in: keep it in view */
       nodes[s.dot_node].scrollIntoView({block: 'nearest', inline: 'nearest'});

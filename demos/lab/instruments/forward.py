@@ -1,0 +1,201 @@
+"""Forward mode, step by step: a forward-mode pass recorded operation by operation.
+
+`record(run, inputs)` runs `run(*inputs)` on dual tensors (`torch.autograd.forward_ad`): each
+input carries a tangent v (ones unless given), and every operation pushes the tangent along with
+the value, so that the outputs' tangents are J·v. A `TorchFunctionMode` records each operation
+on dual tensors as it runs: its value (the primal) and its tangent. The operations inside a
+custom Function's forward and jvp run on plain tensors and are not steps of their own; the
+Function is one step, recorded where its output is first used (or returned), named by its node.
+The inputs also require grad, so each step's output has a grad_fn: the graph drawn for this
+pass is the same graph a backward would walk, and each step lights its node.
+
+`agrees(trace, run)` is the check: the traced J·v equals `torch.func.jvp`'s (the same jvp: the
+pass was recorded whole) and reverse mode's (`torch.autograd.functional.jvp`, which gets J·v
+from the backward differentiated once more, so a wrong jvp differs from it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import torch
+import torch.autograd.forward_ad as fwAD
+from torch.overrides import TorchFunctionMode
+
+from demos.lab.core.results import Check
+from demos.lab.instruments.trace import brief, describe
+from demos.lab.instruments.walk import node_name
+
+COSTS = ("Forward mode pushes one tangent v through the graph beside the values: one pass gives "
+         "J·v, a column of the Jacobian per input direction.",
+         "Reverse mode pulls one cotangent back from the outputs: one pass gives vᵀ·J, a row per "
+         "output. For n inputs and m outputs, the whole Jacobian takes n forward passes or m "
+         "backward ones: forward mode for few inputs, reverse mode (backward) for a scalar loss.")
+
+
+@dataclass
+class Step:
+    op: str                      # "mul", "MyExpModernBackward (a custom Function)"
+    inputs: list[str]            # what it took: "x", "step 2", "a constant"
+    primal: torch.Tensor
+    tangent: torch.Tensor | None
+    node: Any = None             # the grad_fn of its output: its node in the drawn graph
+
+
+@dataclass
+class ForwardTrace:
+    title: str
+    inputs: dict[str, torch.Tensor]
+    tangents: dict[str, torch.Tensor]
+    steps: list[Step] = field(default_factory=list)
+    outputs: tuple[torch.Tensor, ...] = ()   # the primal outputs, with their graph
+    jv: tuple[torch.Tensor | None, ...] = ()  # the outputs' tangents
+    error: str | None = None
+
+
+class Recorder(TorchFunctionMode):
+    """Records the operations that take a dual tensor, with the primal and tangent they make."""
+
+    def __init__(self, trace: ForwardTrace, known: dict[int, str]):
+        super().__init__()
+        self.trace, self.known = trace, known
+        self.alive: list[torch.Tensor] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+        out = func(*args, **(kwargs or {}))
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not any(fwAD.unpack_dual(t).tangent is not None for t in tensors):
+            return out  # a Function's own forward or jvp, on plain tensors: inside its step
+        names = [self.name_of(t) for t in tensors]
+        if isinstance(out, torch.Tensor):
+            self.add(getattr(func, "__name__", str(func)), names, out)
+        return out
+
+    def name_of(self, t: torch.Tensor) -> str:
+        if id(t) not in self.known:
+            if fwAD.unpack_dual(t).tangent is None:
+                return "a constant"
+            self.add(function_name(t), [], t)  # made by a Function: its step comes now
+        return self.known[id(t)]
+
+    def add(self, op: str, inputs: list[str], out: torch.Tensor) -> None:
+        primal, tangent = fwAD.unpack_dual(out)
+        self.trace.steps.append(Step(op, inputs, primal.detach().clone(),
+                                     None if tangent is None else tangent.detach().clone(),
+                                     out.grad_fn))
+        self.alive.append(out)  # ids stay unique while the pass lasts
+        self.known[id(out)] = f"step {len(self.trace.steps)}"
+
+
+def function_name(t: torch.Tensor) -> str:
+    if t.grad_fn is None:
+        return "a custom Function, through its jvp"
+    return f"{node_name(t.grad_fn).removesuffix('Backward')}, a custom Function, through its jvp"
+
+
+def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
+           tangents: Mapping[str, torch.Tensor] | None = None,
+           title: str = "forward_mode") -> ForwardTrace:
+    """One forward-mode pass of `run` over fresh copies of `inputs`, tangent 1 for every element
+    of every floating input unless `tangents` says otherwise."""
+    xs = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in inputs.items()}
+    vs = {k: (tangents or {}).get(k, torch.ones_like(x)) for k, x in xs.items()
+          if x.is_floating_point()}
+    trace = ForwardTrace(title, xs, vs)
+    try:
+        with fwAD.dual_level():
+            duals = {k: fwAD.make_dual(x, vs[k]) if k in vs else x for k, x in xs.items()}
+            known = {id(d): k for k, d in duals.items()}
+            recorder = Recorder(trace, known)
+            with recorder:
+                result = run(*duals.values())
+            outs = tuple(r for r in (result if isinstance(result, tuple) else (result,))
+                         if isinstance(r, torch.Tensor))
+            for o in outs:
+                recorder.name_of(o)  # an output made by a Function alone is a step too
+            trace.jv = tuple(fwAD.unpack_dual(o).tangent for o in outs)
+            trace.jv = tuple(None if t is None else t.detach().clone() for t in trace.jv)
+            trace.outputs = outs  # after the level: plain tensors, with the pass's graph
+    except Exception as e:  # a Function without jvp, or a jvp that raises
+        trace.error = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+    return trace
+
+
+def by_func(run: Callable[..., Any], trace: ForwardTrace) -> tuple[torch.Tensor, ...]:
+    """J·v by torch.func.jvp: through the same jvp, a check that the pass was recorded whole."""
+    primals, tangents = jv_args(trace)
+    _, jv = torch.func.jvp(lambda *a: run(*a), primals, tangents)
+    return jv if isinstance(jv, tuple) else (jv,)
+
+
+def by_reverse(run: Callable[..., Any], trace: ForwardTrace) -> tuple[torch.Tensor, ...]:
+    """J·v by torch.autograd.functional.jvp, which gets it from reverse mode (the backward,
+    differentiated once more): independent of the Function's jvp."""
+    primals, tangents = jv_args(trace)
+    _, jv = torch.autograd.functional.jvp(lambda *a: run(*a), primals, tangents)
+    return jv if isinstance(jv, tuple) else (jv,)
+
+
+def jv_args(trace: ForwardTrace) -> tuple[tuple, tuple]:
+    primals = tuple(x.detach() for x in trace.inputs.values())
+    tangents = tuple(trace.tangents.get(k, torch.zeros_like(x)) for k, x in trace.inputs.items())
+    return primals, tangents
+
+
+def agrees(trace: ForwardTrace, run: Callable[..., Any], rtol: float = 1e-7,
+           atol: float = 1e-9) -> Check:
+    """'forward mode agrees': the traced J·v equals torch.func.jvp's (the same jvp: the pass
+    was recorded whole) and reverse mode's (torch.autograd.functional.jvp, through the
+    backward: a wrong jvp shows here)."""
+    name = f"forward mode agrees: {trace.title}"
+    if trace.error:
+        return Check(name, False, f"the forward-mode pass failed: {trace.error}")
+    compared = []
+    for by, how in (("torch.func.jvp", by_func), ("reverse mode", by_reverse)):
+        try:
+            want = how(run, trace)
+        except Exception as e:  # torch.func refuses a classic Function; a backward that is
+            compared.append(f"not {by} ({type(e).__name__})")  # not differentiable
+            continue
+        for i, (got, exp) in enumerate(zip(trace.jv, want)):
+            if got is None or not torch.allclose(got.to(exp.dtype), exp, rtol=rtol, atol=atol):
+                return Check(name, False, f"output {i}: the traced J·v is {brief(got)}, {by} "
+                                          f"gives {brief(exp)}")
+        compared.append(by)
+    if not any(not c.startswith("not ") for c in compared):
+        return Check(name, False, f"nothing to compare J·v with: {'; '.join(compared)}")
+    jv = ", ".join(brief(t) for t in trace.jv)
+    return Check(name, True, f"{len(trace.steps)} step(s); J·v {jv} equals "
+                             f"{' and '.join(c for c in compared if not c.startswith('not '))}")
+
+
+def to_json(trace: ForwardTrace, reverse: Mapping[str, torch.Tensor | None]) -> dict[str, Any]:
+    """backward.json's entry for the pass: each step's primal and tangent, J·v, and the reverse
+    pass's vᵀ·J for the same inputs (`reverse`: input name -> its gradient)."""
+    steps: list[dict[str, Any]] = [
+        {"step": k, "node": s.op, "inputs": s.inputs,
+         "dot_node": None if s.node is None else str(id(s.node)),
+         "primal": describe(s.primal), "tangent": describe(s.tangent)}
+        for k, s in enumerate(trace.steps, 1)]
+    result = {"jv": [brief(t) for t in trace.jv],
+              "vjp": {k: brief(g) for k, g in reverse.items()}, "costs": list(COSTS)}
+    if steps:  # the stepper's last step shows the result beside reverse mode's
+        steps[-1]["result"] = result
+    return {"graph": trace.title, "mode": "forward", "error": trace.error, "steps": steps,
+            "skipped": [], **result}
+
+
+def explain(trace: ForwardTrace, reverse: Mapping[str, torch.Tensor | None]) -> str:
+    """explain.txt's section "Forward mode, step by step"."""
+    lines = [f"Forward mode, step by step ('{trace.title}'): each operation's value and "
+             f"tangent, with tangent 1 for every input element", ""]
+    if trace.error:
+        return "\n".join(lines + [f"the forward-mode pass failed: {trace.error}", ""])
+    for k, s in enumerate(trace.steps, 1):
+        took = f" of {', '.join(s.inputs)}" if s.inputs else ""
+        lines.append(f"step {k}: {s.op}{took}: value {brief(s.primal)}, tangent "
+                     f"{brief(s.tangent)}")
+    lines += ["", "J·v (forward mode, one pass): " + "; ".join(brief(t) for t in trace.jv),
+              "vᵀ·J (reverse mode, one backward, v = 1): " + "; ".join(
+                  f"{k}: {brief(g)}" for k, g in reverse.items()), "", *COSTS, ""]
+    return "\n".join(lines)
