@@ -21,6 +21,7 @@ from demos.lab.core.scenario import (
     Scenario,  # the declaration at a scenario file's end
     ScenarioConfig,  # base of a scenario's typed Config
     graph_files,  # the files ctx.graph(..., name) writes
+    pass_files,  # the files ctx.forward_mode / ctx.second_backward write
     support_param,  # the Config field naming the support rows
 )
 from demos.lab.core.schema import (
@@ -85,7 +86,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_a
 
 __all__ = [  # what a scenario file may import: the names above, LAZY's, and run_alone
     "Capability", "Check", "ConfigError", "Result", "Scenario", "ScenarioConfig",
-    "TRAINING_FILES", "convert", "graph_files", "load_object", "param", "split_spec",
+    "TRAINING_FILES", "convert", "graph_files", "load_object", "param", "pass_files",
+    "split_spec",
     "support_param",
     "Context", "Interrupted", "backward_structure", "check", "close", "compare_to_reference",
     "gradcheck", "gradgradcheck", "leaves", "node_name", "one_line", "parity", "same_everywhere",

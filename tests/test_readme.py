@@ -90,7 +90,8 @@ def test_add_a_scenario_really_holds(tmp_path):
     e = data["scenarios"][0]
     assert (e["scenario"], e["status"]) == ("line_fit", "passed")
     assert sorted(e["artifacts"]) == sorted(["metrics.csv", "loss.png", "graph.gv", "graph.pdf",
-                                             "graph.svg", "explain.txt", "backward.json"])
+                                             "graph.svg", "graph_grads.gv", "graph_grads.pdf",
+                                             "graph_grads.svg", "explain.txt", "backward.json"])
 
 
 def test_quickstart_has_exactly_the_two_make_commands():

@@ -73,7 +73,7 @@ def test_every_graph_drawn_is_traced_and_agrees(dry_run):
         if not (folder / "graph.gv").exists() and not any(folder.glob("graph_*.gv")):
             continue
         graphs = json.loads((folder / "backward.json").read_text())["graphs"]
-        drawn = sorted(p.stem for p in folder.glob("*.gv"))
+        drawn = sorted(p.stem for p in folder.glob("*.gv") if not p.stem.endswith("_grads"))
         assert sorted(g["graph"] for g in graphs) == drawn, e["id"]
         backward = [g for g in graphs if g.get("mode") != "forward"]
         agree = [c for c in e["checks"] if c["name"].startswith("backward trace agrees")]
@@ -254,3 +254,15 @@ def test_a_backward_that_raises_anything_is_a_failed_trace_check():
 def test_small_gradients_keep_their_significant_digits():
     assert trace.brief(torch.tensor(4.76837e-7)) == "4.76837e-07"
     assert trace.brief(torch.tensor([1.0, 0.5])) == "[1, 0.5]"
+
+
+def test_each_traced_graph_is_also_drawn_with_its_gradients(dry_run):
+    """<graph>_grads.gv: document 002's graph with the traced gradients in its nodes, as
+    micrograd's draw_dot shows them (a.grad = b.grad = 4, d.grad = 5), linked from the report."""
+    gv = (dry_run.dir / "autograd_internals" / "graph_grads.gv").read_text()
+    for leaf, grad in (("a", 4), ("b", 4), ("d", 5)):
+        assert f'[label="{leaf}\\ngrad: {grad}" fillcolor=lightblue]' in gv
+    assert 'label="MulBackward0\\ngrad in: 1"' in gv and 'label="AddBackward0\\ngrad in: 4"' in gv
+    report = (dry_run.dir / "report.html").read_text()
+    assert 'href="autograd_internals/graph_grads.pdf"' in report
+    assert "Autograd graph: graph_grads" not in report  # a link, not a section of its own

@@ -23,6 +23,7 @@ from demos.api import (
     convert,
     graph_files,
     param,
+    pass_files,
     run_alone,
     split_spec,
     support_param,
@@ -211,7 +212,7 @@ SCENARIO = Scenario(
     name="custom_function", config=Config, run=run, document="yours", prepare=prepare,
     metrics=("max_abs_error", "max_rel_error"), files=(*graph_files("graph"), "explain.txt"),
     # with double_backward: true; with a Function that has a jvp
-    optional_files=(*graph_files("second_backward")[:3], *graph_files("forward_mode")[:3]))
+    optional_files=pass_files("second_backward", "forward_mode"))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from demos.api import (
     ScenarioConfig,
     graph_files,
     param,
+    pass_files,
     run_alone,
     support_param,
 )
@@ -118,8 +119,8 @@ def run(cfg: Config, ctx: Context) -> Result:
 SCENARIO = Scenario(
     name="legendre_fit", config=Config, run=run, document="003, example 2",
     params=("a", "b", "c", "d"), metrics=("final_loss",),
-    files=(*TRAINING_FILES, *graph_files("graph", "forward_mode"), "explain.txt", "fit.png",
-           "fit.gif"),
+    files=(*TRAINING_FILES, *graph_files("graph"), *pass_files("forward_mode"), "explain.txt",
+           "fit.png", "fit.gif"),
     dry_run={"steps": 5})
 
 

@@ -21,6 +21,7 @@ from demos.api import (
     ScenarioConfig,
     graph_files,
     param,
+    pass_files,
     run_alone,
     support_param,
 )
@@ -124,7 +125,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 SCENARIO = Scenario(
     name="linear_function", config=Config, run=run, document="004",
     metrics=("final_loss", "weight_error", "bias_error"),
-    files=(*TRAINING_FILES, *graph_files("graph", "forward_mode"), "explain.txt"),
+    files=(*TRAINING_FILES, *graph_files("graph"), *pass_files("forward_mode"), "explain.txt"),
     dry_run={"steps": 5})
 
 

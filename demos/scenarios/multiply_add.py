@@ -22,6 +22,7 @@ from demos.api import (
     ScenarioConfig,
     graph_files,
     param,
+    pass_files,
     run_alone,
     support_param,
 )
@@ -137,7 +138,7 @@ SCENARIO = Scenario(
     name="multiply_add", config=Config, run=run, document="000",
     params=tuple(f"{p}[{i},{j}]" for p in "wb" for i in range(2) for j in range(2)),
     metrics=("final_loss", "w_error", "b_error"),
-    files=(*TRAINING_FILES, *graph_files("graph", "forward_mode"), "explain.txt"),
+    files=(*TRAINING_FILES, *graph_files("graph"), *pass_files("forward_mode"), "explain.txt"),
     dry_run={"steps": 5})
 
 

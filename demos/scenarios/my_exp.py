@@ -18,6 +18,7 @@ from demos.api import (
     ScenarioConfig,
     graph_files,
     param,
+    pass_files,
     run_alone,
     support_param,
 )
@@ -86,7 +87,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 SCENARIO = Scenario(
     name="my_exp", config=Config, run=run, document="003, example 1",
     metrics=("max_grad_error",),
-    files=(*graph_files("graph", "graph_saves_input", "forward_mode"), "explain.txt"))
+    files=(*graph_files("graph", "graph_saves_input"), *pass_files("forward_mode"), "explain.txt"))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from demos.api import (
     ScenarioConfig,
     graph_files,
     param,
+    pass_files,
     run_alone,
     support_param,
 )
@@ -101,7 +102,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 SCENARIO = Scenario(
     name="my_relu", config=Config, run=run, document="004, last example",
     metrics=("final_loss", "initial_loss"),
-    files=(*TRAINING_FILES, *graph_files("graph", "forward_mode"), "explain.txt"),
+    files=(*TRAINING_FILES, *graph_files("graph"), *pass_files("forward_mode"), "explain.txt"),
     dry_run={"steps": 5})
 
 

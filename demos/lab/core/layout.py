@@ -26,6 +26,7 @@ SWEEP, COMPARISON = "sweep.json", "compare.json"  # what marks a sweep's, a comp
 # in an entry's folder: what the runner writes for it (its scenario declares the rest)
 METRICS, LOSS_PLOT, EXPLAIN, BACKWARD = "metrics.csv", "loss.png", "explain.txt", "backward.json"
 SWEEP_PAGE, COMPARE_PAGE, ENSEMBLE = "sweep.html", "compare.html", "ensemble.json"
+GRADS = "_grads"  # <graph>_grads.gv/.pdf/.svg: a graph with its traced gradients in the nodes
 RANK_LOG = re.compile(r"rank\d+\.log")  # under torchrun: the log of each rank but 0
 RESERVED = {CONFIG, LOG, SUMMARY, REPORT, INDEX}  # names no entry may take for its folder
 

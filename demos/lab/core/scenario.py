@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Mapping
 
-from demos.lab.core.layout import BACKWARD, LOSS_PLOT, METRICS
+from demos.lab.core.layout import BACKWARD, GRADS, LOSS_PLOT, METRICS
 from demos.lab.core.schema import ConfigError, did_you_mean, param
 from demos.lab.core.tolerance import ARITHMETIC, TableEntry, within
 
@@ -190,10 +190,17 @@ def without_compile(rows: Any) -> Any:
 
 
 def graph_files(*stems: str) -> tuple[str, ...]:
-    """The files `ctx.graph(..., name=stem)` writes for each stem (with `dot` installed), and
+    """The files `ctx.graph(..., name=stem)` (or ctx.forward) writes for each stem (with `dot`
+    installed): the graph, the graph with its traced gradients in the nodes (<stem>_grads), and
     backward.json, where the traced backward of every graph goes."""
-    return (*(f"{stem}{ext}" for stem in stems for ext in (".gv", ".pdf", ".svg")),
-            BACKWARD)
+    return (*(f"{stem}{kind}{ext}" for stem in stems for kind in ("", GRADS)
+              for ext in (".gv", ".pdf", ".svg")), BACKWARD)
+
+
+def pass_files(*stems: str) -> tuple[str, ...]:
+    """The files of a pass drawn on its own (ctx.forward_mode, ctx.second_backward): the graph
+    alone; its steps go to backward.json with the others."""
+    return tuple(f"{stem}{ext}" for stem in stems for ext in (".gv", ".pdf", ".svg"))
 
 
 TRAINING_FILES = (METRICS, LOSS_PLOT)  # written by the runner for what ctx.record kept

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from demos.lab.core.files import write_atomic
+from demos.lab.core.layout import GRADS  # noqa: F401 (the runner names the files by it)
 
 if TYPE_CHECKING:  # the drawing helper renders without importing torch
     import torch
@@ -84,6 +85,35 @@ def one_node_per_tensor(source: str, outputs: tuple[torch.Tensor, ...]) -> str:
             if leaf is not None and tid != str(id(leaf)):
                 source = re.sub(rf"(?m)^(\t){tid}( |$)", rf"\g<1>{id(leaf)}\g<2>", source)
     return source
+
+
+def with_gradients(source: str, steps: list[dict]) -> str:
+    """The graph `source` with the gradients of its traced backward printed in the nodes, as
+    micrograd's draw_dot shows them: each backward node the gradient it received, each leaf
+    the gradient added into its .grad. `steps`: backward.json's steps of that graph."""
+    touches = []
+    for s in steps:
+        got = ", ".join(short(g) for g in s.get("received") or [])
+        touches.append(f'\t{s["dot_node"]} [label="{quote(s["type"])}\\ngrad in: '
+                       f'{quote(got)}"]')
+        leaf = s.get("leaf")
+        if leaf:
+            touches.append(f'\t{leaf["dot_node"]} [label="{quote(str(leaf["name"]))}\\n'
+                           f'grad: {quote(short(leaf["grad"]))}" fillcolor=lightblue]')
+    return source.rstrip().removesuffix("}") + "".join(t + "\n" for t in touches) + "}\n"
+
+
+def short(g: dict | None) -> str:
+    """A gradient as backward.json describes it, in a few characters for a node's label."""
+    if g is None:
+        return "None"
+    if "values" in g:
+        values = [f"{v:.4g}" if isinstance(v, float) else str(v) for v in g["values"][:4]]
+        more = ", ..." if len(g["values"]) > 4 else ""
+        return values[0] if not g["shape"] else "[" + ", ".join(values) + more + "]"
+    norm = g.get("norm")
+    return f"{tuple(g['shape'])}, norm {norm:.4g}" if isinstance(norm, float) else \
+        f"{tuple(g['shape'])}"
 
 
 def quote(text: str) -> str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from demos.lab.core import fingerprint
 from demos.lab.core.files import write_atomic
-from demos.lab.core.layout import BACKWARD, EXPLAIN, LOSS_PLOT, RANK_LOG, REPORT
+from demos.lab.core.layout import BACKWARD, EXPLAIN, GRADS, LOSS_PLOT, RANK_LOG, REPORT
 from demos.lab.core.results import EntrySummary, RunSummary
 
 if TYPE_CHECKING:
@@ -101,10 +101,11 @@ def section(e: EntrySummary, folder: Path, description: str, config_yaml: str) -
 def graphs(folder: Path, rel: str, files: list[str]) -> list[Graph]:
     """The entry's graphs (its .svg files), each with its traced backward steps if any."""
     traces, out = backward_traces(folder), []
-    for svg in [f for f in files if f.endswith(".svg")]:
+    for svg in [f for f in files if f.endswith(".svg") and not f.endswith(f"{GRADS}.svg")]:
         stem = svg[:-4]
         target = f"g-{rel}-{stem}"
-        links = [stem + ext for ext in (".pdf", ".svg", ".gv") if stem + ext in files]
+        links = [stem + kind + ext for kind in ("", GRADS) for ext in (".pdf", ".svg", ".gv")
+                 if stem + kind + ext in files]  # and the same graph with its gradients
         out.append(Graph(stem, svg, target, links, inline_svg(folder / svg, target),
                          traces.get(stem, [])))
     return out

@@ -263,6 +263,11 @@ class Context:
             data["saved"] = saved.to_json(found, order, traced.label)
             self._findings.backward.append(data)
             self._findings.trace_checks.append(trace.agrees(traced))
+            if data["steps"]:  # beside it, the same graph with the gradients in its nodes
+                self._artifacts.submit(f"{self.cfg.id}/{name}{graphs.GRADS}.pdf/.svg",
+                                       graphs.render_files,
+                                       graphs.with_gradients(source, data["steps"]),
+                                       self.dir / f"{name}{graphs.GRADS}", shutil.which("dot"))
             if counted is not None:
                 self._findings.trace_checks.append(saved.agrees(found, counted, name))
             explanation += "\n" + trace.explain(traced) + "\n" + saved.explain(
