@@ -266,3 +266,25 @@ def test_each_traced_graph_is_also_drawn_with_its_gradients(dry_run):
     report = (dry_run.dir / "report.html").read_text()
     assert 'href="autograd_internals/graph_grads.pdf"' in report
     assert "Autograd graph: graph_grads" not in report  # a link, not a section of its own
+
+
+def test_the_stepper_as_an_animated_gif_for_slides(tmp_path):
+    """stepper_gifs: true: <graph>_steps.gif, the graph and then one frame per step, each the
+    same size; off by default."""
+    from PIL import Image
+
+    from tests.conftest import CONFIGS, cli, only_run_dir
+    assert cli("--config", CONFIGS / "autograd_internals.yaml", "--set", "stepper_gifs=true",
+               "--output-dir", tmp_path / "on")[0] == 0
+    folder = only_run_dir(tmp_path / "on") / "autograd_internals"
+    steps = json.loads((folder / "backward.json").read_text())["graphs"][0]["steps"]
+    with Image.open(folder / "graph_steps.gif") as gif:
+        assert gif.n_frames == len(steps) + 1 == 6
+        sizes = set()
+        for k in range(gif.n_frames):
+            gif.seek(k)
+            sizes.add(gif.size)
+        assert len(sizes) == 1
+    assert cli("--config", CONFIGS / "autograd_internals.yaml", "--output-dir",
+               tmp_path / "off")[0] == 0
+    assert not list(only_run_dir(tmp_path / "off").glob("*/*.gif"))

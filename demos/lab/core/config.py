@@ -50,6 +50,8 @@ class RunConfig:
     deterministic: bool = param(False, "torch.use_deterministic_algorithms(True) for the run "
                                        "(and cuDNN benchmark off): bit-identical GPU runs, "
                                        "sometimes slower. CPU runs are reproducible without it")
+    stepper_gifs: bool = param(False, "also save each traced backward as an animated GIF, "
+                                      "<graph>_steps.gif: a frame per step, for slides")
     scenarios: list[Any] = param([], "the scenario entries, run in this order", required=True)
 
     def validate(self, where: str) -> None:

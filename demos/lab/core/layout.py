@@ -27,6 +27,7 @@ SWEEP, COMPARISON = "sweep.json", "compare.json"  # what marks a sweep's, a comp
 METRICS, LOSS_PLOT, EXPLAIN, BACKWARD = "metrics.csv", "loss.png", "explain.txt", "backward.json"
 SWEEP_PAGE, COMPARE_PAGE, ENSEMBLE = "sweep.html", "compare.html", "ensemble.json"
 GRADS = "_grads"  # <graph>_grads.gv/.pdf/.svg: a graph with its traced gradients in the nodes
+STEPS_GIF = "_steps.gif"  # <graph>_steps.gif: its stepper, a frame per step (stepper_gifs: true)
 RANK_LOG = re.compile(r"rank\d+\.log")  # under torchrun: the log of each rank but 0
 RESERVED = {CONFIG, LOG, SUMMARY, REPORT, INDEX}  # names no entry may take for its folder
 

@@ -156,3 +156,54 @@ def render(source: str, stem: Path, dot: str | None = "") -> tuple[list[Path], s
 def render_files(source: str, stem: Path, dot: str | None) -> str | None:
     """`render`, for the artifacts helper: only the warning (None when all went well)."""
     return render(source, stem, dot)[1]
+
+
+def stepper_gif(source: str, steps: list[dict], path: Path, dot: str | None) -> str | None:
+    """The stepper as an animated GIF, for slides: the graph, then one frame per step of its
+    traced backward with the step's node lit and what it received and sent written under it.
+    `steps`: backward.json's steps. Returns a warning, None when all went well."""
+    import io
+
+    from PIL import Image
+
+    from demos.lab.core.files import save_atomic
+
+    if dot is None:
+        return f"graphviz 'dot' not found: no {path.name}; {INSTALL_HINT}"
+    base = source.rstrip().removesuffix("}")
+    captions = [f"backward, step by step: {len(steps)} steps"] + [caption(k, st) for k, st in
+                                                                   enumerate(steps, 1)]
+    frames = []
+    for k, text in enumerate(captions):
+        lit = (f'\t{steps[k - 1]["dot_node"]} [fillcolor="#ffd54f" color="#d32f2f" '
+               f'penwidth=3]\n') if k else ""
+        frame = (f'{base}{lit}\tgraph [label="{quote(text)}" labelloc=b fontsize=12 '
+                 f'fontname=monospace]\n}}\n')
+        try:
+            proc = subprocess.run([dot, "-Tpng"], input=frame.encode(), capture_output=True,
+                                  timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"graphviz 'dot' failed on {path.name}: {e}"
+        if proc.returncode != 0:
+            return f"graphviz 'dot' failed on {path.name}"
+        frames.append(Image.open(io.BytesIO(proc.stdout)).convert("RGB"))
+    width, height = max(f.width for f in frames), max(f.height for f in frames)
+    sized = []
+    for f in frames:  # one size for all: each frame on a white page of the largest
+        page = Image.new("RGB", (width, height), "white")
+        page.paste(f, ((width - f.width) // 2, 0))
+        sized.append(page.convert("P", palette=Image.Palette.ADAPTIVE))
+    save_atomic(path, lambda out: sized[0].save(out, format="GIF", save_all=True,
+                                                append_images=sized[1:], duration=1200, loop=0))
+    return None
+
+
+def caption(k: int, step: dict) -> str:
+    """A step, in a line or two: what the node received and what it did with it."""
+    got = ", ".join(short(g) for g in step.get("received") or [])
+    if step.get("leaf"):
+        return (f"step {k}: {step['node']} receives {got}\nand adds it into "
+                f"{step['leaf']['name']}.grad (now {short(step['leaf']['grad'])})")
+    sent = "; ".join(f"{short(e['grad'])} to {e['to']}" for e in step.get("sent") or []
+                     if e.get("to"))
+    return f"step {k}: {step['node']} receives {got}\nand sends {sent or 'nothing'}"

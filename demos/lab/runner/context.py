@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 
 from demos.lab.core.files import save_atomic
+from demos.lab.core.layout import STEPS_GIF
 from demos.lab.core.results import Check, Result
 from demos.lab.core.scenario import ScenarioConfig
 from demos.lab.core.signals import StopRequest
@@ -67,8 +68,9 @@ class Context:
                  stop: StopRequest | None = None, finite_every: int | None = None,
                  forbid_sync: bool = False, artifacts: Artifacts | None = None,
                  world: World = SINGLE, recorder: Recorder | None = None,
-                 findings: Findings | None = None):
+                 findings: Findings | None = None, stepper_gifs: bool = False):
         self.cfg, self.device, self.dir, self.log, self.seed = cfg, device, folder, log, seed
+        self.stepper_gifs = stepper_gifs  # each traced backward as <graph>_steps.gif too
         # under torchrun: which rank this is; only rank 0 (world.primary) writes files
         self.world = world
         self.check_device = check_device(device)
@@ -268,6 +270,10 @@ class Context:
                                        graphs.render_files,
                                        graphs.with_gradients(source, data["steps"]),
                                        self.dir / f"{name}{graphs.GRADS}", shutil.which("dot"))
+            if data["steps"] and self.stepper_gifs:  # and the stepper, for slides
+                self._artifacts.submit(f"{self.cfg.id}/{name}{STEPS_GIF}", graphs.stepper_gif,
+                                       source, data["steps"], self.dir / f"{name}{STEPS_GIF}",
+                                       shutil.which("dot"))
             if counted is not None:
                 self._findings.trace_checks.append(saved.agrees(found, counted, name))
             explanation += "\n" + trace.explain(traced) + "\n" + saved.explain(

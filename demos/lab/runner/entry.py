@@ -39,6 +39,7 @@ class Services:
     warn_once: Callable[[str], None]
     artifacts: Artifacts
     world: World = SINGLE
+    stepper_gifs: bool = False  # the run's stepper_gifs: each traced backward as a GIF too
 
 
 def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySummary:
@@ -54,7 +55,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
     findings = Findings()
     ctx = Context(entry, s.device, folder, log, seed=s.seed, progress=s.progress,
                   warn_once=s.warn_once, stop=s.stop, artifacts=s.artifacts, world=s.world,
-                  recorder=recorder, findings=findings)
+                  recorder=recorder, findings=findings, stepper_gifs=s.stepper_gifs)
     torch.manual_seed(s.seed)
     result, error, status, diverged = None, None, "passed", None
     try:

@@ -156,7 +156,8 @@ class Run:
 
     def run_entries(self) -> None:
         services = Services(self.device, self.dir, self.cfg.seed, self.dry_run, self.progress,
-                            self.stop, self.warn_once, self.artifacts, self.world)
+                            self.stop, self.warn_once, self.artifacts, self.world,
+                            self.cfg.stepper_gifs)
         width = max(len(e.id) for e in self.cfg.scenarios)
         for entry in self.cfg.scenarios:
             if self.stop.requested:  # it came while the run folder was being made
