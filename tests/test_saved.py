@@ -131,3 +131,16 @@ def test_a_graph_whose_saves_were_freed_says_so():
     assert found.error and "backward through the graph a second time" in found.error
     check = saved.agrees(found, counted)
     assert not check.passed and check.detail.startswith("could not read the saves:")
+
+
+def test_recomputation_keeps_only_the_input(dry_run):
+    """lenet's graph_recomputed (activation checkpointing): backward keeps the 1x1x32x32
+    input, 4 KiB, where the plain graph keeps every layer's activations."""
+    import json
+
+    graphs = {g["graph"]: g for g in json.loads(
+        (dry_run.dir / "lenet" / "backward.json").read_text())["graphs"]}
+    plain, recomputed = graphs["graph"]["saved"], graphs["graph_recomputed"]["saved"]
+    assert recomputed["total_bytes"] == 32 * 32 * 4 and recomputed["storages"] == 1
+    assert plain["total_bytes"] > 50 * recomputed["total_bytes"] and plain["storages"] > 10
+    assert recomputed["held"][-1] == plain["held"][-1] == 0

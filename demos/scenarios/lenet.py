@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from demos.api import (
     TRAINING_FILES,
@@ -97,6 +97,18 @@ class Config(ScenarioConfig):
             raise ConfigError(f"{where}.root: {e}") from None
 
 
+def recomputed(net: Net, input: Any, ctx: Context) -> None:
+    """Beside the walk-through's graph, the same forward under activation checkpointing
+    (recomputation): backward keeps only the net's input and runs the forward again, where the
+    plain graph keeps every layer's activations. The two ledgers of what backward keeps (in
+    explain.txt) show the trade."""
+    from torch.utils.checkpoint import checkpoint
+
+    leaf = input.detach().clone().requires_grad_()  # checkpoint needs an input that does
+    ctx.forward(lambda: checkpoint(net, leaf, use_reentrant=True),
+                {"input": leaf, **dict(net.named_parameters())}, name="graph_recomputed")
+
+
 def walk_through(net: Net, ctx: Context) -> list[Check]:
     """The document's single step: forward, MSE, backward, one SGD step; as checks."""
     import copy
@@ -116,6 +128,7 @@ def walk_through(net: Net, ctx: Context) -> list[Check]:
     after = net.conv1.bias.grad
     weight = net.conv1.weight.detach().clone()
     torch.optim.SGD(net.parameters(), lr=0.01).step()
+    recomputed(net, input, ctx)
     ctx.log.info("  conv1.bias.grad before backward: %s; after: %s", before,
                  None if after is None else [round(v, 6) for v in after.tolist()])
     return [
@@ -265,8 +278,8 @@ def run_parallel(cfg: Config, ctx: Context, net: Net, make_optimizer, x, labels,
 SCENARIO = Scenario(
     name="lenet", config=Config, run=run, document="004, first example",
     metrics=("final_loss", "test_accuracy", "parameters"),
-    files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt", "accuracy.png",
-           "checkpoint.pt"),
+    files=(*TRAINING_FILES, *graph_files("graph", "graph_recomputed"), "explain.txt",
+           "accuracy.png", "checkpoint.pt"),
     dry_run={"epochs": 1}, data_parallel=True)
 
 
