@@ -66,7 +66,8 @@ def without_requires_grad(cfg, ctx) -> list:
 
     x = tensor(cfg.x, ctx, requires_grad=False)
     w, b = tensor(cfg.w, ctx), tensor(cfg.b, ctx)
-    h = w * x + b
+    with ctx.saving("graph_no_grad"):  # what autograd saves here is counted for the graph
+        h = w * x + b
     source = ctx.graph(h, {"x": x, "w": w, "b": b}, name="graph_no_grad")
     mul = h.grad_fn.next_functions[0][0]
     h.backward()
@@ -88,9 +89,10 @@ def with_detach(cfg, ctx) -> list:
 
     from demos.api import check
     x, w, b = tensor(cfg.x, ctx), tensor(cfg.w, ctx), tensor(cfg.b, ctx)
-    h = w * x + b
-    x_detached = x.detach()
-    h2 = w * x_detached + b
+    with ctx.saving("graph_detach"):
+        h = w * x + b
+        x_detached = x.detach()
+        h2 = w * x_detached + b
     ctx.graph((h, h2), {"h": h, "h2": h2, "x": x, "x_detached": x_detached, "w": w, "b": b},
               name="graph_detach")
     in_h, in_h2 = contains(h, x), contains(h2, x) or contains(h2, x_detached)

@@ -94,6 +94,7 @@ def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
     """The same tensor, or another Python object over the same memory seen the same way (what a
     saved tensor unpacks to under saved_tensors_hooks)."""
     return a is b or (a.device == b.device and a.dtype == b.dtype and a.shape == b.shape
+                      and a.requires_grad == b.requires_grad  # x and x.detach() differ here
                       and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
                       and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() != 0)
 

@@ -7,6 +7,7 @@ demos.lab.runner.recorder).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import time
@@ -79,6 +80,7 @@ class Context:
         self._artifacts = artifacts or Artifacts(self.warn_once)
         self._recorder = recorder or Recorder(device, cfg.log_every, finite_every, forbid_sync)
         self._findings = findings or Findings()
+        self._counted: dict[str, Any] = {}  # ctx.saving's counts, by the graph they are for
         # the loop's hot path: record() straight to the recorder, no call in between
         self.record = self._recorder.record
         self.history, self.last = self._recorder.history, self._recorder.last
@@ -171,7 +173,16 @@ class Context:
         """
         if not self.world.primary:
             return ""
-        return self._draw(output, names, name, None)
+        return self._draw(output, names, name, self._counted.pop(name, None))
+
+    @contextlib.contextmanager
+    def saving(self, name: str = "graph") -> Iterator[None]:
+        """Count, with a pack hook, what autograd saves while the block runs: the forward of
+        the graph `ctx.graph(..., name=name)` draws next, which then gets the check `saved
+        tensors agree` (ctx.forward does the same for a forward written as one call)."""
+        with saved.counting_saves() as counted:
+            yield
+        self._counted[name] = counted
 
     def forward(self, run: Callable[[], Any], names: Mapping[str, torch.Tensor],
                 name: str = "graph") -> Any:
