@@ -246,8 +246,10 @@ class Context:
         reverse: dict[str, Any] = {}
         if not traced.error and need:
             outs = tensors_of(run(*xs.values()))
-            grads = torch.autograd.grad(outs, list(need.values()),
-                                        [torch.ones_like(o) for o in outs], allow_unused=True)
+            # v = 1 for every output element through a sum, not an explicit grad_outputs (whose
+            # first use imports sympy, about 0.3 s: see demos.lab.instruments.trace)
+            total = sum((o * torch.ones_like(o)).sum() for o in outs)
+            grads = torch.autograd.grad(total, list(need.values()), allow_unused=True)
             reverse = dict(zip(need, grads))
         self._findings.backward.append(forward.to_json(traced, reverse))
         self._findings.trace_checks.append(forward.agrees(traced, run))
