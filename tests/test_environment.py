@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -30,6 +31,16 @@ def test_a_device_torch_would_not_take_is_one_line(tmp_path, where, spec):
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert err.startswith("error: ") and "must be auto, cpu, cuda, cuda:N or mps" in err
     assert not (tmp_path / "o").exists()
+
+
+def one_function(tmp_path, module: str, source: str, function: str, name: str = "x") -> Path:
+    """A config of custom_function on `module.py` (written from `source`) beside it."""
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(source))
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"scenarios": [
+        {"scenario": "custom_function", "function": f"{module}:{function}", "support": [],
+         "inputs": [{"name": name, "shape": [3]}]}]}))
+    return config
 
 
 def run_here(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=None):
@@ -164,7 +175,7 @@ def test_user_code_cannot_change_the_entries_around_it(tmp_path, monkeypatch):
 def test_a_hostile_input_name_stays_text_in_the_report(tmp_path):
     """An input named <!--<script> (printable, short: valid) cannot open an HTML comment or a
     script in report.html: the steppers' JSON escapes every '<'."""
-    (tmp_path / "ops.py").write_text(textwrap.dedent('''
+    config = one_function(tmp_path, "ops", '''
         import torch
 
 
@@ -176,11 +187,7 @@ def test_a_hostile_input_name_stays_text_in_the_report(tmp_path):
             @staticmethod
             def backward(ctx, g):
                 return 2 * g
-        '''))
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"scenarios": [
-        {"scenario": "custom_function", "function": "ops:Twice", "support": [],
-         "inputs": [{"name": "<!--<script>", "shape": [3]}]}]}))
+        ''', "Twice", name="<!--<script>")
     code, _, err = cli("--config", config, "--output-dir", tmp_path / "o")
     assert code == 0, err
     page = (only_run_dir(tmp_path / "o") / "report.html").read_text()
@@ -290,7 +297,7 @@ def test_user_code_at_import_cannot_move_the_run_or_change_the_rest(tmp_path, mo
 
 
 def test_a_user_warning_reaches_the_console_escaped(tmp_path):
-    (tmp_path / "warn_ops.py").write_text(textwrap.dedent('''
+    config = one_function(tmp_path, "warn_ops", '''
         import warnings
         import torch
 
@@ -304,11 +311,7 @@ def test_a_user_warning_reaches_the_console_escaped(tmp_path):
             @staticmethod
             def backward(ctx, g):
                 return 2 * g
-        '''))
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump({"scenarios": [
-        {"scenario": "custom_function", "function": "warn_ops:Loud", "support": [],
-         "inputs": [{"name": "x", "shape": [3]}]}]}))
+        ''', "Loud")
     code, out, err = cli("--config", config, "--dry-run", "--output-dir", tmp_path / "o")
     assert code == 0 and "UserWarning: careful\\x1b]0;title\\x07\\x1b[2J" in err
     assert "\x1b" not in err + out
