@@ -406,3 +406,15 @@ def test_every_page_shows_control_characters_escaped(tmp_path):
     page = (out / "index.html").read_text()
     assert "\x1b" not in page and "\x07" not in page
     assert "b\\x1b]0;title\\x07c" in page
+
+
+def test_drawing_leaves_the_callers_mplbackend_as_it_was(tmp_path, monkeypatch):
+    """The runner draws with Agg, but it does not change MPLBACKEND for the rest of the
+    process (a notebook's inline backend stays the notebook's)."""
+    from demos.lab.pages import drawing, plots  # noqa: F401  (importing them changed it once)
+
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    plots.line_plot(tmp_path / "p.png", [0, 1], {"a": [1.0, 2.0]}, title="t", xlabel="x",
+                    ylabel="y")
+    assert os.environ["MPLBACKEND"] == "module://matplotlib_inline.backend_inline"
+    assert (tmp_path / "p.png").stat().st_size > 1000

@@ -19,10 +19,6 @@ from typing import Any, Callable
 
 from demos.lab.core.signals import on_exit_now
 
-# files only, drawn off-screen, here and in the helper (which inherits it): Agg, whatever
-# backend the user's environment names (a MPLBACKEND that does not exist would break the import)
-os.environ["MPLBACKEND"] = "agg"
-
 _pool: cf.ProcessPoolExecutor | None = None
 _pool_failed = False
 _deaths = 0
@@ -52,6 +48,9 @@ def _exit_with(parent: multiprocessing.process.BaseProcess) -> None:
 
 def warm_up() -> None:
     """Import the drawing libraries (in the helper, while the main process imports torch)."""
+    # files only, drawn off-screen: Agg, whatever backend the user's environment names (a
+    # MPLBACKEND that does not exist would break the import); set in the helper's own process
+    os.environ["MPLBACKEND"] = "agg"
     import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.figure  # noqa: F401
     import PIL.Image  # noqa: F401

@@ -7,6 +7,7 @@ import io
 import itertools
 import math
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
@@ -18,8 +19,20 @@ MAX_METRICS_BYTES = 64 << 20  # a metrics.csv larger than this is not read for a
 LEGEND_MOST = 10  # labels in a legend; past that, the first ones and "and N more"
 F = TypeVar("F", bound=Callable[..., Any])
 
-# files only, drawn off-screen: whatever backend the environment names (even none that exists)
-os.environ["MPLBACKEND"] = "agg"
+def agg() -> None:
+    """matplotlib for files, drawn off-screen (Agg), whatever MPLBACKEND names (even none that
+    exists); the variable is put back, so a notebook's own backend stays the notebook's."""
+    if "matplotlib" in sys.modules:
+        return
+    before = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = "agg"
+    try:
+        import matplotlib  # noqa: F401
+    finally:
+        if before is None:
+            del os.environ["MPLBACKEND"]
+        else:
+            os.environ["MPLBACKEND"] = before
 
 
 def quiet(draw: F) -> F:
@@ -28,6 +41,7 @@ def quiet(draw: F) -> F:
     own."""
     @functools.wraps(draw)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        agg()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return draw(*args, **kwargs)
@@ -53,6 +67,7 @@ def line_plot(path: Path, x: Sequence[float], series: Mapping[str, Sequence[floa
               title: str, xlabel: str, ylabel: str, logy: bool | None = None,
               markers: bool = False) -> None:
     """One figure with a line per series (legend when more than one); saved as PNG."""
+    agg()
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.4, 4.0), dpi=100, layout="constrained")
@@ -84,6 +99,7 @@ def animation(path: Path, x: Sequence[float], frames: Sequence[tuple[str, Sequen
               ms_per_frame: int = 120) -> None:
     """A GIF: the `fixed` curves, and one curve that moves through `frames` (caption, y)."""
     import numpy as np
+    agg()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from PIL import Image
