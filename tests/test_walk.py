@@ -78,3 +78,15 @@ def test_outputs_of_one_function_share_one_node():
     assert "output 1:" in text and "output 2:" in text
     assert text.count("\n#1 SinCosBackward\n") == 1 and "\n#3 " not in text
 
+
+
+def test_a_modern_functions_inputs_are_named_from_its_forward_without_ctx():
+    """forward(input, weight, bias) with setup_context: every argument is an input (the
+    classic forward(ctx, ...) skips ctx); the forward-mode graphs of the twins draw them."""
+    import torch
+
+    from demos.documents.functions import LinearFunction, LinearFunctionModern
+    from demos.lab.instruments.walk import input_names
+    x, w, b = (torch.randn(*s, requires_grad=True) for s in ((4, 3), (2, 3), (2,)))
+    for fn in (LinearFunction, LinearFunctionModern):
+        assert input_names(fn.apply(x, w, b).grad_fn) == ["input", "weight", "bias"], fn

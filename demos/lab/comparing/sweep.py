@@ -35,7 +35,6 @@ from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import StopRequest, signal_handler
-from demos.lab.core.signals import say as say_raw
 from demos.lab.core.threads import auto_threads, available_cores
 
 MAX_POINTS = 1000
@@ -370,12 +369,12 @@ class Children:
     def __call__(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
         if self.stop.requested:
-            say_raw(f"\n{name} again: killing the running points\n")
+            say(f"\n{name} again: killing the running points", err=True)
             self.signal(signal.SIGKILL)
             return
         self.stop.requested = name
-        say_raw(f"\n{name}: the running points stop at their next step boundary and save "
-                f"what they did; no new point starts (send it again to kill them)\n")
+        say(f"\n{name}: the running points stop at their next step boundary and save "
+            f"what they did; no new point starts (send it again to kill them)", err=True)
         self.signal(signal.SIGINT)
 
     def signal(self, sig: int) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import threading
 from typing import Any, Callable, Iterator
 
+from demos.lab.core.console import say  # to stderr, escaped; quiet once it is gone (SIGHUP)
 from demos.lab.core.results import EXIT_INTERRUPTED
 
 
@@ -46,7 +46,7 @@ class SignalHandler:
     def __call__(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
         if self.stop.requested:
-            say(f"\n{name} again: stopping now\n")
+            say(f"\n{name} again: stopping now", err=True)
             self.hard_exit(EXIT_INTERRUPTED)
             return
         self.stop.requested = name
@@ -55,16 +55,7 @@ class SignalHandler:
     def first(self, name: str) -> None:
         """The first signal, noted in `stop.requested`: the loop stops at its next step."""
         say(f"\n{name}: stopping at the next step boundary and saving what was done (send it "
-            f"again to stop at once)\n")
-
-
-def say(text: str) -> None:
-    """To stderr, if there still is one (after SIGHUP the terminal may be gone)."""
-    try:
-        sys.stderr.write(text)
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+            f"again to stop at once)", err=True)
 
 
 # Ctrl-C, `kill`, and a closed terminal

@@ -23,7 +23,7 @@ import torch.autograd.forward_ad as fwAD
 from torch.overrides import TorchFunctionMode
 
 from demos.lab.core.results import Check
-from demos.lab.instruments.trace import brief, describe
+from demos.lab.instruments.trace import brief, describe, fresh, outputs_of
 from demos.lab.instruments.walk import node_name
 
 COSTS = ("Forward mode pushes one tangent v through the graph beside the values: one pass gives "
@@ -98,7 +98,7 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
            title: str = "forward_mode") -> ForwardTrace:
     """One forward-mode pass of `run` over fresh copies of `inputs`, tangent 1 for every element
     of every floating input unless `tangents` says otherwise."""
-    xs = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in inputs.items()}
+    xs = fresh(inputs)
     vs = {k: (tangents or {}).get(k, torch.ones_like(x)) for k, x in xs.items()
           if x.is_floating_point()}
     trace = ForwardTrace(title, xs, vs)
@@ -109,8 +109,7 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             recorder = Recorder(trace, known)
             with recorder:
                 result = run(*duals.values())
-            outs = tuple(r for r in (result if isinstance(result, tuple) else (result,))
-                         if isinstance(r, torch.Tensor))
+            outs = outputs_of(result)
             for o in outs:
                 recorder.name_of(o)  # an output made by a Function alone is a step too
             trace.jv = tuple(fwAD.unpack_dual(o).tangent for o in outs)

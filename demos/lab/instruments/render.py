@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from demos.lab.core.files import write_atomic
-from demos.lab.core.layout import GRADS  # noqa: F401 (the runner names the files by it)
 
 if TYPE_CHECKING:  # the drawing helper renders without importing torch
     import torch

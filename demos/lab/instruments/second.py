@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from demos.lab.core.results import Check
+from demos.lab.instruments.trace import fresh, outputs_of
 from demos.lab.instruments.walk import nodes
 
 FORWARD, FIRST, ROOT = "the forward", "the first backward", "the sum that starts the second pass"
@@ -40,10 +41,6 @@ class FirstPass:
     error: str | None = None
 
 
-def fresh(inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in inputs.items()}
-
-
 def first_pass(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]) -> FirstPass:
     """Forward, then backward with create_graph=True; `root` is None when the gradients are
     in no graph (a backward autograd cannot differentiate)."""
@@ -51,8 +48,7 @@ def first_pass(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]) -> F
     need = {k: v for k, v in out.inputs.items() if v.requires_grad}
     try:
         result = run(*out.inputs.values())
-        out.outputs = tuple(r for r in (result if isinstance(result, tuple) else (result,))
-                            if isinstance(r, torch.Tensor) and r.grad_fn is not None)
+        out.outputs = tuple(r for r in outputs_of(result) if r.grad_fn is not None)
         out.forward_nodes = {id(fn) for fn in nodes(list(out.outputs))}
         grads = torch.autograd.grad(out.outputs, list(need.values()),
                                     [torch.ones_like(o) for o in out.outputs],

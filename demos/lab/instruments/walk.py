@@ -63,11 +63,14 @@ def legend(fn: Any) -> str:
 
 
 def input_names(fn: Any) -> list[str]:
-    """A custom Function's inputs, named after its forward's arguments (after ctx); [] for
+    """A custom Function's inputs, named after its forward's arguments (after ctx, in the
+    classic forward(ctx, ...); all of them where setup_context takes ctx instead); [] for
     built-in nodes, whose inputs have no names."""
-    forward = getattr(getattr(fn, "_forward_cls", None), "forward", None)
+    cls = getattr(fn, "_forward_cls", None)
+    forward = getattr(cls, "forward", None)
+    modern = getattr(cls, "setup_context", None) is not torch.autograd.Function.setup_context
     try:
-        return list(inspect.signature(forward).parameters)[1:]
+        return list(inspect.signature(forward).parameters)[0 if modern else 1:]
     except (TypeError, ValueError):
         return []
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 
 from demos.lab.core.files import save_atomic
-from demos.lab.core.layout import STEPS_GIF
+from demos.lab.core.layout import GRADS, STEPS_GIF
 from demos.lab.core.results import Check, Result
 from demos.lab.core.scenario import ScenarioConfig
 from demos.lab.core.signals import StopRequest
@@ -241,11 +241,11 @@ class Context:
         if not self.world.primary:
             return
         traced = forward.record(run, inputs, title=name)
-        xs = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in inputs.items()}
+        xs = trace.fresh(inputs)
         need = {k: x for k, x in xs.items() if x.requires_grad}
         reverse: dict[str, Any] = {}
         if not traced.error and need:
-            outs = tensors_of(run(*xs.values()))
+            outs = trace.outputs_of(run(*xs.values()))
             # v = 1 for every output element through a sum, not an explicit grad_outputs (whose
             # first use imports sympy, about 0.3 s: see demos.lab.instruments.trace)
             total = sum((o * torch.ones_like(o)).sum() for o in outs)
@@ -279,10 +279,10 @@ class Context:
             self._findings.backward.append(data)
             self._findings.trace_checks.append(trace.agrees(traced))
             if data["steps"]:  # beside it, the same graph with the gradients in its nodes
-                self._artifacts.submit(f"{self.cfg.id}/{name}{graphs.GRADS}.pdf/.svg",
+                self._artifacts.submit(f"{self.cfg.id}/{name}{GRADS}.pdf/.svg",
                                        graphs.render_files,
                                        graphs.with_gradients(source, data["steps"]),
-                                       self.dir / f"{name}{graphs.GRADS}", shutil.which("dot"))
+                                       self.dir / f"{name}{GRADS}", shutil.which("dot"))
             if data["steps"] and self.stepper_gifs:  # and the stepper, for slides
                 self._artifacts.submit(f"{self.cfg.id}/{name}{STEPS_GIF}", graphs.stepper_gif,
                                        source, data["steps"], self.dir / f"{name}{STEPS_GIF}",
@@ -314,8 +314,3 @@ class Context:
                               list(x), [(c, list(y)) for c, y in frames],
                               {k: list(v) for k, v in fixed.items()}, **labels)
 
-
-def tensors_of(result: Any) -> tuple[torch.Tensor, ...]:
-    """A function's output(s) as a tuple of tensors."""
-    return tuple(r for r in (result if isinstance(result, tuple) else (result,))
-                 if isinstance(r, torch.Tensor))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from demos.lab.core.layout import rank_log_name
+from demos.lab.core.schema import ConfigError
 
 TIMEOUT_S = 300  # the longest a collective waits for a rank that does not come
 
@@ -53,10 +54,8 @@ def from_env(env: Any = None) -> World:
     try:
         size = int(env.get("WORLD_SIZE", "1"))
         if size < 1:
-            from demos.lab.core.schema import ConfigError
             raise ConfigError(f"WORLD_SIZE {size}: the number of processes is at least 1")
         if size > 1 and "RANK" not in env:
-            from demos.lab.core.schema import ConfigError
             raise ConfigError(f"WORLD_SIZE {size} is set but RANK is not: start it with "
                               f"torchrun (torchrun --standalone --nproc-per-node {size} "
                               f"runner.py ...), or unset WORLD_SIZE for one process")
@@ -65,10 +64,8 @@ def from_env(env: Any = None) -> World:
         world = World(int(env["RANK"]), size, int(env.get("LOCAL_RANK", env["RANK"])),
                       int(env.get("LOCAL_WORLD_SIZE", size)))
     except ValueError:
-        from demos.lab.core.schema import ConfigError
         raise ConfigError("torchrun's RANK, WORLD_SIZE, LOCAL_RANK or LOCAL_WORLD_SIZE is not "
                           "a number") from None
-    from demos.lab.core.schema import ConfigError
     if not 0 <= world.rank < size or not 0 <= world.local_rank < world.local_size:
         raise ConfigError(f"torchrun's RANK {world.rank} / LOCAL_RANK {world.local_rank} "
                           f"does not fit WORLD_SIZE {size} / LOCAL_WORLD_SIZE {world.local_size}")
@@ -89,8 +86,6 @@ def join(world: World, device: Any) -> tuple[World, Any]:
     world with its backend, and the rank's device."""
     import torch
     import torch.distributed as dist
-
-    from demos.lab.core.schema import ConfigError
 
     if device.type == "cuda":
         count = torch.cuda.device_count()
