@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from demos.lab.comparing.aggregate import elsewhere, not_numbers, number, process_state, short
 from demos.lab.core import fingerprint as fp
@@ -96,11 +96,13 @@ class SideBySide:
         return not self.differences and not self.only
 
 
-def compare_runs(run_dirs: list[Path], output_dir: Path, baseline: str | None = None) -> int:
+def compare_runs(run_dirs: list[Path], output_dir: Path, baseline: str | None = None,
+                 keep: Callable[[Compared], None] | None = None) -> int:
     """Compare the runs in `run_dirs` with the first; print what differs beyond tolerance and
     write compare.html and compare.json into a new folder in `output_dir`. Returns 0 when
     they agree, 1 when not; raises ConfigError (nothing written) for anything not a run.
-    `baseline`: a baseline file whose tolerances and measured bands judge the values."""
+    `baseline`: a baseline file whose tolerances and measured bands judge the values; `keep`
+    is handed the comparison made (demos.compare: its inline view)."""
     runs = load_runs(run_dirs)
     tables, bands, notes = tolerance_tables(runs[0]), {}, []
     if baseline is not None:
@@ -124,7 +126,25 @@ def compare_runs(run_dirs: list[Path], output_dir: Path, baseline: str | None = 
     for line in console_text(c).splitlines():
         say(line)
     say(str(out / COMPARE_PAGE))
+    if keep is not None:
+        keep(Compared(out, c, plots))
     return 0 if c.agree else 1
+
+
+@dataclass
+class Compared:
+    """A comparison made: its folder, what it found, its plots (by entry)."""
+    folder: Path
+    found: SideBySide
+    plots: dict[str, str]
+
+    def html(self, part: str | None = None) -> str:
+        """compare.html's text, or one block of it."""
+        return render(self.found, self.folder, self.plots, part)
+
+    def to_json(self) -> dict[str, Any]:
+        """compare.json's data."""
+        return to_json(self.found)
 
 
 def baseline_note(path: str, entries: list[str], held: set[str]) -> list[str]:
@@ -320,13 +340,14 @@ def draw_losses(runs: list[RunFolder], out: Path) -> dict[str, str]:
     return names
 
 
-def render(c: SideBySide, out: Path, plots: dict[str, str]) -> str:
-    """The HTML of compare.html, in the folder `out` (demos.lab.pages.compare lays it out)."""
+def render(c: SideBySide, out: Path, plots: dict[str, str], part: str | None = None) -> str:
+    """The HTML of compare.html, in the folder `out` (demos.lab.pages.compare lays it out;
+    `part`: one block of it, for an inline view)."""
     return page.render(page.Page(
         agree=c.agree, verdict=verdict(c), machines=machines(c), plots=plots,
         unfinished=unfinished(c), notes=[*corrupt_lines(c), *c.notes],
         runs=[page.Column(r.label, r.dir, run_info(r), r.config) for r in c.runs],
-        tables=[entry_table(c, i) for i in entry_ids(c.runs)]), out)
+        tables=[entry_table(c, i) for i in entry_ids(c.runs)]), out, part)
 
 
 def entry_table(c: SideBySide, entry: str) -> page.EntryTable:

@@ -85,6 +85,15 @@ class EntrySummary:
     def failures(self) -> list[Check]:
         return [c for c in self.checks if c.passed is False]
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EntrySummary:
+        """The entry of a summary.json's `scenarios` (to_json's layout; null metrics, NaN or
+        infinite when measured, stay None). Raises KeyError or TypeError for anything else."""
+        timing = data["timing"]
+        return cls(**{**{k: data[k] for k in ENTRY_KEYS if k in data},
+                      "checks": [Check(**c) for c in data["checks"]],
+                      "timing": Timing(**timing) if timing is not None else None})
+
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         for optional in ("inspection", "support"):
@@ -118,6 +127,13 @@ class RunSummary:
     def passed(self) -> int:
         return sum(e.status == "passed" for e in self.scenarios)
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunSummary:
+        """A summary.json's data, typed again (keys it does not know, such as a running
+        run's pid, left out). Raises KeyError or TypeError for anything else."""
+        return cls(**{**{k: data[k] for k in RUN_KEYS if k in data},
+                      "scenarios": [EntrySummary.from_json(e) for e in data["scenarios"]]})
+
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["scenarios"] = [e.to_json() for e in self.scenarios]
@@ -125,6 +141,10 @@ class RunSummary:
             if data[optional] is None:
                 del data[optional]
         return finite(data)
+
+
+ENTRY_KEYS = tuple(f.name for f in dataclasses.fields(EntrySummary))
+RUN_KEYS = tuple(f.name for f in dataclasses.fields(RunSummary))
 
 
 def finite(value: Any) -> Any:

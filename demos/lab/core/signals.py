@@ -19,6 +19,14 @@ class StopRequest:
         self.requested: str | None = None  # the signal's name once one arrived
         self.run_began = False  # the run's own handler took over: later signals are its
         self.deferred = False   # start-up: signals are only noted now (torch is importing)
+        # called from Python (demos.run): Ctrl-C alone is the run's, and Ctrl-C again raises
+        # KeyboardInterrupt in the caller rather than ending its process (a notebook's kernel)
+        self.embedded = False
+
+    @property
+    def signals(self) -> tuple[int, ...]:
+        """The signals this run answers: SIGINT alone when embedded, else STOP_SIGNALS."""
+        return (signal.SIGINT,) if self.embedded else STOP_SIGNALS
 
 
 _at_exit_now: list[Callable[[], None]] = []  # what must end with the process (the drawing helper)
@@ -47,6 +55,8 @@ class SignalHandler:
         name = signal.Signals(signum).name
         if self.stop.requested:
             say(f"\n{name} again: stopping now", err=True)
+            if self.stop.embedded:  # the caller's process goes on
+                raise KeyboardInterrupt(name)
             self.hard_exit(EXIT_INTERRUPTED)
             return
         self.stop.requested = name
@@ -66,7 +76,7 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SI
 @contextlib.contextmanager
 def handle_signals(stop: StopRequest) -> Iterator[None]:
     """Route the stop signals to a SignalHandler while the run lasts (main thread only)."""
-    with signal_handler(SignalHandler(stop)):
+    with signal_handler(SignalHandler(stop), stop.signals):
         yield
 
 
@@ -89,12 +99,14 @@ def stop_if_requested(stop: StopRequest) -> None:
 
 
 @contextlib.contextmanager
-def signal_handler(handler: Callable[[int, Any], None]) -> Iterator[None]:
-    """`handler` for every stop signal (SIGINT, SIGTERM, SIGHUP), restored afterwards."""
+def signal_handler(handler: Callable[[int, Any], None],
+                   signals: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """`handler` for `signals` (every stop signal: SIGINT, SIGTERM, SIGHUP), the previous
+    handlers restored afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
         yield
     finally:

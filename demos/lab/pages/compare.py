@@ -60,11 +60,11 @@ class Page:
     notes: list[str] = field(default_factory=list)  # corrupt summaries, a baseline unused
 
 
-def render(page: Page, out: Path) -> str:
-    """The HTML of compare.html, in the folder `out`."""
+def render(page: Page, out: Path, part: str | None = None) -> str:
+    """The HTML of compare.html, in the folder `out` (`part`: one block of it)."""
     from demos.lab.pages.templating import render as render_template
 
-    return render_template("compare.html.j2", page=printable(page),
+    return render_template("compare.html.j2", part, page=printable(page),
                            word="agree" if page.agree else "differ", facts=FACTS,
                            runs=printable([run_row(r, out) for r in page.runs]),
                            diffs=printable(config_diffs(page.runs)))

@@ -55,8 +55,9 @@ class Section:
 
 
 def render_report(run_dir: Path, s: RunSummary, descriptions: Mapping[str, str],
-                  configs: Mapping[str, str]) -> str:
-    """The HTML of report.html for the run in `run_dir` with this summary."""
+                  configs: Mapping[str, str], part: str | None = None) -> str:
+    """The HTML of report.html for the run in `run_dir` with this summary (`part`: one block
+    of it, see templating.render)."""
     from demos.lab.pages.templating import render
 
     meta = {"status": s.status, "scenarios passed": f"{s.passed} of {len(s.scenarios)}",
@@ -72,7 +73,7 @@ def render_report(run_dir: Path, s: RunSummary, descriptions: Mapping[str, str],
             **({"numbers from": fingerprint.describe(s.fingerprint)} if s.fingerprint else {})}
     sections = [section(e, run_dir / e.id, descriptions.get(e.scenario, ""),
                         configs.get(e.id, "")) for e in s.scenarios]
-    return render("report.html.j2", s=s, meta=meta, rank_logs=rank_logs(run_dir),
+    return render("report.html.j2", part, s=s, meta=meta, rank_logs=rank_logs(run_dir),
                   sections=sections)
 
 

@@ -71,6 +71,10 @@ def visible_text(value: Any) -> Any:
     return value
 
 
-def render(template: str, **context: Any) -> str:
-    """The text of `template` with `context`."""
-    return environment().get_template(template).render(**context)
+def render(template: str, part: str | None = None, **context: Any) -> str:
+    """The text of `template` with `context`; with `part`, only that block of it (the "body"
+    or "style" of a page, for an inline view: demos.lab.pages.inline)."""
+    page = environment().get_template(template)
+    if part is None:
+        return page.render(**context)
+    return "".join(page.blocks[part](page.new_context(context)))

@@ -43,6 +43,7 @@ class Call:
     stop: StopRequest
     command: list[str]  # [prog, *argv] as typed, for the records
     config: Any = None  # the config's data, when it comes from memory: --config only names it
+    keep: Callable[[Any], None] | None = None  # handed the Run or the comparison made (demos.run)
 
 
 # The commands.
@@ -119,7 +120,8 @@ def compare_command(args: argparse.Namespace, call: Call) -> int:
     check_output_dir(args.output_dir)
     one_process("compare")
     from demos.lab.comparing.side_by_side import compare_runs
-    code = compare_runs([Path(p) for p in args.runs], Path(args.output_dir), args.baseline)
+    code = compare_runs([Path(p) for p in args.runs], Path(args.output_dir), args.baseline,
+                        call.keep)
     index(Path(args.output_dir))
     return code
 
@@ -161,15 +163,9 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
     messages; see demos.api.run_alone); `typed`: the command line to record, where it is not
     `argv`."""
     argv = sys.argv[1:] if argv is None else argv
-    typed = argv if typed is None else typed
     code, stop = 0, stop or StopRequest()
     try:
-        with signal_handler(StartUp(stop)):  # the run installs its own handler when it starts
-            args = parse(by_name(argv, registry), prog)
-            command = [prog, *typed]
-            code = COMMANDS[args.command](args, Call(registry, stop, command, config))
-            if stop.requested and code != EXIT_INTERRUPTED:  # came after the run's handler
-                raise KeyboardInterrupt
+        code = dispatch(argv, registry, prog, stop, config, typed)
         try:
             sys.stdout.flush()
         except (OSError, ValueError) as e:  # a reader gone away (| head), a full disk
@@ -178,15 +174,35 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
         say(f"error: {e}", err=True)
         code = EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C outside the run's own handler: start-up, or the end
-        when = "after the run finished" if stop.run_began else "before the run started"
-        if not stop.run_began and os.environ.get("TORCHELASTIC_RUN_ID") is not None:
-            when += (" (under torchrun: torchrun stops every rank once one has ended; another "
-                     "rank's message says why)")
-        say(f"\ninterrupted {when}", err=True)
+        say(f"\ninterrupted {interrupted_when(stop)}", err=True)
         code = EXIT_INTERRUPTED
     except BrokenPipeError as e:  # a print of ours while the reader went away (| head)
         silence(sys.stdout, e)
     return code
+
+
+def dispatch(argv: list[str], registry: Callable[[], Registry], prog: str, stop: StopRequest,
+             config: Any = None, typed: list[str] | None = None,
+             keep: Callable[[Any], None] | None = None) -> int:
+    """The command of `argv`, run; its exit code. Raises ConfigError (a usage or config
+    error: nothing ran) and KeyboardInterrupt (a signal outside the run's own handler), for
+    main to say, or for demos.run to raise in its caller. `keep`: see Call."""
+    typed = argv if typed is None else typed
+    with signal_handler(StartUp(stop), stop.signals):  # the run installs its own when it starts
+        args = parse(by_name(argv, registry), prog)
+        code = COMMANDS[args.command](args, Call(registry, stop, [prog, *typed], config, keep))
+        if stop.requested and code != EXIT_INTERRUPTED:  # came after the run's handler
+            raise KeyboardInterrupt
+    return code
+
+
+def interrupted_when(stop: StopRequest) -> str:
+    """When a KeyboardInterrupt out of dispatch came: before the run or after it."""
+    when = "after the run finished" if stop.run_began else "before the run started"
+    if not stop.run_began and os.environ.get("TORCHELASTIC_RUN_ID") is not None:
+        when += (" (under torchrun: torchrun stops every rank once one has ended; another "
+                 "rank's message says why)")
+    return when
 
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"  # the shipped configs, by scenario
@@ -285,7 +301,7 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
                        command=call.command, progress=progress, dry_run=args.dry_run,
                        open_report=args.open, stop=stop, sets=args.sets, baseline=base,
                        save_baseline=args.save_baseline, run_name=args.run_name, world=world,
-                       notes=notes)
+                       notes=notes, keep=call.keep)
     finally:
         distributed.leave(world)
 

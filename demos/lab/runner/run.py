@@ -13,7 +13,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -80,6 +80,7 @@ class Run:
         self.fingerprint: dict[str, Any] | None = None  # once torch's threads are set
         self.world_lost: str | None = None  # under torchrun: the entry after which rank 0
         #                                     gave the process group up
+        self.final: RunSummary | None = None  # summary.json's, once the run has finished
 
     def warn_once(self, message: str) -> None:
         if message not in self.warned:
@@ -138,7 +139,7 @@ class Run:
                 self.log.info("%s", line)
             if block["status"] == "failed":
                 self.status = escalate(self.status, "failed")
-        summary = self.summary(started, determinism)
+        summary = self.final = self.summary(started, determinism)
         if self.save_baseline:
             self.write_baseline(summary)
         self.write_summary(summary)
@@ -304,8 +305,10 @@ def open_in_browser(path: Path) -> str:
 def execute(cfg: RunConfig, registry: Registry, device: torch.device, device_note: str,
             output_dir: Path, *, source: str, command: list[str], progress: bool,
             dry_run: bool, open_report: bool = False, stop: StopRequest | None = None,
-            run_name: str | None = None, **options: Any) -> int:
-    """Make the run folder and run every entry; return the exit code.
+            run_name: str | None = None, keep: Callable[[Run], None] | None = None,
+            **options: Any) -> int:
+    """Make the run folder and run every entry; return the exit code. `keep` is handed the
+    Run before it starts (demos.run reads its folder and final summary).
 
     The run's signal handler is in place before the folder exists: from then on a signal
     ends in an interrupted run with its summary, never in "interrupted before the run started".
@@ -321,6 +324,9 @@ def execute(cfg: RunConfig, registry: Registry, device: torch.device, device_not
             distributed.share(world, None)  # the other ranks learn there is no run
             raise
         distributed.share(world, str(run_dir))
-        return Run(cfg, registry, device, device_note, run_dir, source=source, command=command,
-                   progress=progress, dry_run=dry_run, open_report=open_report,
-                   stop=stop, **options).execute()
+        run = Run(cfg, registry, device, device_note, run_dir, source=source, command=command,
+                  progress=progress, dry_run=dry_run, open_report=open_report,
+                  stop=stop, **options)
+        if keep is not None:
+            keep(run)
+        return run.execute()

@@ -1,4 +1,5 @@
-/* The backward stepper: each traced graph's backward.json steps, one node at a time. */
+/* The backward stepper: each traced graph's backward.json steps, one node at a time.
+   `root`: the page, or the one inline view (a notebook's output) these steppers are in. */
 function num(x, digits) {  /* "nan", "inf" arrive as strings (strict JSON) */
   return typeof x === 'number' ? String(+x.toPrecision(digits)) : String(x);
 }
@@ -30,7 +31,9 @@ function describeGrad(g) {
   var shape = '(' + g.shape.join(', ') + (g.shape.length === 1 ? ',' : '') + ')';
   return shape + ' in [' + num(g.min, 4) + ', ' + num(g.max, 4) + '], norm ' + num(g.norm, 4);
 }
-document.querySelectorAll('.backward').forEach(function (box) {
+root.querySelectorAll('.backward').forEach(function (box) {
+  if (box.dataset.ready) return;  /* once, should this script run twice over its view */
+  box.dataset.ready = '1';
   var steps = JSON.parse(box.querySelector('script.steps').textContent);
   var svg = box.querySelector('svg'), detail = box.querySelector('.step-detail');
   var count = box.querySelector('.step-count'), play = box.querySelector('[data-action=play]');
@@ -117,8 +120,8 @@ document.querySelectorAll('.backward').forEach(function (box) {
     });
   });
   box.addEventListener('keydown', function (ev) {
-    if (ev.key === 'ArrowRight') { stop(); go(1); ev.preventDefault(); }
-    if (ev.key === 'ArrowLeft') { stop(); go(-1); ev.preventDefault(); }
+    var d = ev.key === 'ArrowRight' ? 1 : ev.key === 'ArrowLeft' ? -1 : 0;
+    if (d) { stop(); go(d); ev.preventDefault(); ev.stopPropagation(); }  /* not the notebook's */
   });
   show();
 });

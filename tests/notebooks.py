@@ -1,0 +1,178 @@
+"""The documents as notebooks: demos/notebooks/<scenario>.ipynb, one per scenario, written
+from this table by `python -m tests.notebooks`; tests/test_notebooks.py fails while the files
+differ from what it writes, and executes them headless.
+
+Each notebook walks its example with the Python API (`from demos import run`): the run, its
+numbers, a graph's stepper, the whole entry as the report shows it, then a change to try. The
+first code cell holds the parameters (tagged `parameters`, as papermill reads them): the tests
+set dry_run there.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+
+from demos.scenarios import registry
+from tests.conftest import ROOT
+
+FOLDER = ROOT / "demos" / "notebooks"
+
+
+@dataclass
+class Walk:
+    """What a scenario's notebook says and does besides the run."""
+    intro: str    # what the example shows, after the title
+    graph: str    # the graph whose stepper it shows
+    look: str     # what to look for in that graph
+    change: dict  # the keys of the change to try
+    why: str      # what the change shows
+    after: str = "r2[{name!r}].metrics"  # the cell that shows the change's effect
+
+
+WALKS: dict[str, Walk] = {
+    "multiply_add": Walk(
+        "A custom `torch.autograd.Function` computes y = w ⊙ x + b. Its `grad_fn` is a "
+        "`MultiplyAddBackward`, whose `next_functions` lead to the `AccumulateGrad` of each "
+        "leaf; a short fit then finds w and b again.",
+        "graph", "Each step runs one node's backward: the custom node first, then the "
+        "`AccumulateGrad` nodes that write `w.grad` and `b.grad`.",
+        {"lr": 0.05}, "A smaller learning rate: after the same 300 steps w and b are further "
+        "from w* and b*, and the checks written for lr 0.2 say they were not evaluated."),
+    "computation_graph": Walk(
+        "h = w·x + b, three ways: with x requiring grad, with `requires_grad=False`, and "
+        "with `x.detach()`. The graphs show which leaves reach `AccumulateGrad`.",
+        "graph_detach", "A detached x is a constant: no `AccumulateGrad` node for it, so "
+        "backward ends at w and b.",
+        {"w": 2.0}, "Another w: h changes; the graph keeps its shape."),
+    "autograd_internals": Walk(
+        "e = (a + b)·d: how `e.backward()` reaches the leaves through "
+        "`grad_fn.next_functions` and `AccumulateGrad.variable`, and why the non-leaf "
+        "c = a + b keeps no `.grad`.",
+        "graph", "The steps go from `MulBackward0` down to each leaf's `AccumulateGrad`; "
+        "each step shows the gradient it received and passed on.",
+        {"d": 3.0}, "Another d: de/da and de/db are d, so both change; de/dd does not."),
+    "my_exp": Walk(
+        "`MyExp` saves its output for backward, since d/dx exp(x) = exp(x). Its gradients "
+        "are compared with the built-in exp, and its support matrix says what else it "
+        "supports (forward mode, vmap, torch.compile).",
+        "graph", "What backward keeps: 12 bytes, the output, released once the node has run.",
+        {"inputs": [0.5, 1.5, 2.5]}, "Other inputs: the gradients are their exps again."),
+    "legendre_fit": Walk(
+        "A custom Function for the Legendre polynomial P3(x) = (5x³ − 3x)/2 and its "
+        "derivative; y = a + b·P3(c + d·x) is fitted to sin(x) on [−π, π] by hand-written "
+        "SGD.",
+        "graph", "The custom `LegendrePolynomial3Backward` node between the additions and "
+        "multiplications torch records for a, b, c and d.",
+        {"lr": 1e-5}, "Twice the learning rate: the loss ends elsewhere (or diverges), and the "
+        "targets written for lr 5e-6 say they were not evaluated."),
+    "linear_function": Walk(
+        "`LinearFunction` with `needs_input_grad`, checked by `gradcheck`, wrapped in a "
+        "`Linear` module and trained.",
+        "graph", "One custom node with three inputs; backward computes only the gradients "
+        "`needs_input_grad` asks for.",
+        {"lr": 0.01}, "A smaller learning rate: the fit ends further from the true weights."),
+    "lenet": Walk(
+        "The LeNet-style CNN as an `nn.Module`, trained on 1,797 real handwritten digits "
+        "(8×8, upscaled to 32×32).",
+        "graph", "The convolutions, pools and linear layers; backward walks them back to "
+        "every weight's `AccumulateGrad`.",
+        {"optimizer": "sgd", "lr": 0.01}, "Plain SGD instead of Adam: slower to learn in the "
+        "same epochs."),
+    "my_relu": Walk(
+        "A custom ReLU Function inside a two-layer net, trained by hand-written SGD on "
+        "random data.",
+        "graph", "`MyReLUBackward` between the two matrix products: it saved its input to "
+        "know where the input was positive.",
+        {"H": 20}, "A narrower hidden layer: fewer weights, another final loss."),
+    "custom_function": Walk(
+        "Your own Function, checked: what backward returns, gradcheck, parity with a "
+        "plain-torch reference, the second backward, the support matrix. This notebook runs "
+        "configs/custom_function.yaml (`MyCube` of configs/examples/my_ops.py); "
+        "`check_function` does the same for a class defined in a cell, as below.",
+        "graph", "The one `MyCubeBackward` node, the two leaves that require grad, and what "
+        "the forward saved.",
+        {}, "A Function defined here, with a classic mistake: its backward forgets the 3 of "
+        "d(x³)/dx = 3x². gradcheck and parity catch it.",
+        "[(c.name, c.detail) for c in r2.failures]"),
+}
+
+MISTAKE = '''import torch
+from demos import check_function
+
+
+class Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, = ctx.saved_tensors
+        return grad_output * x ** 2          # wrong: d(x^3)/dx is 3 x^2
+
+
+r2 = check_function(Cube, inputs={"x": torch.randn(5, 3, requires_grad=True)},
+                    reference=lambda x: x ** 3,
+                    dry_run=dry_run, output_dir=output_dir)
+r2.passed'''
+
+
+def cell(kind: str, cell_id: str, source: str, **extra) -> dict:
+    base = {"cell_type": kind, "id": cell_id, "metadata": extra.pop("metadata", {}),
+            "source": source.splitlines(keepends=True)}
+    if kind == "code":
+        base.update(execution_count=None, outputs=[])
+    return base
+
+
+def notebook(name: str) -> dict:
+    s, w = registry()[name], WALKS[name]
+    change = ", ".join(f"{k}={v!r}" for k, v in w.change.items())
+    cells = [
+        cell("markdown", "intro", f"# {name}: {s.about}\n\n{w.intro}\n\nRun it, step through "
+             f"its graph, then change it. The same run from a shell: "
+             f"`python runner.py {name}`."),
+        cell("code", "parameters", 'dry_run = False        # True: a few steps only, to try '
+             'the notebook in seconds\noutput_dir = "outputs"  # where the runs go: a folder '
+             'per run, as the command line makes', metadata={"tags": ["parameters"]}),
+        cell("code", "run", f"from demos import compare, run\n\nr = run({name!r}, "
+             f"dry_run=dry_run, output_dir=output_dir)\nr.passed"),
+        cell("markdown", "numbers-intro", "What the run found: the entry's metrics and params "
+             "(its summary.json, typed)."),
+        cell("code", "numbers", f"e = r[{name!r}]\ne.metrics, e.params"),
+        cell("markdown", "stepper-intro", f"The autograd graph `{w.graph}`, step by step: press "
+             f"**Next** (or the arrow keys) to run backward one node at a time. {w.look}"),
+        cell("code", "stepper", f"e.graphs[{w.graph!r}]"),
+        cell("markdown", "entry-intro", "The whole entry as the report shows it: its checks "
+             "(a failed one makes the run fail), plots, every graph and the config it ran."),
+        cell("code", "entry", "e"),
+        cell("markdown", "change-intro", f"## Change it\n\n{w.why}"),
+    ]
+    if name == "custom_function":
+        cells.append(cell("code", "change", MISTAKE))
+    else:
+        cells += [cell("code", "change", f"r2 = run({name!r}, {change}, dry_run=dry_run, "
+                       f"output_dir=output_dir)\n{w.after.format(name=name)}"),
+                  cell("markdown", "compare-intro", "The two runs side by side: what differs "
+                       "beyond tolerance."),
+                  cell("code", "compare", "compare(r, r2, output_dir=output_dir)")]
+    return {"cells": cells, "metadata": {
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def text(name: str) -> str:
+    return json.dumps(notebook(name), indent=1, ensure_ascii=False) + "\n"
+
+
+def main() -> None:
+    FOLDER.mkdir(exist_ok=True)
+    for name in WALKS:
+        (FOLDER / f"{name}.ipynb").write_text(text(name), encoding="utf-8")
+    print(f"wrote {len(WALKS)} notebooks in {FOLDER}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""The Python API (`from demos import run`): the command line's equal, in this process.
+
+Same summary values as the CLI on the same config; config errors raise ConfigError with the
+CLI's one line, nothing made; no exit, no signal handler or RNG state left changed; Ctrl-C stops
+a run whole; check_function catches a wrong backward on a class defined here; every result
+shows itself inline (_repr_html_) as self-contained, scoped HTML.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+import torch
+
+import demos
+from demos import ConfigError, check_function, compare, load, run
+from demos.lab.core.signals import SignalHandler, StopRequest
+from tests.conftest import CONFIGS, cli, only_run_dir
+
+MY_OPS = CONFIGS / "examples" / "my_ops.py"
+
+
+def values(summary: dict) -> list:
+    """What a run found, less when and how long: entries' status, metrics, params, checks."""
+    return [(e["id"], e["status"], e["metrics"], e["params"],
+             [(c["name"], c["passed"], c["detail"]) for c in e["checks"]], e.get("support"))
+            for e in summary["scenarios"]]
+
+
+def test_importing_demos_loads_no_torch_and_no_machinery():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", "import sys, demos; print(sorted(m for m in "
+                          "sys.modules if m.startswith(('torch', 'demos.'))))"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    assert "run" in dir(demos) and "check_function" in dir(demos)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        demos.nope  # noqa: B018
+
+
+def test_run_gives_what_the_command_line_gives(tmp_path):
+    """my_exp by name (configs/my_exp.yaml) in the API and in the CLI: the same values."""
+    r = run("my_exp", output_dir=tmp_path / "api", quiet=True)
+    code, _, _ = cli("my_exp", "--no-progress", "--output-dir", tmp_path / "cli")
+    assert (r.exit_code, code) == (0, 0) and r.passed is True and r.status == "passed"
+    by_cli = load(only_run_dir(tmp_path / "cli"))
+    assert values(r.summary.to_json()) == values(by_cli.summary.to_json())
+    import json
+    on_disk = json.loads((r.folder / "summary.json").read_text())
+    assert values(on_disk) == values(r.summary.to_json())  # the result is summary.json's
+    assert r.summary.command[:3] == ["runner.py", "run", "--config"]  # pasted, it runs again
+    e = r["my_exp"]
+    assert e is not None and r[0].id == "my_exp" and e.folder == r.folder / "my_exp"
+    assert set(e.graphs) == {"graph", "graph_saves_input", "forward_mode"}
+    assert len(e.graphs["graph"].steps) == 2 and e.graphs["graph"].files
+    assert e.support.status("MyExp", "forward_ad") == "unsupported"
+    assert e.backward["graphs"] and r.report.is_file() and not r.failures
+    with pytest.raises(KeyError, match="no entry of that id"):
+        r["nope"]
+
+
+def test_keys_and_set_reach_the_config(tmp_path):
+    r = run("legendre_fit", lr=1e-5, set={"seed": 3}, dry_run=True, output_dir=tmp_path,
+            quiet=True, run_name="fast")
+    assert r.folder.name == "fast" and r.summary.seed == 3 and r.summary.dry_run
+    assert r.summary.sets == ["scenarios[0].lr=1.0e-05", "seed=3"]
+    assert "lr: 1.0e-05" in r.configs()["legendre_fit"]
+    # the config's data itself, and a scenario's defaults where no config names it
+    r = run({"scenarios": [{"scenario": "my_exp", "id": "mine"}]}, dry_run=True,
+            output_dir=tmp_path, quiet=True)
+    assert [e.id for e in r.entries] == ["mine"] and r.summary.config == "<config from Python>"
+
+
+@pytest.mark.parametrize("call, argv", [
+    (lambda out: run("legendre_fit", lrr=1, output_dir=out),
+     ["legendre_fit", "--set", "scenarios[0].lrr=1"]),
+    (lambda out: run("legendre_fi", output_dir=out), ["legendre_fi"]),
+    (lambda out: run("nothere.yaml", output_dir=out), ["--config", "nothere.yaml"]),
+    (lambda out: run("my_exp", device="cuda:7", output_dir=out),
+     ["my_exp", "--device", "cuda:7"]),
+    (lambda out: run("my_exp", only=["nope"], output_dir=out), ["my_exp", "--only", "nope"]),
+    (lambda out: run("my_exp", set={"seed": "x"}, output_dir=out),
+     ["my_exp", "--set", "seed=x"]),
+])
+def test_a_config_error_raises_the_command_lines_message(tmp_path, call, argv):
+    if "cuda:7" in argv and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    with pytest.raises(ConfigError) as raised:
+        call(tmp_path / "api")
+    code, _, err = cli(*argv, "--output-dir", tmp_path / "cli")
+    assert code == 2 and err == f"error: {raised.value}\n"
+    assert not (tmp_path / "api").exists() or not any((tmp_path / "api").iterdir())
+
+
+def test_keys_of_a_config_of_several_entries_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"lr=: .*all.yaml has 9 entries; name one: "
+                                          r"set=\{'scenarios.<id>.lr': \.\.\.\}"):
+        run(CONFIGS / "all.yaml", lr=1e-5, output_dir=tmp_path)
+    with pytest.raises(ConfigError, match="no YAML form"):
+        run("my_exp", set={"seed": object()}, output_dir=tmp_path)
+
+
+def test_the_callers_process_is_left_as_it_was(tmp_path):
+    """No handler left installed, torch's RNG where it was, no exit (SystemExit)."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    r = run("my_exp", dry_run=True, output_dir=tmp_path, quiet=True)
+    assert torch.equal(torch.rand(3), expected)  # the run's seeding did not reach us
+    assert {s: signal.getsignal(s) for s in handlers} == handlers
+    assert r.passed and torch.get_default_dtype() == torch.float32
+
+
+def test_ctrl_c_stops_the_run_whole_and_raises(tmp_path):
+    """A SIGINT while the run's own handler is in: the run stops at a step boundary, its
+    summary says interrupted, and RunInterrupted (a KeyboardInterrupt) carries the result."""
+    def interrupt_once_running():
+        deadline = time.monotonic() + 60
+        while not isinstance(signal.getsignal(signal.SIGINT), SignalHandler):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
+        time.sleep(0.3)  # into the training loop
+        os.kill(os.getpid(), signal.SIGINT)  # as a notebook's interrupt does
+
+    threading.Thread(target=interrupt_once_running, daemon=True).start()
+    with pytest.raises(demos.RunInterrupted) as raised:
+        run("legendre_fit", steps=10**7, output_dir=tmp_path, quiet=True)
+    result = raised.value.result
+    assert isinstance(raised.value, KeyboardInterrupt) and result.status == "interrupted"
+    assert load(result.folder).status == "interrupted" and result.report.is_file()
+    assert 0 < result["legendre_fit"].summary.steps < 10**7
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_again_raises_instead_of_ending_the_process():
+    stop = StopRequest()
+    stop.embedded = True
+    handler = SignalHandler(stop, hard_exit=lambda code: pytest.fail("exited"))
+    handler(signal.SIGINT, None)
+    assert stop.requested == "SIGINT" and stop.signals == (signal.SIGINT,)
+    with pytest.raises(KeyboardInterrupt):
+        handler(signal.SIGINT, None)
+
+
+def test_check_function_on_classes_defined_here(tmp_path):
+    """A right Function passes; one whose backward forgets a factor fails gradcheck and
+    parity; both are classes of this test (no file names them)."""
+    class Cube(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 3 * g * x ** 2
+
+    class CubeMissingFactor(Cube):
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return g * x ** 2
+
+    def cube(x):
+        return x ** 3
+
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    ok = check_function(Cube, inputs={"x": x}, reference=cube, support=["backward", "vmap"],
+                        output_dir=tmp_path, quiet=True)
+    assert ok.passed and ok["Cube"].support.status("Cube", "vmap") == "unsupported"
+    names = {c.name for c in ok.checks}
+    assert {"gradcheck", "parity with the reference"} <= names
+    assert "graph" in ok["Cube"].graphs
+    assert "\nfunction: demos_objects:Cube_" in ok.configs()["Cube"]  # a class of a function
+    wrong = check_function(CubeMissingFactor, inputs=[x], reference=cube, support=[],
+                           output_dir=tmp_path, quiet=True)
+    assert not wrong.passed and wrong.exit_code == 1
+    assert {c.name for c in wrong.failures} == {"gradcheck", "parity with the reference"}
+
+
+def test_check_function_of_a_module_names_it(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(MY_OPS.parent))
+    import my_ops
+    r = check_function(my_ops.MyCube, inputs=[{"shape": [5, 3]}, {"shape": [3]},
+                                               {"value": [0.1, 0.2, 0.3],
+                                                "requires_grad": False}],
+                       reference=my_ops.cube, support=[], output_dir=tmp_path, quiet=True)
+    assert r.passed and "function: my_ops:MyCube" in r.configs()["MyCube"]
+    with pytest.raises(ConfigError, match=r"inputs\[0\]: give either shape"):
+        check_function(my_ops.MyCube, inputs=[{}], output_dir=tmp_path)
+
+
+def test_compare_two_runs(tmp_path):
+    a = run("my_exp", dry_run=True, output_dir=tmp_path, quiet=True, run_name="a")
+    b = run("my_exp", dry_run=True, output_dir=tmp_path, quiet=True, run_name="b")
+    c = compare(a, b, output_dir=tmp_path, quiet=True)
+    assert c.agree and (c.folder / "compare.html").is_file() and c.data["agree"] is True
+    html = c._repr_html_()
+    assert "agree" in html and "compare.css" not in html
+    with pytest.raises(ConfigError, match="needs two run folders|at least two"):
+        compare(a, output_dir=tmp_path)
+
+
+def self_contained(html: str) -> None:
+    """One box; styles scoped to it; every image inside; nothing from the network."""
+    assert html.startswith('<div class="autograd-demos" id="ad-') and html.endswith("</div>")
+    style = re.search(r"<style>(.*?)</style>", html, re.S)[1]
+    for rule in re.findall(r"([^{}]+)\{", style):
+        assert all(s.strip().startswith(".autograd-demos") for s in rule.split(",")), rule
+    assert all(src.startswith("data:") for src in re.findall(r'<img[^>]* src="([^"]*)"', html))
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+
+
+def test_every_result_shows_itself_inline(dry_run):
+    r = load(dry_run.dir)
+    seen = set()
+    for view in [r, r["legendre_fit"], r["my_exp"].graphs["graph"], r["my_exp"].support]:
+        html = view._repr_html_()
+        self_contained(html)
+        seen.add(re.match(r'<div class="autograd-demos" id="(ad-\w+)"', html)[1])
+    assert len(seen) == 4  # each view its own box: two steppers never share one
+    stepper = r["my_exp"].graphs["graph"]._repr_html_()
+    assert 'class="backward"' in stepper and "document.currentScript" in stepper
+    entry = r["legendre_fit"]._repr_html_()
+    assert re.search(r'<img src="data:image/png;base64,', entry)  # loss.png, embedded
+    assert 'href="' in entry and "<script>" not in r["my_exp"].support._repr_html_()
+    assert repr(r).startswith("<run ") and "PASSED" in repr(r["my_exp"])
