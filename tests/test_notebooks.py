@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 
 import pytest
 
@@ -155,3 +156,50 @@ def test_an_exported_notebook_in_a_real_browser(tmp_path, kernel):
         assert driver.save_screenshot(str(tmp_path / "notebook.png"))
     finally:
         driver.quit()
+
+
+@pytest.mark.slow
+def test_a_notebooks_interrupt_stops_the_run_whole(tmp_path, kernel):
+    """The kernel interrupted (a notebook's stop button: SIGINT) mid-training: the run stops
+    at a step boundary with its folder whole, RunInterrupted is the cell's error, and the
+    kernel lives on with its own SIGINT handler back."""
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    try:
+        def outputs(msg_id, until=None):
+            """The cell's stream text, errors and results; returns early once `until` shows."""
+            seen = []
+            while True:
+                m = kc.get_iopub_msg(timeout=120)
+                if m["parent_header"].get("msg_id") != msg_id:
+                    continue
+                kind, content = m["msg_type"], m["content"]
+                if kind == "stream":
+                    seen.append(content["text"])
+                elif kind == "error":
+                    seen.append(f"{content['ename']}: {content['evalue']}")
+                elif kind == "execute_result":
+                    seen.append(content["data"]["text/plain"])
+                elif kind == "status" and content["execution_state"] == "idle":
+                    return "".join(seen)
+                if until and until in "".join(seen):
+                    return "".join(seen)
+
+        cell = kc.execute("from demos import run\n"
+                          "r = run('legendre_fit', steps=10**8, output_dir='outputs')")
+        assert "run " in outputs(cell, until=", seed 0")  # the run's first line: it has begun
+        time.sleep(1.0)
+        km.interrupt_kernel()
+        shown = outputs(cell)
+        assert "RunInterrupted: interrupted: what was done is in" in shown
+        assert "INTERRUPTED legendre_fit" in shown
+        after = kc.execute("import signal, sys\ne = sys.last_value\n"
+                           "(e.result.status, e.result['legendre_fit'].summary.steps > 0, "
+                           "signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
+        assert outputs(after) == "('interrupted', True, True)"
+        run_dir = next((tmp_path / "outputs").glob("20*"))
+        assert json.loads((run_dir / "summary.json").read_text())["status"] == "interrupted"
+        assert (run_dir / "report.html").is_file()
+    finally:
+        km.shutdown_kernel(now=True)
