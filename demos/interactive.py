@@ -23,6 +23,7 @@ import contextlib
 import io
 import json
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,7 +73,9 @@ class GraphView:
         e = self.entry
         found = [g for g in report.graphs(e.folder, e.id, e.files) if g.stem == self.name]
         if not found:
-            return f"<p>{e.id} has no graph {self.name} (no {self.name}.svg)</p>"
+            import html
+            return inline.view(f"<p>{html.escape(e.id)} has no graph {html.escape(self.name)} "
+                               f"(no {html.escape(self.name)}.svg)</p>", None)
         return inline.view(render("graph.html.j2", graph=found[0], e=e.summary),
                            e.run.folder)
 
@@ -259,9 +262,9 @@ class Comparison:
         return f"<comparison: {'agree' if self.agree else 'differ'}; {self.folder}>"
 
 
-def load(folder: str | os.PathLike[str]) -> RunResult:
+def load(folder: str | os.PathLike[str] | RunResult) -> RunResult:
     """A run folder's result, from its summary.json (a run of the command line's too)."""
-    path = Path(folder)
+    path = Path(text_of("load", folder.folder if isinstance(folder, RunResult) else folder))
     try:
         data = json.loads((path / SUMMARY).read_text(encoding="utf-8"))
         summary = RunSummary.from_json(data)
@@ -277,8 +280,9 @@ def load(folder: str | os.PathLike[str]) -> RunResult:
 # -- the calls -----------------------------------------------------------------------------
 
 
-def run(target: str | os.PathLike[str] | Mapping[str, Any], *, only: Sequence[str] = (),
-        set: Mapping[str, Any] | Sequence[str] = (), device: str | None = None,
+def run(target: str | os.PathLike[str] | Mapping[str, Any], *,
+        only: str | Sequence[str] | None = None, set: Mapping[str, Any] | Sequence[str] = (),
+        device: str | None = None,
         seed: int | None = None, threads: int | str | None = None, dry_run: bool = False,
         output_dir: str | os.PathLike[str] = "outputs", run_name: str | None = None,
         baseline: str | os.PathLike[str] | None = None,
@@ -294,23 +298,19 @@ def run(target: str | os.PathLike[str] | Mapping[str, Any], *, only: Sequence[st
     warnings) out of the output. Raises ConfigError for a config or usage error (nothing
     ran), RunInterrupted for Ctrl-C (the run's folder whole)."""
     argv, config = config_argv(target)
+    sets = assignments(set)
     if keys:
-        if isinstance(set, Mapping):
-            set = {**{f"scenarios[0].{k}": v for k, v in keys.items()}, **set}
-        else:
-            set = [*(f"scenarios[0].{k}={yaml_text(k, v)}" for k, v in keys.items()), *set]
         one_entry(argv, config, keys)
-    for assignment in assignments(set):
-        argv += ["--set", assignment]
-    if only:
-        argv += ["--only", only if isinstance(only, str) else ",".join(only)]
+        sets = [*(f"scenarios[0].{k}={yaml_text(k, v)}" for k, v in keys.items()), *sets]
+    argv += [f"--set={a}" for a in sets]
+    if only is not None:
+        argv.append(f"--only={words('only', only)}")
     for option, value in (("--device", device), ("--seed", seed), ("--threads", threads),
                           ("--run-name", run_name), ("--baseline", baseline),
-                          ("--save-baseline", save_baseline)):
-        if value is not None:
-            argv += [option, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
-    argv += ["--output-dir", os.fspath(output_dir)] + (["--dry-run"] if dry_run else [])
-    return execute(argv, config, quiet)
+                          ("--save-baseline", save_baseline), ("--output-dir", output_dir)):
+        if value is not None:  # --option=VALUE: a value may start with "-"
+            argv.append(f"{option}={text_of(option, value)}")
+    return execute(argv + (["--dry-run"] if dry_run else []), config, quiet)
 
 
 def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | None = None,
@@ -326,31 +326,42 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
     tensor (its values and requires_grad), a number or nested lists, or an input spec of the
     config ({"shape": [5, 3]}: random under the seed). `support`: the rows to run (default:
     all); `require`: rows that must be ok. `options`: run's (device, seed, dry_run,
-    output_dir, run_name, quiet). The run records the Function as module:Class."""
+    output_dir, run_name, quiet), and `id`, the entry's (default: the class's name). The run
+    uses the objects given, held for it in the module demos_objects, where its config.yaml
+    names them."""
+    import torch
+
+    if not (isinstance(function, type) and issubclass(function, torch.autograd.Function)):
+        raise ConfigError(f"check_function: {short(function)} is not a "
+                          f"torch.autograd.Function subclass")
+    if reference is not None and not callable(reference):
+        raise ConfigError(f"check_function: reference {short(reference)} is not callable")
     entry: dict[str, Any] = {"scenario": "custom_function",
-                             "id": getattr(function, "__name__", "function"),
-                             "function": spec_of(function, "function"),
+                             "id": options.pop("id", None) or entry_id_of(function),
                              "inputs": input_specs(inputs)}
-    if reference is not None:
-        entry["reference"] = spec_of(reference, "reference")
     for key, value in (("double_backward", double_backward or None), ("rtol", rtol),
-                       ("atol", atol), ("require", list(require) or None),
-                       ("support", None if support is None else list(support))):
+                       ("atol", atol), ("require", rows("require", require) or None),
+                       ("support", None if support is None else rows("support", support))):
         if value is not None:
             entry[key] = value
-    return run({"scenarios": [entry]}, **options)
+    with held(function, reference) as (function_spec, reference_spec):
+        entry["function"] = function_spec
+        if reference_spec is not None:
+            entry["reference"] = reference_spec
+        return run({"scenarios": [entry]}, **options)
 
 
 def compare(*runs: RunResult | str | os.PathLike[str],
             baseline: str | os.PathLike[str] | None = None,
             output_dir: str | os.PathLike[str] = "outputs", quiet: bool = False) -> Comparison:
     """Runs side by side, as `runner.py compare` does: what differs beyond tolerance."""
-    argv = ["compare", *(os.fspath(r.folder if isinstance(r, RunResult) else r) for r in runs),
-            "--output-dir", os.fspath(output_dir)]
+    argv = ["compare", f"--output-dir={text_of('output_dir', output_dir)}"]
     if baseline is not None:
-        argv += ["--baseline", os.fspath(baseline)]
+        argv.append(f"--baseline={text_of('baseline', baseline)}")
+    argv += ["--", *(text_of("compare", r.folder if isinstance(r, RunResult) else r)
+                     for r in runs)]
     kept: list[Any] = []
-    with caller_kept(quiet):
+    with LOCK, caller_kept(quiet):
         dispatch(argv, None, kept.append)
     if not kept:  # compare_runs raised before it made anything
         raise ConfigError("compare: nothing was compared")
@@ -363,7 +374,7 @@ def compare(*runs: RunResult | str | os.PathLike[str],
 
 def config_argv(target: Any) -> tuple[list[str], Any]:
     """The run's first arguments, and the config's data when it is made in memory."""
-    from demos.lab.runner.cli import CONFIGS
+    from demos.lab.runner.cli import COMMANDS, CONFIGS
     from demos.scenarios import registry
 
     if isinstance(target, Mapping):
@@ -371,26 +382,30 @@ def config_argv(target: Any) -> tuple[list[str], Any]:
     if not isinstance(target, (str, os.PathLike)):
         raise ConfigError(f"run: expected a scenario's name, a config file or a config's data "
                           f"(a mapping), got {type(target).__name__}")
-    text = os.fspath(target)
+    text = text_of("run", target)
     if text in registry():
         shipped = CONFIGS / f"{text}.yaml"
         if shipped.is_file():  # as `runner.py NAME` finds it
             shown = os.path.relpath(shipped) if shipped.is_relative_to(Path.cwd()) else shipped
-            return ["run", "--config", str(shown)], None
-        return ["run", "--config", f"<{text} defaults>"], {"scenarios": [{"scenario": text}]}
-    if not text.endswith((".yaml", ".yml")) and os.sep not in text and not os.path.exists(text):
-        return [text], None  # the command line's "not a command or a scenario; did you mean"
-    return ["run", "--config", text], None
+            return ["run", f"--config={shown}"], None
+        return ["run", f"--config=<{text} defaults>"], {"scenarios": [{"scenario": text}]}
+    if text.endswith((".yaml", ".yml")) or os.sep in text or os.path.exists(text):
+        return ["run", f"--config={text}"], None
+    if text.startswith("-") or text in COMMANDS:  # the command line's words, not a config
+        raise ConfigError(f"run: {text}: not a scenario or a config file (the command line's "
+                          f"options and commands are run()'s arguments and demos' functions)")
+    return [text], None  # the command line's "not a command or a scenario; did you mean"
 
 
 def one_entry(argv: list[str], config: Any, keys: Mapping[str, Any]) -> None:
     """Keyword keys are the one entry's: refused, naming set=, for a config of several."""
     import yaml
 
-    source = argv[2] if config is None and len(argv) == 3 else "the config"
-    if config is None and len(argv) == 3:
+    path = argv[1].removeprefix("--config=") if config is None and len(argv) == 2 else None
+    source = path or "the config"
+    if path is not None:
         try:
-            with open(argv[2], encoding="utf-8") as f:
+            with open(path, encoding="utf-8") as f:
                 config = yaml.safe_load(f)
         except (OSError, yaml.YAMLError):
             return  # the run says what is wrong with the file
@@ -402,19 +417,57 @@ def one_entry(argv: list[str], config: Any, keys: Mapping[str, Any]) -> None:
                           f"...}}")
 
 
-def assignments(set: Mapping[str, Any] | Sequence[str]) -> list[str]:
+def assignments(set: Any) -> list[str]:
     """--set's KEY=VALUE texts: a mapping's values written as YAML; texts as they are."""
     if isinstance(set, str):
-        return [set]
+        return [text_of("set", set)]
     if isinstance(set, Mapping):
-        return [f"{k}={yaml_text(k, v)}" for k, v in set.items()]
-    return [str(a) for a in set]
+        return [f"{text_of('set', k)}={yaml_text(k, v)}" for k, v in set.items()]
+    if isinstance(set, Sequence):
+        return [text_of("set", a) for a in set]
+    raise ConfigError(f"set: a mapping of KEY: VALUE, or a list of 'KEY=VALUE' texts, got "
+                      f"{type(set).__name__}")
+
+
+def words(name: str, value: Any) -> str:
+    """`only`'s ids as the command line's comma-separated list."""
+    if isinstance(value, str):
+        return text_of(name, value)
+    if isinstance(value, Sequence):
+        return ",".join(text_of(name, v) for v in value)
+    raise ConfigError(f"{name}: an entry's id or a list of them, got {type(value).__name__}")
+
+
+def text_of(name: str, value: Any) -> str:
+    """An argument as the command line's text: text, a path or a number (not a bool); a
+    ConfigError naming the argument for anything else, and for text with a NUL character."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ConfigError(f"{name}: expected text or a path, got {type(value).__name__}")
+    text = str(value)
+    if "\0" in text:
+        raise ConfigError(f"{name}: {text!r} holds a NUL character")
+    return text
+
+
+def rows(name: str, value: Any) -> list[str]:
+    """support's or require's rows: a name, or a list of names."""
+    return [value] if isinstance(value, str) else [text_of(name, v) for v in value]
+
+
+def short(obj: Any) -> str:
+    """An object named in a message, one line, not too long."""
+    text = " ".join(repr(obj).split())
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def yaml_text(key: str, value: Any) -> str:
     """A Python value as --set's YAML (1e-05 as 1.0e-05, lists in flow style)."""
     import yaml
 
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes, list, dict)):
+        value = value.tolist()  # a numpy scalar or array, a tensor: plain numbers and lists
     try:
         text = yaml.safe_dump(value, default_flow_style=True, width=10**9)
     except yaml.YAMLError:
@@ -423,24 +476,41 @@ def yaml_text(key: str, value: Any) -> str:
     return text.removesuffix("\n").removesuffix("\n...").strip()
 
 
-def spec_of(obj: Any, key: str) -> str:
-    """`obj` as the config's module:attribute: where it is found under that name (a class of
-    a notebook's cell is __main__:Name); else in a module made for it in sys.modules."""
+HOLDER = "demos_objects"  # the module in sys.modules that holds check_function's objects
+
+
+@contextlib.contextmanager
+def held(*objects: Any) -> Iterator[list[str | None]]:
+    """The objects as the config's module:attribute, in the module demos_objects for as long
+    as the run lasts: the run checks the very object given, never a copy its name would import
+    again (a class of a module beside the working directory, one changed since)."""
     import sys
     import types
 
-    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    if isinstance(module, str) and isinstance(name, str) and "<" not in name:
-        found: Any = sys.modules.get(module)
-        for part in name.split("."):
-            found = getattr(found, part, None)
-        if found is obj:
-            return f"{module}:{name}"
-    holder = sys.modules.setdefault("demos_objects", types.ModuleType("demos_objects"))
-    label = "".join(c if c.isalnum() else "_" for c in getattr(obj, "__name__", key))
-    attribute = f"{label}_{id(obj):x}"
-    setattr(holder, attribute, obj)
-    return f"demos_objects:{attribute}"
+    holder = sys.modules.setdefault(HOLDER, types.ModuleType(HOLDER))
+    names: list[str | None] = []
+    for obj in objects:
+        if obj is None:
+            names.append(None)
+            continue
+        label = "".join(c if c.isalnum() else "_"
+                        for c in str(getattr(obj, "__name__", "object")))[:60]
+        attribute = f"{label}_{id(obj):x}"
+        setattr(holder, attribute, obj)
+        names.append(attribute)
+    try:
+        yield [None if n is None else f"{HOLDER}:{n}" for n in names]
+    finally:
+        for n in names:
+            if n is not None and hasattr(holder, n):
+                delattr(holder, n)
+
+
+def entry_id_of(function: Any) -> str:
+    """The entry's id for a Function: its class name, made folder-safe (ID_RE)."""
+    name = "".join(c if c.isascii() and (c.isalnum() or c in "_.-") else "_"
+                   for c in getattr(function, "__name__", ""))[:100].lstrip(".-")
+    return name or "function"
 
 
 def input_specs(inputs: Any) -> list[dict[str, Any]]:
@@ -452,6 +522,9 @@ def input_specs(inputs: Any) -> list[dict[str, Any]]:
         if isinstance(x, Mapping):
             spec = dict(x)
         elif hasattr(x, "detach") and hasattr(x, "tolist"):  # a tensor
+            if x.is_complex():
+                raise ConfigError(f"inputs[{len(specs)}]: a complex tensor; the checks run in "
+                                  f"float64, on real numbers")
             spec = {"value": x.detach().double().cpu().tolist(),
                     "requires_grad": bool(getattr(x, "requires_grad", True))}
         else:
@@ -465,9 +538,12 @@ def input_specs(inputs: Any) -> list[dict[str, Any]]:
 # -- running it here ------------------------------------------------------------------------
 
 
+LOCK = threading.RLock()  # one run at a time in a process: torch's settings are the process's
+
+
 def execute(argv: list[str], config: Any, quiet: bool) -> RunResult:
     kept: list[Any] = []
-    with caller_kept(quiet):
+    with LOCK, caller_kept(quiet):
         code = dispatch(argv, config, kept.append)
     if not kept or kept[0].final is None:  # no run was made (cannot be: a run or an error)
         raise ConfigError("run: no run was made")
@@ -486,7 +562,19 @@ def dispatch(argv: list[str], config: Any, keep: Callable[[Any], None]) -> int:
 
     stop = StopRequest()
     stop.embedded = True  # Ctrl-C alone; Ctrl-C again raises here, never ends the process
-    return cli.dispatch(argv, registry, PROG, stop, config, keep=keep)
+    with LOCK:  # another thread's run first: they would share torch's state and stdout
+        return cli.dispatch(argv, registry, PROG, stop, config, typed(argv), keep)
+
+
+def typed(argv: list[str]) -> list[str]:
+    """The command line a run records, as a person types it: `--output-dir outputs`, with
+    `=` only where the value starts with "-"."""
+    out: list[str] = []
+    for token in argv:
+        option, eq, value = token.partition("=")
+        split = option.startswith("--") and eq and value and not value.startswith("-")
+        out += [option, value] if split else [token]
+    return out
 
 
 @contextlib.contextmanager

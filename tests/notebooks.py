@@ -98,6 +98,7 @@ WALKS: dict[str, Walk] = {
 }
 
 MISTAKE = '''import torch
+
 from demos import check_function
 
 
@@ -137,8 +138,8 @@ def notebook(name: str) -> dict:
         cell("code", "parameters", 'dry_run = False        # True: a few steps only, to try '
              'the notebook in seconds\noutput_dir = "outputs"  # where the runs go: a folder '
              'per run, as the command line makes', metadata={"tags": ["parameters"]}),
-        cell("code", "run", f"from demos import compare, run\n\nr = run({name!r}, "
-             f"dry_run=dry_run, output_dir=output_dir)\nr.passed"),
+        cell("code", "run", f"from demos import {'' if name == 'custom_function' else 'compare, '}"
+             f"run\n\nr = run({name!r}, dry_run=dry_run, output_dir=output_dir)\nr.passed"),
         cell("markdown", "numbers-intro", "What the run found: the entry's metrics and params "
              "(its summary.json, typed)."),
         cell("code", "numbers", f"e = r[{name!r}]\ne.metrics, e.params"),

@@ -186,14 +186,14 @@ def test_check_function_on_classes_defined_here(tmp_path):
     assert {c.name for c in wrong.failures} == {"gradcheck", "parity with the reference"}
 
 
-def test_check_function_of_a_module_names_it(tmp_path, monkeypatch):
+def test_check_function_takes_the_configs_input_specs(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(MY_OPS.parent))
     import my_ops
     r = check_function(my_ops.MyCube, inputs=[{"shape": [5, 3]}, {"shape": [3]},
                                                {"value": [0.1, 0.2, 0.3],
                                                 "requires_grad": False}],
                        reference=my_ops.cube, support=[], output_dir=tmp_path, quiet=True)
-    assert r.passed and "function: my_ops:MyCube" in r.configs()["MyCube"]
+    assert r.passed and [e.id for e in r.entries] == ["MyCube"]
     with pytest.raises(ConfigError, match=r"inputs\[0\]: give either shape"):
         check_function(my_ops.MyCube, inputs=[{}], output_dir=tmp_path)
 
@@ -233,3 +233,96 @@ def test_every_result_shows_itself_inline(dry_run):
     assert re.search(r'<img src="data:image/png;base64,', entry)  # loss.png, embedded
     assert 'href="' in entry and "<script>" not in r["my_exp"].support._repr_html_()
     assert repr(r).startswith("<run ") and "PASSED" in repr(r["my_exp"])
+
+
+def test_the_callers_torch_settings_do_not_reach_the_run(tmp_path):
+    """Inside no_grad, after set_default_dtype(float64): the run runs as from the command
+    line (float32, grad on), the same numbers; the caller's settings are back afterwards."""
+    plain = run("legendre_fit", dry_run=True, output_dir=tmp_path, quiet=True)
+    torch.set_default_dtype(torch.float64)
+    try:
+        with torch.no_grad():
+            inside = run("legendre_fit", dry_run=True, output_dir=tmp_path, quiet=True)
+            assert not torch.is_grad_enabled()
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert inside.passed and values(inside.summary.to_json()) == values(plain.summary.to_json())
+
+
+def test_two_threads_run_one_after_the_other(tmp_path):
+    """Runs share torch's settings and stdout: a second thread's run waits for the first."""
+    import sys
+    stdout, results = sys.stdout, []
+
+    def one():
+        results.append(run("my_exp", dry_run=True, output_dir=tmp_path, quiet=True))
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.passed for r in results] == [True, True] and sys.stdout is stdout
+    first, second = sorted(results, key=lambda r: r.summary.started)
+    assert first.folder != second.folder
+
+
+@pytest.mark.parametrize("target", ["--help", "-h", "run", "compare", "--list"])
+def test_the_command_lines_words_are_not_targets(target, tmp_path):
+    with pytest.raises(ConfigError, match=f"run: {target}: not a scenario or a config file"):
+        run(target, output_dir=tmp_path)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda out: run("my_exp", only=3, output_dir=out), "only: an entry's id or a list"),
+    (lambda out: run("my_exp", set=None, output_dir=out), "set: a mapping of KEY: VALUE"),
+    (lambda out: run("my_exp", output_dir=f"{out}/x\0y"), "--output-dir: .* NUL character"),
+    (lambda out: load(None), "load: expected text or a path, got NoneType"),
+    (lambda out: check_function(None, inputs=[1.0], output_dir=out),
+     "check_function: None is not a torch.autograd.Function subclass"),
+    (lambda out: check_function(torch.autograd.Function, inputs=[torch.tensor([1 + 1j])],
+                                output_dir=out), r"inputs\[0\]: a complex tensor"),
+])
+def test_wrong_arguments_are_config_errors(call, message, tmp_path):
+    with pytest.raises(ConfigError, match=message):
+        call(tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_value_may_start_with_a_dash(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = run("my_exp", dry_run=True, output_dir="-out", quiet=True)
+    assert r.folder.parent == tmp_path / "-out" and r.passed
+
+
+def test_check_function_checks_the_very_object_given(tmp_path, monkeypatch):
+    """A class of a module beside the working directory, changed after its import: the
+    changed one is checked (not the file imported again), and the holder lets it go."""
+    import sys
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(MY_OPS.parent))
+    import my_ops
+    monkeypatch.setattr(my_ops.MyCube, "backward",
+                        staticmethod(lambda ctx, g: (g * 0, None, None)))
+    inputs = [{"shape": [5, 3]}, {"shape": [3]}, {"value": [0.1, 0.2, 0.3],
+                                                  "requires_grad": False}]
+    r = check_function(my_ops.MyCube, inputs=inputs, support=[], output_dir="o", quiet=True)
+    assert not r.passed and "gradcheck" in {c.name for c in r.failures}
+    assert "function: demos_objects:MyCube_" in r.configs()["MyCube"]
+    assert not [a for a in vars(sys.modules["demos_objects"]) if a.startswith("MyCube")]
+
+
+def test_a_script_without_a_main_guard_runs_once(tmp_path):
+    """The drawing helper starts with no main module to run again: a script that calls run()
+    at its top level (no `if __name__ == "__main__":`) prints its first line once."""
+    import subprocess
+    import sys
+    script = tmp_path / "script.py"
+    script.write_text("print('top level', flush=True)\nfrom demos import run\n"
+                      "r = run('legendre_fit', dry_run=True, output_dir='o', quiet=True)\n"
+                      "print(r.passed, (r.folder / 'legendre_fit' / 'loss.png').is_file())\n")
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.stdout == "top level\nTrue True\n", done.stderr
+    assert "Traceback" not in done.stderr

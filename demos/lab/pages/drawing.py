@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures as cf
+import contextlib
 import functools
 import multiprocessing
 import os
 import signal
+import sys
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from demos.lab.core.signals import on_exit_now
 
@@ -64,7 +66,8 @@ def pool() -> cf.ProcessPoolExecutor | None:
             start_resource_tracker()
             _pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                            initializer=_init_worker)
-            _pool.submit(warm_up)
+            with main_module_hidden():  # the helper process starts here
+                _pool.submit(warm_up)
             on_exit_now(kill)  # a second Ctrl-C ends the helper with the process
             # after the pool: exit handlers run last-registered first, and multiprocessing's
             # own (which joins the helper) must find it shut down
@@ -73,6 +76,27 @@ def pool() -> cf.ProcessPoolExecutor | None:
         except (OSError, ImportError, NotImplementedError):  # e.g. no semaphores here
             _pool_failed = True
     return _pool
+
+
+@contextlib.contextmanager
+def main_module_hidden() -> Iterator[None]:
+    """While the helper process starts: no main module for spawn to run again in it. The
+    helper needs none (its work is demos' own functions), and a script that calls demos.run
+    without an `if __name__ == "__main__":` guard would otherwise run its top level in the
+    helper too, and start helpers of its own from there."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved: dict[str, Any] = {name: main.__dict__[name] for name in ("__file__", "__spec__")
+                             if name in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
 
 
 def start_resource_tracker() -> None:

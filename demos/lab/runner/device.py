@@ -53,9 +53,15 @@ def torch_settings(threads: int | str, deterministic: bool, share: int = 1) -> I
     """Torch's global settings for a run, restored afterwards; yields them as recorded.
 
     Only what was asked for is touched: reading or setting deterministic algorithms imports
-    torch's compiler stack (2 s), so that happens only with `deterministic: true`.
+    torch's compiler stack (2 s), so that happens only with `deterministic: true`. A caller's
+    own settings (demos.run inside no_grad, after set_default_dtype(float64)) do not reach the
+    run: it runs as from the command line, float32 by default, on the CPU, with grad enabled.
     """
     before_threads = torch.get_num_threads()
+    before_dtype, before_device = torch.get_default_dtype(), torch.get_default_device()
+    torch.set_default_dtype(torch.float32)
+    if before_device.type != "cpu":
+        torch.set_default_device(None)
     # `share` processes on this machine (torchrun's ranks): auto gives each its part
     cores = max(1, available_cores() // share)
     torch.set_num_threads(auto_threads(cores) if threads == "auto" else int(threads))
@@ -66,14 +72,19 @@ def torch_settings(threads: int | str, deterministic: bool, share: int = 1) -> I
         torch.use_deterministic_algorithms(True)
         torch.backends.cudnn.benchmark = False
     try:
-        yield {"deterministic_algorithms": deterministic,
-               "cudnn_deterministic": torch.backends.cudnn.deterministic,
-               "cudnn_benchmark": torch.backends.cudnn.benchmark,
-               "threads": threads, "cpu_threads": torch.get_num_threads(),
-               "seeded": "torch.manual_seed(seed) before each scenario; a generator a "
-                         "scenario makes itself (a data split, shuffles) is seeded the same"}
+        with torch.inference_mode(False), torch.enable_grad():
+            yield {"deterministic_algorithms": deterministic,
+                   "cudnn_deterministic": torch.backends.cudnn.deterministic,
+                   "cudnn_benchmark": torch.backends.cudnn.benchmark,
+                   "threads": threads, "cpu_threads": torch.get_num_threads(),
+                   "seeded": "torch.manual_seed(seed) before each scenario; a generator a "
+                             "scenario makes itself (a data split, shuffles) is seeded the "
+                             "same"}
     finally:
         torch.set_num_threads(before_threads)
+        torch.set_default_dtype(before_dtype)
+        if before_device.type != "cpu":
+            torch.set_default_device(before_device)
         if before is not None:
             torch.use_deterministic_algorithms(before[0])
             torch.backends.cudnn.benchmark = before[1]
