@@ -22,6 +22,8 @@ RUN_ID = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(-\d+)?")  # a run folder's 
 SUMMARY, REPORT, CONFIG, LOG = "summary.json", "report.html", "config.yaml", "run.log"
 INDEX = "index.html"  # beside the run folders: the runs' list
 INDEX_LOCK = ".index.lock"  # beside it: the lock under which runs rebuild it one at a time
+# beside them, under --watch: the page that shows the newest run's report, and its state
+WATCH_PAGE, WATCH_STATE = "watch.html", "watch.js"
 SWEEP, COMPARISON = "sweep.json", "compare.json"  # what marks a sweep's, a comparison's folder
 # in an entry's folder: what the runner writes for it (its scenario declares the rest)
 METRICS, LOSS_PLOT, EXPLAIN, BACKWARD = "metrics.csv", "loss.png", "explain.txt", "backward.json"
@@ -104,8 +106,9 @@ def clashes(name: str, kind: str = "run") -> str | None:
     """Why a `kind` folder (run, sweep, ensemble) may not take `name` in an output folder (None
     when it may). Compared without case: some file systems do not tell INDEX.HTML apart."""
     low = name.lower()
-    if low == INDEX or low.startswith("."):
-        return f"the output folder's own {INDEX} and dot files take such names"
+    if low in (INDEX, WATCH_PAGE, WATCH_STATE) or low.startswith("."):
+        return (f"the output folder's own {INDEX}, {WATCH_PAGE}, {WATCH_STATE} and dot files "
+                f"take such names")
     if low.startswith(OWN_PREFIXES) and not low.startswith(f"{kind}_"):
         return ("names that start with sweep_, compare_ or ensemble_ mark those folders")
     return None

@@ -36,6 +36,16 @@ def is_path(module: str, base: str = "") -> bool:
             or os.path.exists(os.path.join(base, module)))
 
 
+loaded: set[str] = set()  # every file of the user's code loaded in this process (--watch)
+
+
+def forget_all() -> None:
+    """Unload the user's code loaded from files, so that the next run loads it anew from disk
+    (--watch): the folders' packages and every module in them."""
+    for name in [n for n in sys.modules if n.startswith("_user_")]:
+        del sys.modules[name]
+
+
 def load_object(spec: str, where: str) -> Any:
     """The object named by `spec` ('file.py:Attr.sub' or 'pkg.module:Attr'), loading its module."""
     module_part, attribute = split_spec(spec, where)
@@ -71,6 +81,7 @@ def load_file(path: str, where: str) -> types.ModuleType:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None  # a .py file always has both
+    loaded.add(path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look their module up by name
     before, bytecode = set(sys.modules), sys.dont_write_bytecode
@@ -104,8 +115,10 @@ def forget_neighbours(folder: str, names: set[str]) -> None:
     """Drop modules imported by name from `folder`, so another folder's namesakes load anew."""
     for name in names:
         file = getattr(sys.modules.get(name), "__file__", None) or ""
-        if os.path.dirname(os.path.abspath(file)) == folder and not name.startswith("_user_"):
-            del sys.modules[name]
+        if os.path.dirname(os.path.abspath(file)) == folder:
+            loaded.add(os.path.abspath(file))  # a neighbour it imported: watched too
+            if not name.startswith("_user_"):
+                del sys.modules[name]
 
 
 def import_module(name: str, where: str) -> types.ModuleType:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -66,6 +67,18 @@ def run_command(args: argparse.Namespace, call: Call) -> int:
         code = run_ensemble(args, registry, Path(args.output_dir), call.stop)
         index(Path(args.output_dir))
         return code
+    if args.watch:
+        from demos.lab.runner.watch import watch
+        made: list[Any] = []
+        call = dataclasses.replace(call, keep=made.append)
+        return watch(args.config, Path(args.output_dir),
+                     lambda: run_once(args, registry, base, call),
+                     lambda: Path(made[-1].dir) if made else None, call.stop)
+    return run_once(args, registry, base, call)
+
+
+def run_once(args: argparse.Namespace, registry: Registry, base: Any, call: Call) -> int:
+    """The config, loaded now (again, under --watch), and run once."""
     cfg = configured = (config_mod.load(args.config, registry, args.sets) if call.config is None
                         else config_mod.load_data(call.config, args.config, registry, args.sets))
     if args.device is not None:

@@ -85,6 +85,11 @@ def run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", metavar="N", type=int, default=1,
                    help="with --ensemble: its runs at once, each in its own process with its "
                         "share of the cores (default 1)")
+    p.add_argument("--watch", action="store_true",
+                   help="run, then run again whenever the config or a file of your code it "
+                        "loads changes, in this warm process (torch already imported); each "
+                        "run a run folder; --output-dir's watch.html shows the newest report; "
+                        "Ctrl-C ends it")
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config and exit")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
@@ -304,6 +309,14 @@ def check_run(args: argparse.Namespace) -> None:
         one_process("--ensemble")
     elif args.jobs != 1:
         raise ConfigError("--jobs: only for a sweep or an --ensemble")
+    if args.watch:
+        for option, given in (("--ensemble", args.ensemble is not None),
+                              ("--save-baseline", args.save_baseline), ("--open", args.open),
+                              ("--run-name", args.run_name), ("--print-config", args.print_config)):
+            if given:
+                raise ConfigError(f"--watch: not with {option} (every rerun is a run of its "
+                                  f"own)")
+        one_process("--watch")
     check_jobs(args.jobs)
     check_run_name(args.run_name)
 

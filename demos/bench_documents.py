@@ -1,0 +1,146 @@
+"""The documents' own work, bare, in one Python process: the floor `python -m demos.bench
+--only whole-run` measures configs/all.yaml against (issue 26).
+
+Each example as its document writes it (today's API), at the sizes configs/all.yaml runs:
+legendre 2000 steps, MyReLU 500, MultiplyAdd 300, LeNet 15 epochs of Adam on the digits, the
+graphs of documents 001 and 002, MyExp, LinearFunction with gradcheck, a cube Function with
+gradcheck and gradgradcheck. No plots, renders, checks beyond the documents' own, or report.
+One thread, as the bench runs all.yaml. Run as `python -m demos.bench_documents`; it prints
+its wall time from the interpreter's start.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+
+from demos.documents.datasets import Shuffles, lenet_images, standardize
+from demos.documents.functions import (
+    LegendrePolynomial3,
+    LinearFunction,
+    MultiplyAdd,
+    MyExp,
+    MyReLU,
+)
+from demos.documents.models import Net
+
+
+def legendre(steps: int = 2000, lr: float = 5e-6) -> None:  # document 003, example 2
+    x = torch.linspace(-math.pi, math.pi, 2000)
+    y = torch.sin(x)
+    a, b, c, d = (torch.full((), v, requires_grad=True) for v in (0.0, -1.0, 0.0, 0.3))
+    for _ in range(steps):
+        y_pred = a + b * LegendrePolynomial3.apply(c + d * x)
+        loss = (y_pred - y).pow(2).sum()
+        loss.backward()
+        with torch.no_grad():
+            for p in (a, b, c, d):
+                p -= lr * p.grad
+                p.grad = None
+
+
+def my_relu(steps: int = 500, lr: float = 1e-6) -> None:  # document 004, last example
+    x, y = torch.randn(64, 1000), torch.randn(64, 10)
+    w1, w2 = torch.randn(1000, 100, requires_grad=True), torch.randn(100, 10, requires_grad=True)
+    for _ in range(steps):
+        loss = (MyReLU.apply(x.mm(w1)).mm(w2) - y).pow(2).sum()
+        loss.backward()
+        with torch.no_grad():
+            w1 -= lr * w1.grad
+            w2 -= lr * w2.grad
+            w1.grad = None
+            w2.grad = None
+
+
+def multiply_add(steps: int = 300, lr: float = 0.2) -> None:  # document 000
+    w_true = torch.tensor([[0.5, -1.0], [2.0, 1.5]])
+    b_true = torch.tensor([[0.1, 0.2], [-0.3, 0.4]])
+    w = torch.rand(2, 2, requires_grad=True)
+    b = torch.rand(2, 2, requires_grad=True)
+    x = torch.rand(2, 2, requires_grad=True)
+    MultiplyAdd.apply(w, x, b).backward(torch.ones(2, 2))  # the document's one backward
+    for _ in range(steps):
+        xs = torch.randn(2, 2)
+        loss = (MultiplyAdd.apply(w, xs, b) - (w_true * xs + b_true)).pow(2).mean()
+        loss.backward()
+        with torch.no_grad():
+            for p in (w, b):
+                p -= lr * p.grad
+                p.grad = None
+
+
+def lenet(epochs: int = 15, batch_size: int = 64, lr: float = 2e-3) -> None:  # doc 004, first
+    g = torch.Generator().manual_seed(0)
+    x, labels, train, test = lenet_images("digits", g)
+    x = standardize(x, train)
+    net = Net()
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    shuffles = Shuffles(train, g)
+    n_batches = math.ceil(len(train) / batch_size)
+    for epoch in range(epochs):
+        order = shuffles(epoch)
+        for i in range(n_batches):
+            batch = order[i * batch_size:(i + 1) * batch_size]
+            opt.zero_grad()
+            F.cross_entropy(net(x[batch]), labels[batch]).backward()
+            opt.step()
+        with torch.no_grad():
+            (net(x[test]).argmax(1) == labels[test]).float().mean()
+
+
+def graphs() -> None:  # documents 001 and 002: h = w*x + b three ways; e = (a + b) * d
+    for detach in (False, True):
+        x = torch.tensor(1.0, requires_grad=True)
+        w, b = torch.tensor(4.0, requires_grad=True), torch.tensor(0.5, requires_grad=True)
+        h = w * (x.detach() if detach else x) + b
+        h.backward()
+    a, b, d = (torch.tensor(v, requires_grad=True) for v in (1.0, 3.0, 4.0))
+    c = a + b
+    c.retain_grad()
+    e = c * d
+    e.backward()
+
+
+def functions() -> None:  # MyExp (003), LinearFunction with gradcheck (004), a cube Function
+    x = torch.randn(3, requires_grad=True)
+    MyExp.apply(x).sum().backward()
+    inputs = (torch.randn(20, 20, dtype=torch.double, requires_grad=True),
+              torch.randn(30, 20, dtype=torch.double, requires_grad=True))
+    torch.autograd.gradcheck(LinearFunction.apply, inputs, eps=1e-6, atol=1e-4)
+
+    class Cube(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, b):
+            ctx.save_for_backward(x, w)
+            return w * x ** 3 + b
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            x, w = ctx.saved_tensors
+            return (grad_output * 3 * w * x ** 2, (grad_output * x ** 3).sum(0),
+                    grad_output.sum(0))
+
+    cube = (torch.randn(5, 3, dtype=torch.double, requires_grad=True),
+            torch.rand(3, dtype=torch.double, requires_grad=True) + 0.5,
+            torch.tensor([0.1, 0.2, 0.3], dtype=torch.double, requires_grad=True))
+    torch.autograd.gradcheck(Cube.apply, cube)
+    torch.autograd.gradgradcheck(Cube.apply, cube)
+
+
+WORK = (legendre, my_relu, multiply_add, lenet, graphs, functions)
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    for work in WORK:
+        work()
+    print(f"{time.time() - START:.3f}")
+
+
+START = time.time()  # set when the module loads; the bench times the process from outside
+
+if __name__ == "__main__":
+    main()
