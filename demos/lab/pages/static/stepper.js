@@ -119,9 +119,14 @@ root.querySelectorAll('.backward').forEach(function (box) {
       }
     });
   });
-  box.addEventListener('keydown', function (ev) {
+  /* the arrow keys while the stepper has focus: taken at the window, before a notebook's own
+     shortcuts see them (Notebook 7 binds the arrows in its capture phase); gone with the box */
+  function keys(ev) {
+    if (!box.isConnected) { window.removeEventListener('keydown', keys, true); return; }
+    if (!box.contains(document.activeElement)) return;
     var d = ev.key === 'ArrowRight' ? 1 : ev.key === 'ArrowLeft' ? -1 : 0;
-    if (d) { stop(); go(d); ev.preventDefault(); ev.stopPropagation(); }  /* not the notebook's */
-  });
+    if (d) { stop(); go(d); ev.preventDefault(); ev.stopPropagation(); }
+  }
+  window.addEventListener('keydown', keys, true);
   show();
 });
