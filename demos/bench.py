@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import platform
+import re
 import shutil
 import signal
 import statistics
@@ -188,7 +189,7 @@ def all_yaml(device: str, repeats: int, import_torch_s: float) -> dict:
     """configs/all.yaml (every artifact and check on) against the documents' own work done bare
     in one process (demos/bench_documents.py), both at one thread, in alternating pairs: the
     median of the pairs' ratios. Also each run's share that is training (train_s) and import."""
-    runs = []
+    runs, phases = [], []
     for i in range(repeats):
         with tempfile.TemporaryDirectory() as out:
             order = ("bare", "all") if i % 2 == 0 else ("all", "bare")
@@ -204,12 +205,39 @@ def all_yaml(device: str, repeats: int, import_torch_s: float) -> dict:
                 if proc.returncode != 0:
                     raise SystemExit(f"{' '.join(args[1:3])} failed:\n{proc.stdout.decode()}"
                                      f"{proc.stderr.decode()}")
-            data = json.loads(next(Path(out).glob("*/summary.json")).read_text())
+            run_dir = next(Path(out).glob("*/summary.json")).parent
+            data = json.loads((run_dir / "summary.json").read_text())
+            phases.append(phases_of(run_dir / "run.log", wall["all"], data))
         train = sum(e["timing"]["train_s"] for e in data["scenarios"] if e["timing"])
         runs.append({"bare_s": round(wall["bare"], 2), "wall_s": round(wall["all"], 2),
                      "train_s": round(train, 2), "ratio": round(wall["all"] / wall["bare"], 3)})
-    return {"import_torch_s": import_torch_s, "runs": runs,
+    profile = {name: {k: round(statistics.median(p[name][k] for p in phases), 3)
+                      for k in phases[0][name]} for name in phases[0]}
+    return {"import_torch_s": import_torch_s, "runs": runs, "phases": profile,
             "median_ratio": round(statistics.median(r["ratio"] for r in runs), 3)}
+
+
+def phases_of(log: Path, wall: float, summary: dict) -> dict[str, dict[str, float]]:
+    """Where a run's wall time went, from run.log's timestamps: start-up (the process to the
+    run's first line: Python, torch, the config), each entry (its start to the next one's),
+    and the end (the last entry's end to the process's: report, index, the drawing helper)."""
+    import datetime as dt
+
+    stamps = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ +demos\."
+                     r"(scenario\.\S+: start (?P<entry>\S+) |run: (?P<run>run |\w+: \d+ of))",
+                     line)
+        if m:
+            when = dt.datetime.strptime(m["when"], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            stamps.append((m["entry"] or ("(run)" if m["run"] == "run " else "(end)"), when))
+    train = {e["id"]: e["timing"]["train_s"] if e["timing"] else 0.0
+             for e in summary["scenarios"]}
+    entries = stamps[1:]  # each entry's start, then the run's last line
+    out = {name: {"s": end - start, "train_s": train.get(name, 0.0)}
+           for (name, start), (_, end) in zip(entries, entries[1:])}
+    out["start-up and end"] = {"s": wall - sum(v["s"] for v in out.values()), "train_s": 0.0}
+    return out
 
 
 def watch_rerun(repeats: int) -> dict:
@@ -433,8 +461,12 @@ def print_whole_run(w: dict) -> None:
     print("| bare s | all.yaml s | all.yaml / bare | of which train_s |\n|---|---|---|---|")
     for r in w["runs"]:
         print(f"| {r['bare_s']} | {r['wall_s']} | {r['ratio']} | {r['train_s']} |")
-    print(f"median ratio {w['median_ratio']} (import torch alone: {w['import_torch_s']} s)",
-          flush=True)
+    print(f"median ratio {w['median_ratio']} (import torch alone: {w['import_torch_s']} s)")
+    print("\nwhere all.yaml's time goes (median over the runs, from run.log's timestamps):")
+    print("| phase | s | of which train_s |\n|---|---|---|")
+    for name, p in w["phases"].items():
+        print(f"| {name} | {p['s']:.2f} | {p['train_s']:.2f} |")
+    print("", flush=True)
 
 
 def print_watch(w: dict) -> None:
