@@ -327,3 +327,14 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path):
                           text=True, timeout=300)
     assert done.stdout == "top level\nTrue True\n", done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_view_without_its_scripts_still_shows_its_graph(dry_run):
+    """What a notebook that is not trusted keeps: no scripts, styles or inline SVG. Each graph
+    is then a data: picture, and none of its labels is left as stray text."""
+    html = load(dry_run.dir)["my_exp"].graphs["graph"]._repr_html_()
+    untrusted = re.sub(r"<(script|style)\b.*?</\1>", "", html, flags=re.S)
+    assert "<svg" not in untrusted and "MyExpBackward" not in untrusted
+    assert len(re.findall(r'<img class="ad-picture"[^>]* src="data:image/svg\+xml;base64,',
+                          untrusted)) == 1
+    assert "MyExpBackward" in html  # the markup the script puts in place, when it runs

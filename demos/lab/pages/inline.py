@@ -33,17 +33,44 @@ def view(body: str, folder: Path | None, sheets: tuple[str, ...] = ("report.css"
     to the working directory, and the page's scripts run over that box alone."""
     box = f"ad-{uuid.uuid4().hex[:12]}"
     style = "\n".join(scoped(str(static(name)), f".{BOX}") for name in sheets)
+    body = body if folder is None else localized(body, folder)
+    graphs = 'class="zoom"' in body or 'class="backward"' in body
     parts = [f'<div class="{BOX}" id="{box}">', f"<style>\n{style}\n{BOX_STYLE}\n</style>",
-             body if folder is None else localized(body, folder)]
-    if 'class="zoom"' in body or 'class="backward"' in body:
+             held_back(body) if graphs else body]
+    if graphs:
         # the script finds its own box: document.currentScript is this script while it runs
-        # (outputs' scripts are re-inserted to run), the box's id where that is not set
-        parts.append(f"<script>(function (root) {{\n{static('zoom.js')}\n"
+        # (outputs' scripts are re-inserted to run), the box's id where that is not set; it
+        # puts each graph's SVG in place of its picture first (see held_back)
+        parts.append(f"<script>(function (root) {{\n{SHOW_SVG}\n{static('zoom.js')}\n"
                      f"{static('stepper.js')}\n}})(document.currentScript ? "
                      f"document.currentScript.parentNode : document.getElementById('{box}'));"
                      f"</script>")
     parts.append("</div>")
     return "\n".join(parts)
+
+
+GRAPH = re.compile(r'(<div class="graph" id="[^"]*">)(<svg\b.*?</svg>)\s*(</div>)', re.S)
+# run first in a view's script: each held-back SVG into its box, in place of the picture
+SHOW_SVG = """root.querySelectorAll('script.ad-svg').forEach(function (s) {
+  var holder = s.parentNode, img = holder.querySelector('img.ad-picture');
+  holder.insertAdjacentHTML('beforeend', s.textContent);
+  s.remove(); if (img) img.remove();
+});"""
+
+
+def held_back(body: str) -> str:
+    """Each inline graph SVG as a picture (data:image/svg+xml) plus its markup in a script
+    element, which the view's script puts in place. A notebook that is not trusted drops
+    scripts, styles and inline SVG from its outputs, but keeps data: images: there the graph
+    still shows (its stepper does not move), and no stray text of its labels is left."""
+    def hold(m: re.Match[str]) -> str:
+        svg = m[2]
+        picture = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+        return (f'{m[1]}<img class="ad-picture" alt="autograd graph" '
+                f'src="data:image/svg+xml;base64,{picture}">'
+                f'<script type="image/svg+xml" class="ad-svg">{svg}</script>{m[3]}')
+
+    return GRAPH.sub(hold, body)
 
 
 RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")
