@@ -69,7 +69,8 @@ def test_a_scenario_file_runs_alone_on_its_defaults(tmp_path):
 
 @pytest.mark.parametrize("option, name", [
     ("--config", "--config"), ("--seeds=0-2", "--seeds"), ("--compare", "--compare"),
-    ("--sw", "--sweep"), ("--ens", "--ensemble"), ("--conf", "--config")])  # prefixes too
+    ("--sw", "--sweep"), ("--ens", "--ensemble"), ("--conf", "--config"),
+    ("--watch", "--watch")])  # prefixes too
 def test_running_alone_refuses_what_needs_a_config_file(capsys, option, name):
     with pytest.raises(SystemExit) as stop:
         api.run_alone(registry()["my_exp"], [option, "x"])
