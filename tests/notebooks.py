@@ -10,8 +10,12 @@ set dry_run there.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
+from typing import Any
+
+import pytest
 
 from demos.scenarios import registry
 from tests.conftest import ROOT
@@ -166,6 +170,93 @@ def notebook(name: str) -> dict:
 
 def text(name: str) -> str:
     return json.dumps(notebook(name), indent=1, ensure_ascii=False) + "\n"
+
+
+# -- running them (tests/test_notebooks*.py) ------------------------------------------------
+
+executed: dict[str, Any] = {}  # name: the executed notebook, for the browser test
+# executed by test_notebooks.py; the rest by test_notebooks_in_browser.py (two test workers)
+FIRST_HALF = ["multiply_add", "computation_graph", "autograd_internals", "my_exp",
+              "custom_function"]
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """A `python3` kernelspec that starts this interpreter's ipykernel, first on JUPYTER_PATH
+    (a user's own python3 kernel, another Python, is not the one under test)."""
+    pytest.importorskip("ipykernel")
+    folder = tmp_path_factory.mktemp("jupyter")
+    spec = folder / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (tests)", "language": "python"}))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JUPYTER_PATH", str(folder))
+        mp.setenv("JUPYTER_PLATFORM_DIRS", "1")
+        yield
+
+
+def execute(name: str, folder):
+    """The notebook `name`, executed in `folder` with dry_run on (its parameters cell)."""
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(FOLDER / f"{name}.ipynb", as_version=4)
+    parameters = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(parameters) == 1 and "dry_run = False" in parameters[0].source
+    parameters[0].source = 'dry_run = True\noutput_dir = "outputs"'
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(folder)}}).execute()
+    executed[name] = nb
+    return nb
+
+
+def html_of(nb, cell_id: str) -> str:
+    cell = next(c for c in nb.cells if c.get("id") == cell_id)
+    return "".join(o["data"]["text/html"] for o in cell.outputs
+                   if o.output_type == "execute_result" and "text/html" in o["data"])
+
+
+def result_of(nb, cell_id: str) -> str:
+    cell = next(c for c in nb.cells if c.get("id") == cell_id)
+    return "".join(o["data"]["text/plain"] for o in cell.outputs
+                   if o.output_type == "execute_result")
+
+
+def walks_its_example(name: str, folder) -> None:
+    """Execute the notebook `name` in `folder` and check what its cells show."""
+    from demos.interactive import yaml_text
+
+    nb = execute(name, folder)
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "error"]
+    assert errors == []
+    assert result_of(nb, "run") == "True"  # the run passed
+    runs = sorted(p for p in (folder / "outputs").iterdir() if re.fullmatch(r"\d{4}-.*", p.name))
+    first = json.loads((runs[0] / "summary.json").read_text())
+    assert first["status"] == "passed" and first["dry_run"] is True
+    assert first["command"][:2] == ["runner.py", "run"]  # the shell's command for the same run
+    graph = WALKS[name].graph
+    stepper = html_of(nb, "stepper")
+    assert f'class="backward" data-graph="{graph}"' in stepper and "<script>" in stepper
+    entry = html_of(nb, "entry")
+    assert f'<section class="scenario" id="{name}">' in entry and "Checks" in entry
+    if name == "custom_function":  # the mistake of a class defined in a cell, caught
+        assert result_of(nb, "change") == "False"
+        second = json.loads((runs[1] / "summary.json").read_text())
+        assert {c["name"] for c in second["scenarios"][0]["checks"] if not c["passed"]} == {
+            "gradcheck", "parity with the reference"}
+        assert second["scenarios"][0]["id"] == "Cube"
+    else:
+        assert len(runs) == 2 and "compare" in html_of(nb, "compare")
+        second = json.loads((runs[1] / "summary.json").read_text())
+        assert second["sets"] == [f"scenarios[0].{k}={yaml_text('', v)}"
+                                  for k, v in WALKS[name].change.items()]
+
+
+
+
 
 
 def main() -> None:
