@@ -66,9 +66,17 @@ def test_watch_reruns_on_each_edit_with_the_new_code(tmp_path):
         edit(ops, "import torch", "import torch\ndef broken(:")
         text = watch.wait_for("(Ctrl-C ends the watch)", 3)
         assert "importing module 'my_ops.py' raised SyntaxError" in text
-        edit(ops, "import torch\ndef broken(:", "import torch")
-        edit(ops, "grad_x = grad_output * w * x**2", "grad_x = grad_output * 3 * w * x**2")
+        # a neighbour it imports, broken: still watched, and fixing it alone runs again
+        (ops.parent / "helper.py").write_text("THREE = = 3\n")
+        edit(ops, "import torch\ndef broken(:", "import torch\nfrom .helper import THREE")
         text = watch.wait_for("(Ctrl-C ends the watch)", 4)
+        assert "raised SyntaxError: invalid syntax (helper.py" in text
+        assert "watching 3 file(s)" in text.splitlines()[-1]
+        (ops.parent / "helper.py").write_text("THREE = 3\n")
+        text = watch.wait_for("(Ctrl-C ends the watch)", 5)
+        assert "examples/helper.py changed: running again" in text
+        edit(ops, "grad_x = grad_output * w * x**2", "grad_x = grad_output * THREE * w * x**2")
+        text = watch.wait_for("(Ctrl-C ends the watch)", 6)
         assert text.rstrip().splitlines()[-2].startswith("report: ")
         runs = sorted(p for p in (tmp_path / "outputs").iterdir() if p.name[:2] == "20")
         statuses = [json.loads((p / "summary.json").read_text())["status"] for p in runs]
@@ -123,3 +131,18 @@ def test_watch_html_shows_the_newest_report(tmp_path):
                            "it finishes", "2026-01-01_00-00-01")
     finally:
         driver.quit()
+
+
+def test_a_save_during_a_run_is_a_change_after_it(tmp_path):
+    """The files' state is taken before each run: a save while the run goes on runs again
+    (the watch compared with the state after the run, and missed it), once the file has
+    stopped changing."""
+    from demos.lab.runner.watch import stamp, wait_for_change
+
+    code = tmp_path / "ops.py"
+    code.write_text("x = 1\n")
+    before = {str(code): stamp(str(code))}
+    code.write_text("x = 22\n")  # saved "during the run": before the wait starts
+    started = time.monotonic()
+    assert wait_for_change(before) == str(code)
+    assert time.monotonic() - started < 2

@@ -69,11 +69,17 @@ def run_command(args: argparse.Namespace, call: Call) -> int:
         return code
     if args.watch:
         from demos.lab.runner.watch import watch
-        made: list[Any] = []
-        call = dataclasses.replace(call, keep=made.append)
-        return watch(args.config, Path(args.output_dir),
-                     lambda: run_once(args, registry, base, call),
-                     lambda: Path(made[-1].dir) if made else None, call.stop)
+        made: list[Any] = []  # the newest run alone: an older one holds the user's old code
+
+        def keep(run: Any) -> None:
+            made[:] = [run]
+
+        call = dataclasses.replace(call, keep=keep)
+        return watch(args.config, Path(args.output_dir),  # the baseline read anew each time
+                     lambda: run_once(args, registry, load_baseline(args.baseline,
+                                                                    args.dry_run), call),
+                     lambda: Path(made[-1].dir) if made else None, call.stop,
+                     also=(args.baseline,) if args.baseline else ())
     return run_once(args, registry, base, call)
 
 

@@ -24,15 +24,17 @@ POLL_S = 0.05  # how often the files' times are read: a save is seen within this
 
 
 def watch(config: str, output_dir: Path, once: Callable[[], int], latest: Callable[[], Path | None],
-          stop: StopRequest) -> int:
-    """Run `once()` now and after every change; `latest()`: the run folder it made, if any."""
+          stop: StopRequest, also: tuple[str, ...] = ()) -> int:
+    """Run `once()` now and after every change; `latest()`: the run folder it made, if any.
+    `also`: more files to watch (a --baseline file, read anew by each run)."""
     files: set[str] = set()
     runs = 0
-    page_written = False
     try:
         while True:
             user_code.forget_all()  # the user's code loads anew from disk: no stale class
             user_code.loaded.clear()
+            # the files' state before the run: a save while it runs is a change after it
+            before = {f: stamp(f) for f in files | fixed(config, also)}
             try:
                 code = once()
             except ConfigError as e:  # an edit with a typo: said, and watched until fixed
@@ -43,29 +45,37 @@ def watch(config: str, output_dir: Path, once: Callable[[], int], latest: Callab
             folder = latest()
             if folder is not None and code != EXIT_USAGE:
                 runs += 1
-                if not page_written:
-                    write_page(output_dir, config)
-                    page_written = True
-                    say(f"open {output_dir / WATCH_PAGE} in a browser: it shows each new run's "
-                        f"report as it finishes")
-                write_state(output_dir, folder, code, runs)
-            files = watched(config, files)
+                show(output_dir, config, folder, code, runs)
+            files = watched(config, also, files, failed=code == EXIT_USAGE)
+            if not files:  # nothing that could change: as without --watch
+                say("--watch: no file to watch (the config is not a file)", err=True)
+                return code
             say(f"watching {len(files)} file(s): {', '.join(sorted(map(short, files)))} "
                 f"(Ctrl-C ends the watch)")
-            changed = wait_for_change(files)
+            changed = wait_for_change({f: before.get(f, stamp(f)) for f in files})
             say(f"\n{short(changed)} changed: running again")
     except KeyboardInterrupt:  # while waiting (a run's own Ctrl-C returned above)
         say("\nwatch ended", err=True)
         return EXIT_INTERRUPTED
 
 
-def watched(config: str, before: set[str]) -> set[str]:
-    """The config and the user's code files this run loaded; what was watched before, too,
-    when this run failed before loading them (a config that no longer parses)."""
-    found = {os.path.abspath(f) for f in user_code.loaded}
-    if os.path.isfile(config):
-        found.add(os.path.abspath(config))
-    return found if len(found) > 1 or not before else found | before
+def fixed(config: str, also: tuple[str, ...]) -> set[str]:
+    """The files watched whatever the run loads: the config, and `also` (a baseline)."""
+    return {os.path.abspath(f) for f in (config, *also) if f and not f.startswith("<")}
+
+
+def watched(config: str, also: tuple[str, ...], before: set[str], failed: bool) -> set[str]:
+    """The config (and `also`) and the user's code files this run loaded; after a run that
+    failed to load (a file that no longer imports, a config that no longer parses), what was
+    watched before too, and every .py file beside the code it loaded (a neighbour that failed
+    to import left no module to find), so that fixing any of them runs again."""
+    loaded = {os.path.abspath(f) for f in user_code.loaded}
+    found = loaded | fixed(config, also)
+    if not failed:
+        return found
+    beside = {str(p) for folder in {os.path.dirname(f) for f in loaded}
+              for p in Path(folder).glob("*.py")}
+    return found | before | beside
 
 
 def stamp(path: str) -> tuple[int, int] | None:
@@ -76,14 +86,39 @@ def stamp(path: str) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
-def wait_for_change(files: set[str]) -> str:
-    """Block until one of `files` is changed, made or removed; return it."""
-    before = {f: stamp(f) for f in files}
+SETTLE_S = 0.1  # a change is run once the files have stayed as they are this long
+
+
+def wait_for_change(before: dict[str, tuple[int, int] | None]) -> str:
+    """Block until one of the files differs from `before` (changed, made or removed), then
+    until they all stay unchanged for SETTLE_S (a file written in pieces is run whole);
+    return the first one changed."""
     while True:
         time.sleep(POLL_S)
-        for f, was in before.items():
-            if stamp(f) != was:
-                return f
+        changed = [f for f, was in before.items() if stamp(f) != was]
+        if changed:
+            break
+    now = {f: stamp(f) for f in before}
+    settled = time.monotonic()
+    while time.monotonic() - settled < SETTLE_S:
+        time.sleep(POLL_S / 2)
+        again = {f: stamp(f) for f in before}
+        if again != now:
+            now, settled = again, time.monotonic()
+    return changed[0]
+
+
+def show(output_dir: Path, config: str, folder: Path, code: int, runs: int) -> None:
+    """watch.html (once, or again if it was removed) and watch.js; a file that cannot be
+    written is a warning, never the watch's end."""
+    try:
+        if not (output_dir / WATCH_PAGE).is_file():
+            write_page(output_dir, config)
+            say(f"open {output_dir / WATCH_PAGE} in a browser: it shows each new run's report "
+                f"as it finishes")
+        write_state(output_dir, folder, code, runs)
+    except OSError as e:
+        say(f"warning: {WATCH_PAGE} not updated ({e})", err=True)
 
 
 def short(path: str) -> str:
