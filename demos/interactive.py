@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from demos.lab.core.layout import BACKWARD, CONFIG, GRADS, REPORT, SUMMARY
-from demos.lab.core.results import EXIT_INTERRUPTED, Check, EntrySummary, RunSummary
+from demos.lab.core.results import (
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    Check,
+    EntrySummary,
+    RunSummary,
+)
 from demos.lab.core.schema import ConfigError
 
 PROG = "runner.py"  # the command a run records: the one that runs it again from a shell
@@ -132,11 +139,9 @@ class EntryResult:
 
     @property
     def files(self) -> list[str]:
-        try:
-            return sorted(p.name for p in self.folder.iterdir()
-                          if p.is_file() and not p.name.startswith("."))
-        except OSError:
-            return []
+        """Every file in its folder, as the report lists them."""
+        from demos.lab.pages.report import files_of
+        return files_of(self.folder)
 
     @property
     def graphs(self) -> dict[str, GraphView]:
@@ -273,8 +278,7 @@ def load(folder: str | os.PathLike[str] | RunResult) -> RunResult:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{path}/{SUMMARY}: not a run's summary ({type(e).__name__}: "
                           f"{e})") from None
-    codes = {"passed": 0, "failed": 1, "interrupted": EXIT_INTERRUPTED}
-    return RunResult(path, summary, codes.get(summary.status, 1))
+    return RunResult(path, summary, EXIT_CODES.get(summary.status, EXIT_FAILED))
 
 
 # -- the calls -----------------------------------------------------------------------------

@@ -30,6 +30,8 @@ CAPABILITIES: tuple[str, ...] = typing.get_args(Capability)
 DIVERGED_AT = "diverged_at_step"
 # exit codes: all passed; a check failed or a scenario raised; usage or config error; interrupted
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# a finished run's exit code, by its status
+EXIT_CODES = {"passed": EXIT_OK, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
 
 
 @dataclass

@@ -86,17 +86,23 @@ def write_report(run_dir: Path, summary: RunSummary, descriptions: Mapping[str, 
 
 def section(e: EntrySummary, folder: Path, description: str, config_yaml: str) -> Section:
     """An entry and the files its folder holds."""
-    try:
-        files = sorted(p.name for p in folder.iterdir()
-                       if p.is_file() and not p.name.startswith("."))
-    except OSError:  # its folder could not be made
-        files = []
+    files = files_of(folder)
     images = sorted((f for f in files if f.endswith((".png", ".gif"))),
                     key=lambda f: (f != LOSS_PLOT, f))
     explain = ((folder / EXPLAIN).read_text(encoding="utf-8")
                if EXPLAIN in files else None)
     return Section(e, description, config_yaml, files, images, graphs(folder, e.id, files),
                    support_matrix(e.support) if e.support else None, explain)
+
+
+def files_of(folder: Path) -> list[str]:
+    """The files in an entry's folder, hidden temporaries aside; none when it could not be
+    made."""
+    try:
+        return sorted(p.name for p in folder.iterdir()
+                      if p.is_file() and not p.name.startswith("."))
+    except OSError:
+        return []
 
 
 def graphs(folder: Path, rel: str, files: list[str]) -> list[Graph]:

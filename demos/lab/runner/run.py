@@ -25,9 +25,7 @@ from demos.lab.core.files import overwrite, write_atomic  # noqa: F401 (tests pa
 from demos.lab.core.layout import CONFIG, make_named_dir, make_run_dir
 from demos.lab.core.results import (
     DIVERGED_AT,
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
+    EXIT_CODES,
     EntrySummary,
     RunSummary,
     escalate,
@@ -42,8 +40,6 @@ from demos.lab.runner import torchrun as distributed
 from demos.lab.runner.device import global_state, restore_global_state, torch_settings
 from demos.lab.runner.entry import Services, list_files, log_checks, run_entry
 from demos.lab.runner.torchrun import SINGLE, World
-
-EXIT_CODES = {"passed": EXIT_OK, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
 
 
 class Run:
