@@ -211,26 +211,33 @@ def all_yaml(device: str, repeats: int, import_torch_s: float) -> dict:
         train = sum(e["timing"]["train_s"] for e in data["scenarios"] if e["timing"])
         runs.append({"bare_s": round(wall["bare"], 2), "wall_s": round(wall["all"], 2),
                      "train_s": round(train, 2), "ratio": round(wall["all"] / wall["bare"], 3)})
-    profile = {name: {k: round(statistics.median(p[name][k] for p in phases), 3)
-                      for k in phases[0][name]} for name in phases[0]}
+    none = {"s": 0.0, "train_s": 0.0}  # a phase a run did not have (no wait, say)
+    names = dict.fromkeys(name for p in phases for name in p)
+    profile = {name: {k: round(statistics.median(p.get(name, none)[k] for p in phases), 3)
+                      for k in none} for name in names}
     return {"import_torch_s": import_torch_s, "runs": runs, "phases": profile,
             "median_ratio": round(statistics.median(r["ratio"] for r in runs), 3)}
+
+
+WAITING = "waiting for the support matrices"
 
 
 def phases_of(log: Path, wall: float, summary: dict) -> dict[str, dict[str, float]]:
     """Where a run's wall time went, from run.log's timestamps: start-up (the process to the
     run's first line: Python, torch, the config), each entry (its start to the next one's),
-    and the end (the last entry's end to the process's: report, index, the drawing helper)."""
+    the wait for the last entries' support matrices (computed beside the run), and the end
+    (to the process's: report, index, the drawing helper)."""
     import datetime as dt
 
     stamps = []
     for line in log.read_text(encoding="utf-8").splitlines():
         m = re.match(r"(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ +demos\."
-                     r"(scenario\.\S+: start (?P<entry>\S+) |run: (?P<run>run |\w+: \d+ of))",
-                     line)
+                     r"(scenario\.\S+: start (?P<entry>\S+) |run: (?P<run>run |\w+: \d+ of|"
+                     r"waiting for the support))", line)
         if m:
             when = dt.datetime.strptime(m["when"], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            stamps.append((m["entry"] or ("(run)" if m["run"] == "run " else "(end)"), when))
+            stamps.append((m["entry"] or {"run ": "(run)", "waiting for the support":
+                                          WAITING}.get(m["run"], "(end)"), when))
     train = {e["id"]: e["timing"]["train_s"] if e["timing"] else 0.0
              for e in summary["scenarios"]}
     entries = stamps[1:]  # each entry's start, then the run's last line

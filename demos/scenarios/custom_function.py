@@ -200,11 +200,12 @@ def run(cfg: Config, ctx: Context) -> Result:
         found.append(check)
     matrix = {}
     if cfg.support:
-        rows = support.matrix(fn.apply, inputs, reference, ctx.check_device, rows=cfg.support)
+        # computed beside the run where it can be: the checks and block follow from its rows
+        rows = support.later(fn.apply, inputs, reference, ctx.check_device, rows=cfg.support)
         ran = {"backward": "gradcheck"} | ({"double_backward": "gradgradcheck"}
                                            if cfg.double_backward else {})
-        found += support.checks(rows, cfg.require, done=ran)
-        matrix = {fn.__name__: support.to_json(rows)}
+        found.append(rows.then(lambda r: support.checks(r, cfg.require, done=ran)))
+        matrix = {fn.__name__: rows.then(support.to_json)}
     return Result(metrics=metrics, checks=found, support=matrix)
 
 

@@ -21,12 +21,13 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
+from demos.lab.checks import beside
 from demos.lab.checks.gradients import gradcheck_failure, one_line, tensors, too_big
-from demos.lab.core.results import CAPABILITIES, Check
+from demos.lab.core.results import CAPABILITIES, Check, Later
 
 # torch's refusals, by the words of its message, and what to add to the Function
 REFUSALS = [
@@ -64,7 +65,57 @@ class Mismatch(Exception):
 def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
            reference: Callable[..., Any] | None = None, device: torch.device | None = None,
            rows: Sequence[str] = CAPABILITIES) -> dict[str, Row]:
-    """The support matrix of `fn` (a Function's apply) at `inputs` (their requires_grad kept)."""
+    """The support matrix of `fn` (a Function's apply) at `inputs` (their requires_grad kept),
+    computed here. A random forward draws from torch's generator: the caller's draws after
+    this are the same as without it (as in the checks process, which has its own)."""
+    with torch.random.fork_rng(devices=[]):
+        return {name: Row(status, detail)
+                for name, status, detail in each_row(fn, inputs, reference, device, rows)}
+
+
+def later(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
+          reference: Callable[..., Any] | None = None, device: torch.device | None = None,
+          rows: Sequence[str] = CAPABILITIES) -> Later:
+    """`matrix()`, in the run's checks process where it has one (demos.lab.checks.beside),
+    while the run goes on: a Later of the rows. The same rows as computed here: the process
+    starts from this one's torch generator. Rows it could not give (it died during one: that
+    row fails, saying so) are computed by a new one, or here."""
+    rows, device = tuple(rows), device or torch.device("cpu")
+    stream = beside.submit(each_row, fn, dict(inputs), reference, device, rows,
+                           torch.get_rng_state())
+    if stream is None:
+        return Later.now(matrix(fn, inputs, reference, device, rows))
+
+    def get() -> dict[str, Row]:
+        got: dict[str, Row] = {}
+        current = stream
+        while current is not None:
+            current.wait()
+            got |= {name: Row(status, detail) for name, status, detail in current.items}
+            left = [r for r in rows if r not in got]
+            if current.ended is None or not left:
+                break
+            if current.died:  # during the first row it did not give
+                got[left[0]] = Row("fails", f"{current.ended} during this row")
+                left = left[1:]
+            current = beside.submit(each_row, fn, dict(inputs), reference, device,
+                                    tuple(left), torch.get_rng_state()) \
+                if left and current.again else None
+            if current is None and left:  # no process to take them, or the job raised there
+                got |= matrix(fn, inputs, reference, device, left)
+        return {r: got[r] for r in rows}
+
+    return Later(get, stream.ready)
+
+
+def each_row(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
+             reference: Callable[..., Any] | None, device: torch.device | None,
+             rows: Sequence[str], rng: torch.Tensor | None = None
+             ) -> Iterator[tuple[str, str, str]]:
+    """The matrix's rows one by one, as (name, status, detail); from the generator state
+    `rng` when given (in the checks process)."""
+    if rng is not None:
+        torch.set_rng_state(rng)
     device = device or torch.device("cpu")
     xs = {k: v.detach().to(device=device, dtype=torch.float64).clone()  # never the caller's
           .requires_grad_(v.requires_grad) for k, v in inputs.items()}
@@ -74,17 +125,16 @@ def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             "func_grad": lambda f, x: func_grad(f, x, reference), "vmap": vmap,
             "compile": compiled, "float32": lambda f, x: float32(f, x, reference),
             "noncontiguous": noncontiguous, "cuda": cuda}
-    out = {}
     for name in rows:
         if too and name in ("backward", "double_backward", "forward_ad"):
-            out[name] = Row("skipped", too)
+            row = Row("skipped", too)
         elif not needing(xs) and name in GRADIENT_ROWS:
-            out[name] = Row("skipped", "no input requires grad")
+            row = Row("skipped", "no input requires grad")
         else:  # fresh copies: a Function that changes an input in place changes only these
             fresh = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in xs.items()}
             # called at once; the defaults bind this iteration's name and fresh copies
-            out[name] = attempt(lambda name=name, fresh=fresh: runs[name](fn, fresh))
-    return out
+            row = attempt(lambda name=name, fresh=fresh: runs[name](fn, fresh))
+        yield name, row.status, row.detail
 
 
 GRADIENT_ROWS = ("backward", "double_backward", "forward_ad", "func_grad")
@@ -371,25 +421,31 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
 
 def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
                      inputs: Mapping[str, torch.Tensor], device: torch.device,
-                     rows: Sequence[str] = CAPABILITIES) -> tuple[dict, list[Check]]:
+                     rows: Sequence[str] = CAPABILITIES) -> tuple[dict, list[Check | Later]]:
     """For a document's Function and its modern twin: both matrices (as summary.json's
-    `support` block) and the checks: the twin gives the classic values and gradients, no row
-    of either fails (`unsupported` is what the README explains, not a failure)."""
+    `support` block, each a Later: see `later`) and the checks: the twin gives the classic
+    values and gradients, no row of either fails (`unsupported` is what the README explains,
+    not a failure)."""
     from demos.lab.checks.gradients import parity
 
     if not rows:
         return {}, []
     found = [parity(f"{twin.__name__} gives {classic.__name__}'s values and gradients",
                     twin.apply, classic.apply, inputs, device)]
-    block = {}
+    block: dict[str, Later] = {}
     for fn in (classic, twin):
-        rows_of = matrix(fn.apply, inputs, reference, device, rows)
-        block[fn.__name__] = to_json(rows_of)
-        failing = [f"{k}: {r.detail}" for k, r in rows_of.items() if r.status == "fails"]
-        ok = [k for k, r in rows_of.items() if r.status == "ok"]
-        unsupported = [k for k, r in rows_of.items() if r.status == "unsupported"]
-        found.append(Check(f"support matrix of {fn.__name__}", not failing,
-                           "; ".join(failing) if failing else
-                           f"ok: {', '.join(ok)}" + (f"; unsupported: {', '.join(unsupported)}"
-                                                     if unsupported else "")))
+        rows_of = later(fn.apply, inputs, reference, device, rows)
+        block[fn.__name__] = rows_of.then(to_json)
+        found.append(rows_of.then(lambda r, name=fn.__name__: verdict(name, r)))
     return block, found
+
+
+def verdict(name: str, rows: Mapping[str, Row]) -> Check:
+    """A document Function's matrix as one check: no row fails."""
+    failing = [f"{k}: {r.detail}" for k, r in rows.items() if r.status == "fails"]
+    ok = [k for k, r in rows.items() if r.status == "ok"]
+    unsupported = [k for k, r in rows.items() if r.status == "unsupported"]
+    return Check(f"support matrix of {name}", not failing,
+                 "; ".join(failing) if failing else
+                 f"ok: {', '.join(ok)}" + (f"; unsupported: {', '.join(unsupported)}"
+                                           if unsupported else ""))

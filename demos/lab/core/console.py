@@ -25,7 +25,8 @@ class ConsoleFilter(logging.Filter):
 
 
 class NotForConsole(logging.Filter):
-    """Records logged with extra={"console": False} (tracebacks) go to run.log only."""
+    """Records logged with extra={"console": False} (tracebacks, the run's waits) go to
+    run.log only."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return getattr(record, "console", True)
@@ -132,6 +133,7 @@ def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
     root.propagate = False
     out = ConsoleHandler(sys.stdout)
     out.addFilter(ConsoleFilter())
+    out.addFilter(NotForConsole())
     out.setLevel(logging.INFO)
     err = ConsoleHandler(sys.stderr)
     err.setLevel(logging.WARNING)

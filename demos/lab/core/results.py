@@ -9,7 +9,7 @@ import dataclasses
 import math
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 # an entry's status (a run's is one of passed, failed, interrupted)
 Status = Literal["passed", "failed", "error", "interrupted"]
@@ -42,15 +42,54 @@ class Check:
     detail: str
 
 
+class Later:
+    """A value that another process is still computing (a support matrix, in the checks
+    process): `get()` waits for it, `ready()` says whether it would wait, `then(f)` is f of it."""
+
+    def __init__(self, get: Callable[[], Any], ready: Callable[[], bool] = lambda: True):
+        self._get, self._ready, self._done, self._value = get, ready, False, None
+
+    @classmethod
+    def now(cls, value: Any) -> Later:
+        return cls(lambda: value)
+
+    def ready(self) -> bool:
+        return self._done or self._ready()
+
+    def get(self) -> Any:
+        if not self._done:
+            self._value, self._done = self._get(), True
+        return self._value
+
+    def then(self, fn: Callable[[Any], Any]) -> Later:
+        return Later(lambda: fn(self.get()), self.ready)
+
+
 @dataclass
 class Result:
-    """What a scenario's run returns: final metrics, named scalar params, checks, and notes."""
+    """What a scenario's run returns: final metrics, named scalar params, checks, and notes.
+    A check may be a Later (of a Check or a list of them), and so may a Function's `support`
+    block: the runner finishes the entry once they are ready, and the next entry runs
+    meanwhile."""
     metrics: dict[str, float]
     params: dict[str, float] = field(default_factory=dict)
-    checks: list[Check] = field(default_factory=list)
+    checks: list[Check | Later] = field(default_factory=list)
     inspection: dict[str, Any] = field(default_factory=dict)  # what the document prints
     # what each Function supports: {Function: {capability: {"status", "detail"}}}
-    support: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    support: dict[str, dict[str, dict[str, str]] | Later] = field(default_factory=dict)
+
+    def ready(self) -> bool:
+        return all(x.ready() for x in [*self.checks, *self.support.values()]
+                   if isinstance(x, Later))
+
+    def settled(self) -> Result:
+        """This Result with each Later's value in its place (waiting for them)."""
+        checks: list[Check | Later] = []
+        for c in self.checks:
+            value = c.get() if isinstance(c, Later) else c
+            checks += value if isinstance(value, list) else [value]
+        support = {k: v.get() if isinstance(v, Later) else v for k, v in self.support.items()}
+        return dataclasses.replace(self, checks=checks, support=support)
 
 
 @dataclass

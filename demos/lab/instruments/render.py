@@ -5,6 +5,8 @@ saved tensors, which torchviz draws, are freed by a backward that does not retai
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
 import signal
@@ -14,11 +16,12 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from demos.lab.core.files import write_atomic
+from demos.lab.core.files import FILE_MODE, write_atomic
 
 if TYPE_CHECKING:  # the drawing helper renders without importing torch
     import torch
 
+FORMATS = ("pdf", "svg")
 INSTALL_HINT = ("install graphviz for PDF/SVG graphs: apt-get install graphviz "
                 "(Debian/Ubuntu), brew install graphviz (macOS)")
 
@@ -156,19 +159,28 @@ def render(source: str, stem: Path, dot: str | None = "") -> tuple[list[Path], s
     dot = shutil.which("dot") if dot == "" else dot
     if dot is None:
         return written, f"graphviz 'dot' not found: kept the .gv sources only; {INSTALL_HINT}"
-    for fmt in ("pdf", "svg"):
-        out = stem.with_suffix(f".{fmt}")
+    outs = [stem.with_suffix(f".{fmt}") for fmt in FORMATS]
+    temps = [out.with_name(f".{out.name}.{os.getpid()}.tmp") for out in outs]
+    try:  # one layout, both formats: a single dot run (half the time of one per format)
         try:
-            proc = subprocess.run([dot, f"-T{fmt}", str(gv)], capture_output=True, timeout=120)
+            proc = subprocess.run([dot, *[a for fmt, tmp in zip(FORMATS, temps)
+                                          for a in (f"-T{fmt}", f"-o{tmp}")], str(gv)],
+                                  capture_output=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired) as e:
             return written, f"graphviz 'dot' failed on {gv.name}: {e}"
-        if proc.returncode != 0:
+        if proc.returncode != 0 or not all(tmp.exists() for tmp in temps):
             err = proc.stderr.decode(errors="replace").strip().splitlines()
             why = err[0] if err else (f"killed by {signal.Signals(-proc.returncode).name}"
                                       if proc.returncode < 0 else f"exit {proc.returncode}")
             return written, f"graphviz 'dot' failed on {gv.name}: {why}"
-        write_atomic(out, proc.stdout)
-        written.append(out)
+        for tmp, out in zip(temps, outs):
+            os.chmod(tmp, FILE_MODE)
+            os.replace(tmp, out)
+            written.append(out)
+    finally:
+        for tmp in temps:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
     return written, None
 
 
