@@ -1,37 +1,39 @@
-"""Checks computed beside the training, in processes forked from the run.
+"""Checks computed beside the training, in a process forked from the run.
 
 The support matrices are the run's largest checks (their `compile` row pays torch.compile's
 first use, and compiles each Function twice). Where a core is left idle (`threads: auto` leaves
-one), they go to a process forked from the run at its first matrix: it has torch, the config
-and the user's code loaded already, so it starts at once, and the run goes on with its next
-entry while it works. Once that process has done its first job (and so has torch.compile's
-first use behind it), it forks a clone of itself: the jobs that come together at the end of a
-run (its last entries' matrices, while the run waits) are shared by two warm processes.
+one), they go to a process forked from the run's main thread at its first matrix: it has torch,
+the config and the user's code loaded already, so it starts at once, and the run goes on with
+its next entry while it works.
 
-A job is a generator function (picklable by name) and its arguments; what it yields comes back
-item by item (`Stream`). A job that cannot be pickled (a lambda, a class defined in a function)
-gets None from `submit`, and the caller computes it itself, as it does where no process can be
-forked: not on Linux, under torchrun, with a CUDA GPU (a forked child cannot use one its parent
-has touched, and the `cuda` row uses it), or with every core in use.
+A job is a generator function and its arguments, pickled by name; what it yields comes back item
+by item (`Stream`). What cannot be pickled by name without importing anything (a lambda, a class
+defined in a function, a module the run no longer holds) gets None from `submit`, and the caller
+computes it itself, as it does where no process can be forked: not on Linux, under torchrun,
+with a CUDA GPU (a forked child cannot use one its parent has touched, and the `cuda` row uses
+it), with every core in use, or from a thread other than the main one.
 
-The processes ignore Ctrl-C and SIGTERM (the run decides when to stop; it waits for what it
-submitted), run below the run's priority (`threads.BESIDE_NICE`), leave when the run closes
-their pipes, and are killed when the run ends at once. One that dies (a Function that crashes
-the process under one transform) ends its job's stream with `died` set; a job that none could
-take ends with `again` set; the caller decides what to do with the rest (support.later: the
-row it died in fails, the others go to new processes, forked at the next `submit`, at most
-`MAX_DEATHS` times a run, then are computed in the run's own process).
+The process ignores Ctrl-C and SIGTERM (the run decides when to stop; it waits for what it
+submitted), runs at one thread (OpenMP's threads do not survive a fork) and below the run's
+priority (`threads.BESIDE_NICE`), leaves when the run closes its pipe, and is killed when the
+run ends at once, or dies (Linux's parent-death signal). If it dies while running a job (a
+Function that crashes the process under one transform), the job's stream ends with `died` set;
+a job it had not started ends with `again` set. The caller decides what to do with the rest
+(support.later: the row it died in fails, the others go to a new process, forked at the next
+`submit`, at most `MAX_DEATHS` times a run; after that they are not run).
 """
 from __future__ import annotations
 
 import collections
 import contextlib
 import gc
+import io
 import os
 import pickle
 import signal
 import sys
 import threading
+import types
 import warnings
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Iterator
@@ -51,16 +53,20 @@ class Stream:
 
     def __init__(self) -> None:
         self.items: list[Any] = []
+        self.started = False  # the process has taken it (unpickled, running)
         self.ended: str | None = None  # why it stopped before its end (None: it did not)
-        self.died = False  # the process that ran it died while it did
-        self.again = False  # worth submitting again: it died, or no process took it
+        self.died = False  # the process died while running it
+        self.again = False  # worth submitting again: it died, or it never started
         self.done = threading.Event()
 
     def ready(self) -> bool:
         return self.done.is_set()
 
-    def end(self, why: str | None, died: bool = False, again: bool = False) -> None:
-        self.ended, self.died, self.again = why, died, again or died
+    def end(self, why: str | None) -> None:
+        """The end of the job; with `why`, an early one (died if it had started)."""
+        self.ended = why
+        if why is not None and why.startswith(ENDED):
+            self.died, self.again = self.started, True
         self.done.set()
 
     def wait(self) -> Stream:
@@ -69,56 +75,39 @@ class Stream:
         return self
 
 
-class Helper:
-    """One checks process as the run sees it: the pipe its jobs go down, the job it runs."""
-
-    def __init__(self, pid: int | None, jobs: Connection) -> None:
-        self.pid = pid  # None for the clone until its parent says it exists
-        self.jobs = jobs
-        self.running: tuple[int, Stream] | None = None
-        self.exit: str | None = None  # once it has ended: how
+ENDED = "the checks process ended"
 
 
-def pipes() -> tuple[int, int, int, int]:
-    """(jobs read, jobs write, answers read, answers write)."""
-    return (*os.pipe(), *os.pipe())  # type: ignore[return-value]
+class ByName(pickle.Pickler):
+    """Classes and functions by name, as pickle does, but only where the name already leads
+    to them: pickle would import a module that is not loaded (a user's file, run again)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, (type, types.FunctionType)):
+            found: Any = sys.modules.get(getattr(obj, "__module__", "") or "")
+            for part in getattr(obj, "__qualname__", "").split("."):
+                found = getattr(found, part, None)
+            if found is not obj:
+                raise pickle.PicklingError(f"{obj!r} cannot be found by its name")
+        return NotImplemented
 
 
-def fork() -> int:
-    """os.fork, with the child's garbage collector leaving what exists now alone (it would
-    write to every object, and so copy every page of memory)."""
-    for stream in (sys.stdout, sys.stderr):  # or the child would write them again
-        with contextlib.suppress(Exception):
-            stream.flush()
-    gc.freeze()
-    with warnings.catch_warnings():  # Python 3.12+: forking with threads (the run's wait on
-        warnings.simplefilter("ignore", DeprecationWarning)  # pipes; the child uses none)
-        pid = os.fork()
-    if pid != 0:
-        gc.unfreeze()
-    return pid
+def dumps(obj: Any) -> bytes:
+    buffer = io.BytesIO()
+    ByName(buffer).dump(obj)
+    return buffer.getvalue()
 
 
-def child(fds: tuple[int, int, int, int], close: list[int], clone_fds: tuple | None) -> None:
-    """In a forked process: serve (jobs read, answers write), then leave without the
-    parent's exit handlers."""
-    code = 0
-    try:
-        for fd in close:
-            os.close(fd)
-        serve(Connection(fds[0], writable=False), Connection(fds[3], readable=False), clone_fds)
-    except BaseException:  # noqa: BLE001 (nothing of the parent's may run here)
-        code = 1
-    finally:
-        os._exit(code)
-
-
-def serve(jobs: Connection, answers: Connection, clone_fds: tuple | None = None) -> None:
-    """Run each job, sending what it yields; after the first, fork the clone (on `clone_fds`:
-    its jobs read and answers write, and the run's ends, to close); leave when the pipe
-    closes."""
+def serve(jobs: Connection, answers: Connection, parent: int) -> None:
+    """In the child: run each job, sending what it yields; leave when the pipe closes, and
+    end with the run (even in a job that never ends)."""
     for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    with contextlib.suppress(Exception):  # Linux's prctl(PR_SET_PDEATHSIG, SIGKILL)
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    if os.getppid() != parent:  # the run ended before that took effect
+        return
     torch.set_num_threads(1)  # the idle core; and OpenMP's pool is not the parent's
     lower_priority()
     while True:
@@ -126,37 +115,32 @@ def serve(jobs: Connection, answers: Connection, clone_fds: tuple | None = None)
             data = jobs.recv_bytes()
         except (EOFError, OSError):
             return
-        job, ended = -1, None
+        ended = None
         try:
-            job, fn, args = pickle.loads(data)
+            fn, args = pickle.loads(data)
+            answers.send_bytes(pickle.dumps(("start", None)))
             for item in fn(*args):
-                answers.send_bytes(pickle.dumps(("item", job, item)))
+                answers.send_bytes(pickle.dumps(("item", item)))
         except Exception as e:  # noqa: BLE001 (the caller computes the rest itself)
             ended = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
         for stream in (sys.stdout, sys.stderr):  # what the user's code printed
             with contextlib.suppress(Exception):
                 stream.flush()
-        if clone_fds is not None:  # warm now: the clone starts where this one is
-            fds, clone_fds = clone_fds, None
-            pid = fork()
-            if pid == 0:  # the clone: this one's pipes are not its own
-                child(fds, [jobs.fileno(), answers.fileno()], None)
-            os.close(fds[0])
-            os.close(fds[3])
-            answers.send_bytes(pickle.dumps(("clone", job, pid)))
-        answers.send_bytes(pickle.dumps(("end", job, ended)))
+        answers.send_bytes(pickle.dumps(("end", ended)))
 
 
 class Beside:
-    """The run's checks processes, and the jobs waiting for one of them."""
+    """The run's checks process, and the jobs waiting for it."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
-        self.helpers: list[Helper] = []
-        self.queue: collections.deque[tuple[int, bytes, Stream]] = collections.deque()
+        self.pid: int | None = None
+        self.jobs: Connection | None = None
+        self.running: Stream | None = None
+        self.queue: collections.deque[tuple[bytes, Stream]] = collections.deque()
         self.lock = threading.Lock()
-        self.readers: list[threading.Thread] = []
-        self.deaths, self.jobs = 0, 0
+        self.reader: threading.Thread | None = None
+        self.deaths = 0
 
     def usable(self) -> bool:
         if self.enabled and not (sys.platform.startswith("linux") and hasattr(os, "fork")
@@ -165,132 +149,163 @@ class Beside:
                                  # (and the cuda row would): with a GPU, all stays here
                                  and not torch.cuda.is_available()):
             self.enabled = False
-        return self.enabled and self.deaths < MAX_DEATHS
+        return (self.enabled and self.deaths < MAX_DEATHS
+                # fork from the main thread only: another may be in the middle of anything
+                and threading.current_thread() is threading.main_thread())
 
     def submit(self, fn: Callable[..., Iterator[Any]], *args: Any) -> Stream | None:
         if not self.usable():
             return None
-        self.jobs += 1
         try:
-            payload = pickle.dumps((self.jobs, fn, args))
+            payload = dumps((fn, args))
         except (pickle.PicklingError, AttributeError, TypeError):  # a lambda, a local class
             return None
         with self.lock:
-            alive = any(h.exit is None for h in self.helpers)
+            alive = self.reader is not None
         if not alive and not self.start():
             return None
         stream = Stream()
         with self.lock:
-            self.queue.append((self.jobs, payload, stream))
-            self.dispatch()
+            if self.reader is None:  # it died meanwhile; its reader has ended
+                stream.end(f"{ENDED} before it took this")
+            else:
+                self.queue.append((payload, stream))
+                self.dispatch()
         return stream
 
     def start(self) -> bool:
-        """Fork the first process (from the run's main thread: nothing half-done is copied),
-        with the pipes of its clone-to-be."""
-        self.close()  # what is left of a dead pair
+        """Fork the process, with the garbage collector leaving what exists now alone in it
+        (its collections would write to every object, and so copy every page)."""
+        self.close()  # what is left of one that died
+        for stream in (sys.stdout, sys.stderr):  # or the child would write them again
+            with contextlib.suppress(Exception):
+                stream.flush()
+        jobs_r, jobs_w = os.pipe()
+        answers_r, answers_w = os.pipe()
+        gc.freeze()
+        parent = os.getpid()
         try:
-            first, clone = pipes(), pipes()
-            pid = fork()
+            with warnings.catch_warnings():  # Python 3.12+: forking with threads (the run's
+                warnings.simplefilter("ignore", DeprecationWarning)  # wait; the child's none)
+                pid = os.fork()
         except OSError:  # no processes left, say
+            for fd in (jobs_r, jobs_w, answers_r, answers_w):
+                os.close(fd)
             self.enabled = False
             return False
-        if pid == 0:
-            child(first, [first[1], first[2], clone[1], clone[2]], clone)
-        for fd in (first[0], first[3], clone[0], clone[3]):
-            os.close(fd)
-        with self.lock:
-            self.helpers = [Helper(pid, Connection(first[1], readable=False)),
-                            Helper(None, Connection(clone[1], readable=False))]
-        self.readers = [threading.Thread(target=self.read, args=(h, Connection(fd, writable=False)),
-                                         name="demos-beside-reader", daemon=True)
-                        for h, fd in zip(self.helpers, (first[2], clone[2]))]
-        for r in self.readers:
-            r.start()
+        finally:
+            gc.unfreeze()
+        if pid == 0:  # the child: serve, then leave without the parent's exit handlers
+            code = 0
+            try:
+                os.close(jobs_w)
+                os.close(answers_r)
+                serve(Connection(jobs_r, writable=False), Connection(answers_w, readable=False),
+                      parent)
+            except BaseException:  # noqa: BLE001 (nothing of the parent's may run here)
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(jobs_r)
+        os.close(answers_w)
+        self.pid, self.jobs = pid, Connection(jobs_w, readable=False)
+        self.reader = threading.Thread(target=self.read, args=(
+            Connection(answers_r, writable=False), pid), name="demos-beside-reader", daemon=True)
+        self.reader.start()
         return True
 
     def dispatch(self) -> None:
-        """Each idle process takes the next job (under the lock)."""
-        for h in self.helpers:
-            if self.queue and h.exit is None and h.pid is not None and h.running is None:
-                job, payload, stream = self.queue.popleft()
-                h.running = (job, stream)
-                try:
-                    h.jobs.send_bytes(payload)
-                except OSError:  # it died meanwhile: its reader ends the stream
-                    pass
+        """The process, when idle, takes the next job (under the lock)."""
+        if self.queue and self.running is None and self.jobs is not None:
+            payload, self.running = self.queue.popleft()
+            try:
+                self.jobs.send_bytes(payload)
+            except OSError:  # it died meanwhile: the reader ends the stream
+                pass
 
-    def read(self, h: Helper, answers: Connection) -> None:
+    def read(self, answers: Connection, pid: int) -> None:
         try:
             while True:
-                kind, job, value = pickle.loads(answers.recv_bytes())
+                kind, value = pickle.loads(answers.recv_bytes())
                 with self.lock:
-                    if kind == "item":
-                        h.running[1].items.append(value)
-                    elif kind == "clone":
-                        self.helpers[1].pid = value
+                    stream = self.running
+                    if stream is None:
+                        continue
+                    if kind == "start":
+                        stream.started = True
+                    elif kind == "item":
+                        stream.items.append(value)
                     else:  # "end", with why it ended early (None: it did not)
-                        h.running[1].end(value)
-                        h.running = None
-                    self.dispatch()
-        except (EOFError, OSError):
+                        stream.end(value)
+                        self.running = None
+                        self.dispatch()
+        except Exception:  # noqa: BLE001 (EOF: it ended; anything else: the same to the run)
             pass
         finally:
             answers.close()
-            how = self.reap(h)
+            how = f"{ENDED} ({reap(pid)})"
             with self.lock:
-                h.exit = how
-                if h.running is not None:
-                    h.running[1].end(f"the checks process ended ({how})", died=True)
-                    h.running = None
-                if all(x.exit is not None for x in self.helpers):  # none left to take these
-                    self.deaths += any(x.pid is not None for x in self.helpers)
-                    while self.queue:
-                        self.queue.popleft()[2].end("no checks process took it", again=True)
-                else:
-                    self.dispatch()
-
-    @staticmethod
-    def reap(h: Helper) -> str:
-        """How it ended: a signal's name or an exit code, where the run is its parent."""
-        if h.pid is None:
-            return "never started"
-        try:
-            _, status = os.waitpid(h.pid, 0)
-        except ChildProcessError:  # the clone is its first process's child, not the run's
-            return "crashed or killed"
-        if os.WIFSIGNALED(status):
-            return signal.Signals(os.WTERMSIG(status)).name
-        return f"exit code {os.WEXITSTATUS(status)}"
+                self.deaths += 1  # counted by `usable`; a run's end counts one, unused then
+                for stream in [self.running, *(s for _, s in self.queue)]:
+                    if stream is not None:
+                        stream.end(how)
+                self.running, self.reader = None, None
+                self.queue.clear()
 
     def close(self, kill: bool = False) -> None:
-        """Let them finish their jobs and leave (their pipes closed); `kill`: at once."""
-        for h in self.helpers:
-            if kill and h.exit is None and h.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(h.pid, signal.SIGKILL)
+        """Let it finish its jobs and leave (its pipe closed); `kill`: at once."""
+        reader = self.reader
+        if kill and reader is not None and self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        if self.jobs is not None:
             with contextlib.suppress(OSError):
-                h.jobs.close()
-        for r in self.readers:
-            r.join(5 if kill else None)
-        self.helpers, self.readers = [], []
+                self.jobs.close()
+        if reader is not None:
+            reader.join(5 if kill else None)
+        self.pid, self.jobs = None, None
+
+
+def reap(pid: int) -> str:
+    """How the process `pid`, a child of this one, ended: a signal's name or an exit code."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return "gone"
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            return signal.Signals(number).name
+        except ValueError:  # a real-time signal
+            return f"signal {number}"
+    return f"exit code {os.WEXITSTATUS(status)}"
 
 
 _current: Beside | None = None
+_first = True  # no run yet in this process
 
 
 def submit(fn: Callable[..., Iterator[Any]], *args: Any) -> Stream | None:
-    """`fn(*args)` (a generator function) in the run's checks processes; None where there
-    are none (the caller computes it itself)."""
+    """`fn(*args)` (a generator function) in the run's checks process; None where there is
+    none (the caller computes it itself, unless `gave_up()`)."""
     return _current.submit(fn, *args) if _current is not None else None
+
+
+def gave_up() -> bool:
+    """Whether the run's checks process died MAX_DEATHS times: what crashed it would crash
+    the run's own process too."""
+    return _current is not None and _current.deaths >= MAX_DEATHS
 
 
 @contextlib.contextmanager
 def checks_process(enabled: bool) -> Iterator[None]:
-    """For a run: jobs may go to processes forked at the first one, until the end, which
-    waits for them."""
-    global _current
-    before, _current = _current, Beside(enabled)
+    """For a run: jobs may go to a process forked at the first one, until the end, which
+    waits for them. Only for the first run of a process: one that runs again (tests calling
+    the command line's main, say) has torch.compile's first use behind it after its next run
+    here, which a process forked per run would pay each time."""
+    global _current, _first
+    before, _current = _current, Beside(enabled and _first)
+    _first = False
     mine = _current
     on_exit_now(_kill_current)
     try:
@@ -304,6 +319,6 @@ def checks_process(enabled: bool) -> Iterator[None]:
 
 
 def _kill_current() -> None:
-    """A second Ctrl-C: the process ends now, and the checks processes with it."""
+    """A second Ctrl-C: the process ends now, and the checks process with it."""
     if _current is not None:
         _current.close(kill=True)

@@ -82,6 +82,11 @@ def watching(stop: Any) -> Iterator[None]:
         _stop = before
 
 
+def stopping() -> bool:
+    """Whether the run was asked to stop (a KeyboardInterrupt then is the user's, not code's)."""
+    return _stop is not None and bool(_stop.requested)
+
+
 def watched(fn: Callable) -> Callable:
     """`fn`, stopping the check (KeyboardInterrupt) once a stop was requested."""
     def call(*args: Any, **kwargs: Any) -> Any:

@@ -18,6 +18,7 @@ backward (checked by gradcheck) stands in for it where a gradient is compared.
 """
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 
 from demos.lab.checks import beside
-from demos.lab.checks.gradients import gradcheck_failure, one_line, tensors, too_big
+from demos.lab.checks.gradients import gradcheck_failure, one_line, stopping, tensors, too_big
 from demos.lab.core.results import CAPABILITIES, Check, Later
 
 # torch's refusals, by the words of its message, and what to add to the Function
@@ -78,11 +79,18 @@ def later(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
           rows: Sequence[str] = CAPABILITIES) -> Later:
     """`matrix()`, in the run's checks process where it has one (demos.lab.checks.beside),
     while the run goes on: a Later of the rows. The same rows as computed here: the process
-    starts from this one's torch generator. Rows it could not give (it died during one: that
-    row fails, saying so) are computed by a new one, or here."""
+    starts from the inputs, torch's generator and torch's settings as they are at this call.
+    Rows it could not give (it died during one: that row fails, saying so) are computed by a
+    new one, or here, from the same start."""
     rows, device = tuple(rows), device or torch.device("cpu")
-    stream = beside.submit(each_row, fn, dict(inputs), reference, device, rows,
-                           torch.get_rng_state())
+    job = (fn, {k: v.detach().clone().requires_grad_(v.requires_grad)  # as they are now
+                for k, v in inputs.items()}, reference, device)
+    start = (torch.get_rng_state(), settings())
+    stream = beside.submit(each_row, *job, rows, *start)
+    if stream is None and beside.gave_up():
+        return Later.now({r: Row("skipped", f"not run: the checks process ended "
+                                            f"{beside.MAX_DEATHS} times in this run, and is "
+                                            f"not started again") for r in rows})
     if stream is None:
         return Later.now(matrix(fn, inputs, reference, device, rows))
 
@@ -98,24 +106,73 @@ def later(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             if current.died:  # during the first row it did not give
                 got[left[0]] = Row("fails", f"{current.ended} during this row")
                 left = left[1:]
-            current = beside.submit(each_row, fn, dict(inputs), reference, device,
-                                    tuple(left), torch.get_rng_state()) \
-                if left and current.again else None
-            if current is None and left:  # no process to take them, or the job raised there
-                got |= matrix(fn, inputs, reference, device, left)
+            if left and current.again:  # a new process, if it may
+                why, current = current.ended, beside.submit(each_row, *job, tuple(left), *start)
+                if current is None:  # not here: what crashed one may crash the run
+                    got |= {r: Row("skipped", f"not run: {why}, the last of "
+                                              f"{beside.MAX_DEATHS} times in this run")
+                            for r in left}
+            elif left:  # the job raised there (before its rows): here, from the same start
+                current = None
+                with torch.random.fork_rng(devices=[]):
+                    got |= {name: Row(status, detail) for name, status, detail
+                            in each_row(*job, tuple(left), *start)}
+            else:
+                current = None
         return {r: got[r] for r in rows}
 
     return Later(get, stream.ready)
 
 
+def settings() -> tuple:
+    """torch's settings that a matrix's rows depend on, as they are now."""
+    return (torch.get_default_dtype(), torch.get_default_device(), torch.is_grad_enabled(),
+            torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled(),
+            torch.get_float32_matmul_precision(), torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled())
+
+
+def use(values: tuple) -> None:
+    """Set torch's settings to `values` (from settings()), each only where it differs (a
+    default device set, even the CPU, puts a mode in front of every torch call)."""
+    if values == settings():
+        return
+    dtype, device, grad, anomaly, nan, precision, deterministic, warn_only = values
+    torch.set_default_dtype(dtype)
+    if device != torch.get_default_device():
+        torch.set_default_device(None if device.type == "cpu" else device)
+    torch.set_grad_enabled(grad)
+    torch.set_anomaly_enabled(anomaly, nan)
+    torch.set_float32_matmul_precision(precision)
+    torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+
+
 def each_row(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
              reference: Callable[..., Any] | None, device: torch.device | None,
-             rows: Sequence[str], rng: torch.Tensor | None = None
-             ) -> Iterator[tuple[str, str, str]]:
+             rows: Sequence[str], rng: torch.Tensor | None = None,
+             start: tuple | None = None) -> Iterator[tuple[str, str, str]]:
     """The matrix's rows one by one, as (name, status, detail); from the generator state
-    `rng` when given (in the checks process)."""
+    `rng` and torch's settings `start` when given (those of the call, in the checks process).
+    torch's settings, the working directory and the environment are set back after."""
+    before, cwd, env = settings(), os.getcwd(), dict(os.environ)
     if rng is not None:
         torch.set_rng_state(rng)
+    if start is not None:
+        use(start)
+    try:
+        yield from rows_of(fn, inputs, reference, device, rows)
+    finally:  # what a Function changed in one matrix does not reach the next
+        use(before)
+        if os.getcwd() != cwd:
+            os.chdir(cwd)
+        if os.environ != env:
+            os.environ.clear()
+            os.environ.update(env)
+
+
+def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
+            reference: Callable[..., Any] | None, device: torch.device | None,
+            rows: Sequence[str]) -> Iterator[tuple[str, str, str]]:
     device = device or torch.device("cpu")
     xs = {k: v.detach().to(device=device, dtype=torch.float64).clone()  # never the caller's
           .requires_grad_(v.requires_grad) for k, v in inputs.items()}
@@ -150,7 +207,11 @@ def attempt(run: Callable[[], str | None]) -> Row:
     except Mismatch as e:
         return Row("fails", str(e))
     except KeyboardInterrupt:
-        raise
+        if stopping():  # Ctrl-C again, from a notebook: the run's, not the row's
+            raise
+        return Row("fails", "KeyboardInterrupt: raised by the Function")
+    except SystemExit as e:  # a Function that ends its process: here, and in the checks one
+        return Row("fails", f"SystemExit: the Function called sys.exit({e.code!r})")
     except Exception as e:
         first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
         for pattern, hint in REFUSALS:

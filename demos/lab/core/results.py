@@ -82,13 +82,25 @@ class Result:
         return all(x.ready() for x in [*self.checks, *self.support.values()]
                    if isinstance(x, Later))
 
-    def settled(self) -> Result:
-        """This Result with each Later's value in its place (waiting for them)."""
+    def settled(self, lost: list[BaseException] | None = None) -> Result:
+        """This Result with each Later's value in its place (waiting for them). With `lost`,
+        a Later that raises is left out, and what it raised is added to `lost`."""
+        def value(x: Any) -> list[Any]:
+            if not isinstance(x, Later):
+                return [x]
+            if lost is None:
+                return [x.get()]
+            try:
+                return [x.get()]
+            except (Exception, SystemExit) as e:  # a user's sys.exit() too
+                lost.append(e)
+                return []
+
         checks: list[Check | Later] = []
         for c in self.checks:
-            value = c.get() if isinstance(c, Later) else c
-            checks += value if isinstance(value, list) else [value]
-        support = {k: v.get() if isinstance(v, Later) else v for k, v in self.support.items()}
+            for v in value(c):
+                checks += v if isinstance(v, list) else [v]
+        support = {k: v[0] for k, x in self.support.items() if (v := value(x))}
         return dataclasses.replace(self, checks=checks, support=support)
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-# the processes beside the run (the drawing helper, the checks processes) run at this much lower
-# a priority: where they compete with the run for a core, the run's own work goes first, and
-# theirs is only needed at its end (measured: demos/docs/performance.md)
+# the checks process beside the run runs at this much lower a priority: where it competes with
+# the run for a core, the run's own work goes first, and its own is only needed at the run's
+# end (measured: demos/docs/performance.md)
 BESIDE_NICE = 10
 
 

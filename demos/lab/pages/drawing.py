@@ -20,7 +20,6 @@ import threading
 from typing import Any, Callable, Iterator
 
 from demos.lab.core.signals import on_exit_now
-from demos.lab.core.threads import lower_priority
 
 _pool: cf.ProcessPoolExecutor | None = None
 _pool_failed = False
@@ -39,7 +38,6 @@ def _init_worker() -> None:
     kill)."""
     for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    lower_priority()
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()

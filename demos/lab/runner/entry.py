@@ -17,7 +17,14 @@ from demos.lab.checks import gradients as checks_mod
 from demos.lab.core.config import entry_dict
 from demos.lab.core.files import write_atomic, write_csv, write_json
 from demos.lab.core.layout import BACKWARD, EXPLAIN, LOSS_PLOT, METRICS
-from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
+from demos.lab.core.results import (
+    DIVERGED_AT,
+    Check,
+    EntrySummary,
+    Result,
+    Timing,
+    escalate,
+)
 from demos.lab.core.scenario import LOSS, Scenario, ScenarioConfig
 from demos.lab.core.signals import StopRequest
 from demos.lab.pages import plots
@@ -121,18 +128,23 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> Ran:
                         round(done / ctx.train_s, 3) if ctx.train_s else None, done)
 
     def finish() -> EntrySummary:
-        settled = result.settled() if result else None
+        now, why, lost = status, error, []  # what a matrix computed here at the last raised
+        settled = result.settled(lost) if result else None
+        for e in lost:
+            log.error("%s raised:\n%s", entry.id, "".join(traceback.format_exception(e)),
+                      extra={"console": False})
+            now, why = escalate(now, "error"), why or checks_mod.one_line(e)
         found = finish_checks(entry, ctx, findings, recorder.checked_names, settled, diverged,
                               s.dry_run, status == "interrupted")
         log_checks(log, found)
         return EntrySummary(
             id=entry.id, scenario=entry.scenario,
-            status=escalate(status, "failed") if any(c.passed is False for c in found)
-            else status, device=str(s.device),
-            steps=ctx.steps_run, metrics=settled.metrics if settled else {},
+            status=escalate(now, "failed") if any(c.passed is False for c in found) else now,
+            device=str(s.device), steps=ctx.steps_run,
+            metrics=settled.metrics if settled else {},
             params=settled.params if settled else {}, checks=found,
             artifacts=[],  # listed once the artifacts are written: see list_files
-            timing=timing, error=error, inspection=settled.inspection if settled else {},
+            timing=timing, error=why, inspection=settled.inspection if settled else {},
             support=settled.support if settled else {})
 
     return Ran(entry.id, status, diverged is not None, result.ready if result else lambda: True,

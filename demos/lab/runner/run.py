@@ -175,7 +175,8 @@ class Run:
             if late:  # run.log says so (the bench's profile shows it); the pages' imports
                 self.log.info("waiting for the support matrices of %s (computed beside the "
                               "run)", ", ".join(late), extra={"console": False})
-                outputs.warm_up()  # and templates meanwhile, for the end
+                with contextlib.suppress(Exception):  # writing the pages says what failed
+                    outputs.warm_up()  # and its templates meanwhile, for the end
             self.settle(waiting, width, wait=True)
         if self.stop.requested or (self.entries and self.entries[-1].status == "interrupted"):
             self.not_run()
