@@ -32,6 +32,7 @@ import torch
 
 from demos.documents.functions import LegendrePolynomial3, MyReLU
 from demos.lab.core.files import dumps
+from demos.lab.core.threads import auto_threads, available_cores
 from demos.lab.pages.drawing import Artifacts
 from demos.lab.runner.context import Context
 from demos.scenarios import registry
@@ -405,8 +406,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {results['machine']}", flush=True)
     if args.only:
         return only(args, device, results)
-    results["overhead"] = [overhead("legendre_fit", bare_legendre, device, 2000, repeats),
-                           overhead("my_relu", bare_my_relu, device, 500, repeats)]
+    threads = torch.get_num_threads()  # the loops as a run has them: threads: auto
+    torch.set_num_threads(auto_threads(available_cores()))
+    try:
+        results["overhead"] = [overhead("legendre_fit", bare_legendre, device, 2000, repeats),
+                               overhead("my_relu", bare_my_relu, device, 500, repeats)]
+    finally:
+        torch.set_num_threads(threads)
     print("\nrunner loop vs the document's bare loop: median per step, and the median of the "
           f"paired ratios (interquartile range) over {repeats} repetitions")
     print("| scenario | steps | bare µs/step | runner µs/step | runner / bare | with progress bar "
