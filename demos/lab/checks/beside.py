@@ -15,7 +15,7 @@ it), with every core in use, or from a thread other than the main one.
 
 The process ignores Ctrl-C and SIGTERM (the run decides when to stop; it waits for what it
 submitted), runs at one thread (OpenMP's threads do not survive a fork) and below the run's
-priority (`threads.BESIDE_NICE`), leaves when the run closes its pipe, and is killed when the
+priority (`NICE`), leaves when the run closes its pipe, and is killed when the
 run ends at once, or dies (Linux's parent-death signal). If it dies while running a job (a
 Function that crashes the process under one transform), the job's stream ends with `died` set;
 a job it had not started ends with `again` set. The caller decides what to do with the rest
@@ -41,9 +41,12 @@ from typing import Any, Callable, Iterator
 import torch
 
 from demos.lab.core.signals import on_exit_now
-from demos.lab.core.threads import available_cores, lower_priority
+from demos.lab.core.threads import available_cores
 
 MAX_DEATHS = 3
+# its priority below the run's: where the two compete for a core, the run's own work goes first,
+# and the checks are only needed at the run's end (measured: demos/docs/performance.md)
+NICE = 10
 GROUP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP")
                       if hasattr(signal, n))
 
@@ -92,7 +95,7 @@ class ByName(pickle.Pickler):
         return NotImplemented
 
 
-def dumps(obj: Any) -> bytes:
+def pickled(obj: Any) -> bytes:
     buffer = io.BytesIO()
     ByName(buffer).dump(obj)
     return buffer.getvalue()
@@ -109,7 +112,8 @@ def serve(jobs: Connection, answers: Connection, parent: int) -> None:
     if os.getppid() != parent:  # the run ended before that took effect
         return
     torch.set_num_threads(1)  # the idle core; and OpenMP's pool is not the parent's
-    lower_priority()
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
     while True:
         try:
             data = jobs.recv_bytes()
@@ -157,7 +161,7 @@ class Beside:
         if not self.usable():
             return None
         try:
-            payload = dumps((fn, args))
+            payload = pickled((fn, args))
         except (pickle.PicklingError, AttributeError, TypeError):  # a lambda, a local class
             return None
         with self.lock:

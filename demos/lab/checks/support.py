@@ -80,8 +80,9 @@ def later(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
     """`matrix()`, in the run's checks process where it has one (demos.lab.checks.beside),
     while the run goes on: a Later of the rows. The same rows as computed here: the process
     starts from the inputs, torch's generator and torch's settings as they are at this call.
-    Rows it could not give (it died during one: that row fails, saying so) are computed by a
-    new one, or here, from the same start."""
+    If it dies during a row, that row fails, saying so, and the rows left go to a new one, from
+    the same start (after MAX_DEATHS in a run, they are skipped: here, they could end the run);
+    where none can be had, the matrix is computed here."""
     rows, device = tuple(rows), device or torch.device("cpu")
     job = (fn, {k: v.detach().clone().requires_grad_(v.requires_grad)  # as they are now
                 for k, v in inputs.items()}, reference, device)

@@ -1,21 +1,7 @@
-"""The thread policy: how many CPU threads torch gets when a config says `threads: auto`; and the
-priority of the processes beside the run."""
+"""The thread policy: how many CPU threads torch gets when a config says `threads: auto`."""
 from __future__ import annotations
 
 import os
-
-# the checks process beside the run runs at this much lower a priority: where it competes with
-# the run for a core, the run's own work goes first, and its own is only needed at the run's
-# end (measured: demos/docs/performance.md)
-BESIDE_NICE = 10
-
-
-def lower_priority() -> None:
-    """In a process beside the run: BESIDE_NICE below its parent (where the system lets it)."""
-    try:
-        os.nice(BESIDE_NICE)
-    except (OSError, AttributeError):  # not allowed, or no os.nice (Windows)
-        pass
 
 
 def auto_threads(cores: int) -> int:

@@ -48,7 +48,7 @@ class Call:
     # the support matrices in a process beside the run (config key checks_process): for a
     # process that ends with the run; one that runs again (--watch, demos.run) keeps them, as
     # torch.compile's first use then is behind it
-    beside: bool = True
+    checks_beside: bool = True
 
 
 # The commands.
@@ -78,7 +78,7 @@ def run_command(args: argparse.Namespace, call: Call) -> int:
         def keep(run: Any) -> None:
             made[:] = [run]
 
-        call = dataclasses.replace(call, keep=keep, beside=False)
+        call = dataclasses.replace(call, keep=keep, checks_beside=False)
         return watch(args.config, Path(args.output_dir),  # the baseline read anew each time
                      lambda: run_once(args, registry, load_baseline(args.baseline,
                                                                     args.dry_run), call),
@@ -206,15 +206,15 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
 
 def dispatch(argv: list[str], registry: Callable[[], Registry], prog: str, stop: StopRequest,
              config: Any = None, typed: list[str] | None = None,
-             keep: Callable[[Any], None] | None = None, beside: bool = True) -> int:
+             keep: Callable[[Any], None] | None = None, checks_beside: bool = True) -> int:
     """The command of `argv`, run; its exit code. Raises ConfigError (a usage or config
     error: nothing ran) and KeyboardInterrupt (a signal outside the run's own handler), for
-    main to say, or for demos.run to raise in its caller. `keep`, `beside`: see Call."""
+    main to say, or for demos.run to raise in its caller. `keep`, `checks_beside`: see Call."""
     typed = argv if typed is None else typed
     with signal_handler(StartUp(stop), stop.signals):  # the run installs its own when it starts
         args = parse(by_name(argv, registry), prog)
         code = COMMANDS[args.command](args, Call(registry, stop, [prog, *typed], config, keep,
-                                                 beside))
+                                                 checks_beside))
         if stop.requested and code != EXIT_INTERRUPTED:  # came after the run's handler
             raise KeyboardInterrupt
     return code
@@ -325,7 +325,7 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
                        command=call.command, progress=progress, dry_run=args.dry_run,
                        open_report=args.open, stop=stop, sets=args.sets, baseline=base,
                        save_baseline=args.save_baseline, run_name=args.run_name, world=world,
-                       notes=notes, keep=call.keep, beside=call.beside)
+                       notes=notes, keep=call.keep, checks_beside=call.checks_beside)
     finally:
         distributed.leave(world)
 

@@ -17,14 +17,7 @@ from demos.lab.checks import gradients as checks_mod
 from demos.lab.core.config import entry_dict
 from demos.lab.core.files import write_atomic, write_csv, write_json
 from demos.lab.core.layout import BACKWARD, EXPLAIN, LOSS_PLOT, METRICS
-from demos.lab.core.results import (
-    DIVERGED_AT,
-    Check,
-    EntrySummary,
-    Result,
-    Timing,
-    escalate,
-)
+from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
 from demos.lab.core.scenario import LOSS, Scenario, ScenarioConfig
 from demos.lab.core.signals import StopRequest
 from demos.lab.pages import plots

@@ -50,9 +50,9 @@ class Run:
                  progress: bool, dry_run: bool, open_report: bool = False,
                  stop: StopRequest | None = None, sets: Sequence[str] = (),
                  baseline: Comparison | None = None, save_baseline: str | None = None,
-                 world: World = SINGLE, notes: Sequence[str] = (), beside: bool = True):
+                 world: World = SINGLE, notes: Sequence[str] = (), checks_beside: bool = True):
         self.cfg, self.registry, self.device = cfg, registry, device
-        self.beside = beside  # the support matrices may go to a checks process (beside.py)
+        self.checks_beside = checks_beside  # the support matrices may go to a checks process
         self.notes = list(notes)  # warnings from before the run folder existed
         self.unsaved = False  # --save-baseline could not write its file
         # the folder as given, for the console; absolute for the work, so that user code that
@@ -161,7 +161,7 @@ class Run:
                             self.cfg.stepper_gifs)
         width = max(len(e.id) for e in self.cfg.scenarios)
         waiting: list[Ran] = []
-        with beside.checks_process(self.beside and self.cfg.checks_process
+        with beside.checks_process(self.checks_beside and self.cfg.checks_process
                                    and not self.world.active):
             for entry in self.cfg.scenarios:
                 if self.stop.requested:  # it came while the run folder was being made
