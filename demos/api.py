@@ -111,8 +111,7 @@ def __dir__() -> list[str]:
 
 
 # the runner's options that need a config file, or more than one run: not for run_alone
-NOT_ALONE = ("--config", "--sweep", "--seeds", "--shard", "--ensemble", "--jobs", "--compare",
-             "--aggregate", "--watch")
+NOT_ALONE = ("--config", "--ensemble", "--jobs", "--watch")
 
 
 def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:

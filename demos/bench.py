@@ -186,6 +186,19 @@ def startup(repeats: int) -> dict:
             "runner.py (config error)": timed_command(runner + ["--config", bad.name], repeats)}
 
 
+def timed_pair(order: tuple[str, str], commands: dict[str, list[str]]) -> dict[str, float]:
+    """Each command's wall time, run in `order`; a command that fails ends the bench."""
+    wall = {}
+    for which in order:
+        start = time.perf_counter()
+        proc = subprocess.run(commands[which], cwd=ROOT, capture_output=True)
+        wall[which] = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(commands[which][1:3])} failed:\n"
+                             f"{proc.stdout.decode()}{proc.stderr.decode()}")
+    return wall
+
+
 def all_yaml(device: str, repeats: int, import_torch_s: float) -> dict:
     """configs/all.yaml (every artifact and check on) against the documents' own work done bare
     in one process (demos/bench_documents.py), both at one thread, in alternating pairs: the
@@ -194,18 +207,11 @@ def all_yaml(device: str, repeats: int, import_torch_s: float) -> dict:
     for i in range(repeats):
         with tempfile.TemporaryDirectory() as out:
             order = ("bare", "all") if i % 2 == 0 else ("all", "bare")
-            wall = {}
-            for which in order:
-                args = ([sys.executable, "-m", "demos.bench_documents"] if which == "bare" else
-                        [sys.executable, str(ROOT / "runner.py"), "--config",
-                         str(ROOT / "configs" / "all.yaml"), "--no-progress", "--device",
-                         device, "--threads", "1", "--output-dir", out])
-                start = time.perf_counter()
-                proc = subprocess.run(args, cwd=ROOT, capture_output=True)
-                wall[which] = time.perf_counter() - start
-                if proc.returncode != 0:
-                    raise SystemExit(f"{' '.join(args[1:3])} failed:\n{proc.stdout.decode()}"
-                                     f"{proc.stderr.decode()}")
+            wall = timed_pair(order, {
+                "bare": [sys.executable, "-m", "demos.bench_documents"],
+                "all": [sys.executable, str(ROOT / "runner.py"), "--config",
+                        str(ROOT / "configs" / "all.yaml"), "--no-progress", "--device", device,
+                        "--threads", "1", "--output-dir", out]})
             run_dir = next(Path(out).glob("*/summary.json")).parent
             data = json.loads((run_dir / "summary.json").read_text())
             phases.append(phases_of(run_dir / "run.log", wall["all"], data))
@@ -220,25 +226,57 @@ def all_yaml(device: str, repeats: int, import_torch_s: float) -> dict:
             "median_ratio": round(statistics.median(r["ratio"] for r in runs), 3)}
 
 
-WAITING = "waiting for the support matrices"
+def single_run(repeats: int) -> dict:
+    """`python runner.py legendre_fit` (its config, every check and artifact) against document
+    003's own script bare (`python -m demos.bench_documents legendre`), at one thread, in
+    alternating pairs: idle, then beside one busy core. The median of the pairs' ratios."""
+    out: dict = {}
+    for load in ("idle", "one busy core"):
+        busy = busy_core() if load != "idle" else None
+        runs = []
+        try:
+            for i in range(repeats):
+                with tempfile.TemporaryDirectory() as folder:
+                    wall = timed_pair(("bare", "run") if i % 2 == 0 else ("run", "bare"), {
+                        "bare": [sys.executable, "-m", "demos.bench_documents", "legendre"],
+                        "run": [sys.executable, str(ROOT / "runner.py"), "legendre_fit",
+                                "--no-progress", "--threads", "1", "--output-dir", folder]})
+                runs.append({"bare_s": round(wall["bare"], 2), "wall_s": round(wall["run"], 2),
+                             "ratio": round(wall["run"] / wall["bare"], 3)})
+        finally:
+            if busy is not None:
+                busy.kill()
+                busy.wait()
+        out[load] = {"runs": runs,
+                     "median_ratio": round(statistics.median(r["ratio"] for r in runs), 3)}
+    return out
+
+
+def print_single(s: dict) -> None:
+    print("\npython runner.py legendre_fit / document 003's script bare "
+          "(python -m demos.bench_documents legendre), 1 thread, alternating pairs:")
+    print("| load | bare s | runner s | ratio |\n|---|---|---|---|")
+    for load, r in s.items():
+        for run in r["runs"]:
+            print(f"| {load} | {run['bare_s']} | {run['wall_s']} | {run['ratio']} |")
+    print("; ".join(f"{load}: median ratio {r['median_ratio']}" for load, r in s.items()),
+          flush=True)
 
 
 def phases_of(log: Path, wall: float, summary: dict) -> dict[str, dict[str, float]]:
     """Where a run's wall time went, from run.log's timestamps: start-up (the process to the
     run's first line: Python, torch, the config), each entry (its start to the next one's),
-    the wait for the last entries' support matrices (computed beside the run), and the end
-    (to the process's: report, index, the drawing helper)."""
+    and the end (to the process's: report, index, the drawing helper)."""
     import datetime as dt
 
     stamps = []
     for line in log.read_text(encoding="utf-8").splitlines():
         m = re.match(r"(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ +demos\."
-                     r"(scenario\.\S+: start (?P<entry>\S+) |run: (?P<run>run |\w+: \d+ of|"
-                     r"waiting for the support))", line)
+                     r"(scenario\.\S+: start (?P<entry>\S+) |run: (?P<run>run |\w+: \d+ of))",
+                     line)
         if m:
             when = dt.datetime.strptime(m["when"], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            stamps.append((m["entry"] or {"run ": "(run)", "waiting for the support":
-                                          WAITING}.get(m["run"], "(end)"), when))
+            stamps.append((m["entry"] or {"run ": "(run)"}.get(m["run"], "(end)"), when))
     train = {e["id"]: e["timing"]["train_s"] if e["timing"] else 0.0
              for e in summary["scenarios"]}
     entries = stamps[1:]  # each entry's start, then the run's last line
@@ -396,9 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer repetitions, smaller tables")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow start)")
     p.add_argument("--out", metavar="FILE", help="also write the results as JSON")
-    p.add_argument("--only", choices=["whole-run", "watch", "contention"],
-                   help="just the whole-run ratio, the --watch rerun, or the thread "
-                        "contention table")
+    p.add_argument("--only", choices=["whole-run", "single", "watch", "contention"],
+                   help="just the whole-run ratio, one scenario's run against its document's "
+                        "script, the --watch rerun, or the thread contention table")
     args = p.parse_args(argv)
     device = torch.device(args.device)
     repeats = 7 if args.quick else 15
@@ -442,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     results["all_yaml"] = all_yaml(args.device, 3 if args.quick else 5,
                                    results["startup_s"]["python -c 'import torch'"])
     print_whole_run(results["all_yaml"])
+    results["single"] = single_run(3 if args.quick else 5)
+    print_single(results["single"])
     results["watch"] = watch_rerun(5 if args.quick else 9)
     print_watch(results["watch"])
     results["contention"] = contention(device, 3 if args.quick else 5)
@@ -490,11 +530,14 @@ def print_watch(w: dict) -> None:
 
 
 def only(args, device: torch.device, results: dict) -> int:
-    """--only whole-run | contention: one table, quickly."""
+    """--only whole-run | single | watch | contention: one table, quickly."""
     if args.only == "whole-run":
         results["all_yaml"] = all_yaml(args.device, 3 if args.quick else 5,
                                        timed_command([sys.executable, "-c", "import torch"], 5))
         print_whole_run(results["all_yaml"])
+    elif args.only == "single":
+        results["single"] = single_run(3 if args.quick else 5)
+        print_single(results["single"])
     elif args.only == "watch":
         results["watch"] = watch_rerun(5 if args.quick else 9)
         print_watch(results["watch"])

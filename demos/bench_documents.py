@@ -5,8 +5,9 @@ Each example as its document writes it (today's API), at the sizes configs/all.y
 legendre 2000 steps, MyReLU 500, MultiplyAdd 300, LeNet 15 epochs of Adam on the digits, the
 graphs of documents 001 and 002, MyExp, LinearFunction with gradcheck, a cube Function with
 gradcheck and gradgradcheck. No plots, renders, checks beyond the documents' own, or report.
-One thread, as the bench runs all.yaml. Run as `python -m demos.bench_documents`; it prints
-its wall time from the interpreter's start.
+One thread, as the bench runs all.yaml. Run as `python -m demos.bench_documents [NAME ...]`
+(one example alone: `legendre`, the floor of `python runner.py legendre_fit`); it prints its
+wall time from the interpreter's start.
 """
 from __future__ import annotations
 
@@ -132,15 +133,19 @@ def functions() -> None:  # MyExp (003), LinearFunction with gradcheck (004), a 
 WORK = (legendre, my_relu, multiply_add, lenet, graphs, functions)
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
+    """Each example of WORK (those named, when names are given), then the wall time."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     for work in WORK:
-        work()
+        if not names or work.__name__ in names:
+            work()
     print(f"{time.time() - START:.3f}")
 
 
 START = time.time()  # set when the module loads; the bench times the process from outside
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])

@@ -567,10 +567,7 @@ def dispatch(argv: list[str], config: Any, keep: Callable[[Any], None]) -> int:
     stop = StopRequest()
     stop.embedded = True  # Ctrl-C alone; Ctrl-C again raises here, never ends the process
     with LOCK:  # another thread's run first: they would share torch's state and stdout
-        # the support matrices here, not beside: after the first run, this process has
-        # torch.compile's first use behind it, which a process forked per run would pay again
-        return cli.dispatch(argv, registry, PROG, stop, config, typed(argv), keep,
-                            checks_beside=False)
+        return cli.dispatch(argv, registry, PROG, stop, config, typed(argv), keep)
 
 
 def typed(argv: list[str]) -> list[str]:

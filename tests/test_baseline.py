@@ -234,7 +234,7 @@ def test_an_ensemble_measures_bands_that_a_later_run_is_judged_by(tmp_path):
     (("--save-baseline", "{tmp}/b.yaml", "--ensemble", "aten-defualt"),
      "--ensemble: no variant 'aten-defualt' on this CPU (did you mean 'aten-default'?)"),
     (("--save-baseline", "{tmp}/b.yaml", "--ensemble", "--seeds", "0-1"),
-     "--ensemble: not with --seeds"),
+     "--seeds: an option of sweep, not of run (see runner.py run --help)"),
 ])
 def test_ensemble_misuse_is_a_one_line_error(tmp_path, args, words):
     code, err = refused(tmp_path / "out", *FIT, *(a.format(tmp=tmp_path) for a in args))

@@ -52,7 +52,7 @@ def compare(out, *runs):
     """--compare in-process: (exit code, stdout, stderr)."""
     o, e = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
-        code = main(["--compare", *map(str, runs), "--output-dir", str(out)])
+        code = main(["compare", *map(str, runs), "--output-dir", str(out)])
     return code, o.getvalue(), e.getvalue()
 
 
@@ -142,7 +142,7 @@ def test_bad_input_is_a_one_line_error_and_writes_nothing(runs, tmp_path, case):
 
 def test_compare_does_not_import_torch(runs, tmp_path):
     script = ("import sys; from demos.cli import main; "
-              f"main(['--compare', {str(runs[0])!r}, {str(runs[1])!r}, '--output-dir', "
+              f"main(['compare', {str(runs[0])!r}, {str(runs[1])!r}, '--output-dir', "
               f"{str(tmp_path / 'out')!r}]); print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
@@ -179,6 +179,6 @@ def test_a_baselines_bands_judge_the_runs_with_compare(runs, tmp_path):
                                                       "ratio": 1.5}}}}}))
     o = io.StringIO()
     with contextlib.redirect_stdout(o):
-        code = main(["--compare", str(a), str(b), "--baseline", str(base),
+        code = main(["compare", str(a), str(b), "--baseline", str(base),
                      "--output-dir", str(tmp_path / "band")])
     assert code == 0, o.getvalue()

@@ -1,5 +1,6 @@
-"""The commands run, sweep, aggregate and compare: each with its own options, run the default,
-and the old spellings (--seeds on a run, --aggregate DIR, --compare A B) read as the commands."""
+"""The commands run, sweep, aggregate and compare: each with its own options, run the default;
+the old spellings of 0.1.0 (--seeds on a run, --aggregate DIR, --compare A B) are gone, each a
+one-line error that names the command."""
 import json
 import shutil
 import subprocess
@@ -7,7 +8,7 @@ import sys
 
 import pytest
 
-from demos.lab.runner.options import COMMANDS, parse, parsers
+from demos.lab.runner.options import COMMANDS, parsers
 from tests.conftest import ROOT, SWEEP, cli, run_cli
 
 
@@ -28,7 +29,7 @@ def test_help_lists_the_commands():
     for name in COMMANDS:
         assert f"runner.py {name} " in done.stdout  # in the synopsis
         assert f"    {name} " in done.stdout or f"    {name}\n" in done.stdout  # listed
-    assert "The old spellings still work" in done.stdout
+    assert "old spelling" not in done.stdout and "--aggregate" not in done.stdout
 
 
 def test_each_commands_help_lists_its_options_with_help_text_and_imports_no_torch():
@@ -51,28 +52,6 @@ def test_each_commands_help_lists_its_options_with_help_text_and_imports_no_torc
             assert action.help, (name, action.option_strings or action.dest)
 
 
-@pytest.mark.parametrize("old, new", [
-    (["--config", "c.yaml", "--dry-run", "--only", "my_relu"],
-     ["run", "--config", "c.yaml", "--dry-run", "--only", "my_relu"]),
-    ([], ["run"]),
-    (["--list"], ["run", "--list"]),
-    (["--config", "c.yaml", "--save-baseline", "b.yaml", "--ensemble", "--jobs", "2"],
-     ["run", "--config", "c.yaml", "--save-baseline", "b.yaml", "--ensemble", "--jobs", "2"]),
-    (["--config", "c.yaml", "--seeds", "0-4", "--sweep", "lr=1,2", "--jobs", "2",
-      "--shard", "1/2", "--set", "x=1"],
-     ["sweep", "--config", "c.yaml", "--seeds", "0-4", "--sweep", "lr=1,2", "--jobs", "2",
-      "--shard", "1/2", "--set", "x=1"]),
-    (["--output-dir", "o", "--compare", "a", "b", "c", "--baseline", "f.yaml"],
-     ["compare", "--output-dir", "o", "a", "b", "c", "--baseline", "f.yaml"]),
-    (["--comp=a", "b"], ["compare", "a", "b"]),  # argparse's abbreviations, and =VALUE
-    (["--aggregate", "d"], ["aggregate", "d"]),
-    # what the old parser took beside --aggregate and ignored is still taken
-    (["--no-progress", "--output-dir", "o", "--aggregate=d"], ["aggregate", "d"]),
-])
-def test_the_old_spellings_are_read_as_the_commands(old, new):
-    assert parse(old, "runner.py") == parse(new, "runner.py")
-
-
 @pytest.mark.parametrize("args, words", [
     (("compare", "a", "b", "--save-baseline", "b.yaml"),
      "--save-baseline: an option of run, not of compare (see runner.py compare --help)"),
@@ -86,13 +65,12 @@ def test_the_old_spellings_are_read_as_the_commands(old, new):
     (("sweep", "--config", SWEEP, "--seeds", "0", "--ens"),  # abbreviated, as argparse reads
      "--ensemble: an option of run, not of sweep"),
     (("run", "--config", SWEEP, "--seeds", "0-1"), "--seeds: an option of sweep, not of run"),
-    (("run", "--config", SWEEP, "--shard", "0/2"), "--shard: an option of sweep, not of run"),
-    # the old spellings keep their old words
-    (("--config", SWEEP, "--seeds", "0", "--print-config"), "--print-config: not with a sweep"),
-    (("--config", SWEEP, "--shard", "0/2"), "--shard: only for a sweep (--sweep or --seeds)"),
-    (("--compare", "a", "b", "--dry-run"), "--compare stands alone: not with --dry-run"),
-    (("--config", SWEEP, "--ensemble", "--save-baseline", "b.yaml", "--sweep", "seed=1,2"),
-     "--ensemble: not with --sweep"),
+    # the old spellings of the commands: refused, naming the command (a run is the default)
+    (("--config", SWEEP, "--seeds", "0"),
+     "--seeds: an option of sweep, not of run (see runner.py run --help)"),
+    (("--compare", "a", "b"), "unrecognized arguments: --compare a b (see --help)"),
+    (("--aggregate", "d"), "unrecognized arguments: --aggregate d (see --help)"),
+    (("run", "--config", SWEEP, "--jobs", "2"), "--jobs: only for a sweep or an --ensemble"),
     # and what is no option anywhere, or no command
     (("compare", "a", "b", "--bogus"), "unrecognized arguments: --bogus (see --help)"),
     (("compar", "a", "b"), "compar: not a command or a scenario (did you mean 'compare'?)"),
@@ -133,29 +111,24 @@ def test_sweep_in_process_launches_its_points_as_runs(swept):
         assert point["status"] == "passed" and point["command"][1] == "--config"
 
 
-def test_aggregate_old_and_new_write_the_same_sweep_json(swept, tmp_path):
-    written = {}
-    for name, spelling in (("new", "aggregate"), ("old", "--aggregate")):
-        copy = tmp_path / name
-        shutil.copytree(swept, copy)
-        (copy / "sweep.json").unlink()
-        code, out, _ = cli(spelling, copy)
-        assert code == 0 and f"sweep: {copy / 'sweep.html'}" in out
-        written[name] = json.loads((copy / "sweep.json").read_text())
-    new, old = written["new"], written["old"]
-    assert new["command"][1:2] == ["aggregate"] and old["command"][1:2] == ["--aggregate"]
-    assert new["groups"] == old["groups"] and new["points"] == old["points"]
+def test_aggregate_writes_sweep_json_again(swept, tmp_path):
+    copy = tmp_path / "again"
+    shutil.copytree(swept, copy)
+    (copy / "sweep.json").unlink()
+    code, out, _ = cli("aggregate", copy)
+    assert code == 0 and f"sweep: {copy / 'sweep.html'}" in out
+    again = json.loads((copy / "sweep.json").read_text())
+    before = json.loads((swept / "sweep.json").read_text())
+    assert again["command"][1:2] == ["aggregate"]
+    assert again["groups"] == before["groups"] and again["points"] == before["points"]
 
 
-def test_compare_old_and_new_print_the_same(swept, tmp_path):
+def test_compare_prints_what_differs(swept, tmp_path):
     runs = sorted(p for p in swept.iterdir() if p.is_dir())
-    new = cli("compare", *runs, "--output-dir", tmp_path / "new")
-    old = cli("--compare", *runs, "--output-dir", tmp_path / "old")
-    assert new[0] == old[0] == 1  # two seeds: their losses differ
-    assert new[1].splitlines()[:-1] == old[1].splitlines()[:-1]  # all but the page's path
-    assert "2 runs compared with 0_seed=0" in new[1]
-    for folder in ("new", "old"):
-        assert len(list((tmp_path / folder).glob("compare_*/compare.html"))) == 1
+    code, out, _ = cli("compare", *runs, "--output-dir", tmp_path)
+    assert code == 1  # two seeds: their losses differ
+    assert "2 runs compared with 0_seed=0" in out
+    assert len(list(tmp_path.glob("compare_*/compare.html"))) == 1
 
 
 def test_an_abbreviation_means_the_same_in_every_command(tmp_path):

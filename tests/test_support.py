@@ -1,5 +1,7 @@
 """What a Function supports (demos.lab.checks.support): right Functions get no `fails`; mistakes
 that only a transform can see are caught in their row and no other."""
+import os
+
 import pytest
 import torch
 
@@ -179,3 +181,58 @@ def test_one_wrong_backward_reads_as_one_cause():
     alone = {k: rows[k] for k in ("float32", "noncontiguous")}  # no backward row: its own
     assert [(c.name, c.passed) for c in support.checks(alone, done={"backward": "gradcheck"})] \
         == [("support matrix", False)]
+
+
+def test_a_function_that_calls_sys_exit_fails_its_row_and_the_others_still_run():
+    rows = support.matrix(wrong.SquareExitsOnGaps.apply, {"x": x43()}, None,
+                          rows=["backward", "noncontiguous", "float32"])
+    assert rows["noncontiguous"] == support.Row(
+        "fails", "SystemExit: the Function called sys.exit(3)")
+    assert rows["backward"].status == rows["float32"].status == "ok"
+
+
+def test_a_matrix_takes_no_draws_from_the_callers_generator():
+    torch.manual_seed(5)
+    untouched = torch.rand(3)
+    torch.manual_seed(5)
+    rows = support.matrix(wrong.SquarePlusNoise.apply, {"x": x43()}, None,
+                          rows=["backward", "float32"])
+    assert rows["backward"].status == "fails"  # a random forward is no function of x
+    assert torch.equal(torch.rand(3), untouched)
+
+
+def test_the_rows_follow_torchs_settings_and_set_them_back(tmp_path, monkeypatch):
+    fn, rows = wrong.SquarePlusOnesInDefaultDtype.apply, ["backward", "float32"]
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with torch.no_grad():
+            got = support.matrix(fn, {"x": x43()}, rows=rows)
+            assert not torch.is_grad_enabled()  # as the caller had it
+    finally:
+        torch.set_default_dtype(before)
+    assert got["float32"].status == "fails" and "float64" in got["float32"].detail
+    assert torch.get_default_dtype() == before and torch.is_grad_enabled()
+
+
+def test_what_a_function_changes_is_set_back_after_its_matrix(tmp_path, monkeypatch):
+    from tests.fixtures.user_fns import SquareModern
+
+    class Meddles(SquareModern):
+        @staticmethod
+        def forward(x):
+            os.chdir(tmp_path)
+            os.environ["MEDDLED"] = "1"
+            torch.set_default_dtype(torch.float64)
+            return x * x
+
+    monkeypatch.delenv("MEDDLED", raising=False)
+    cwd, dtype = os.getcwd(), torch.get_default_dtype()
+    try:
+        rows = support.matrix(Meddles.apply, {"x": x43()}, rows=["backward"])
+    finally:
+        changed = (os.getcwd(), torch.get_default_dtype())
+        os.chdir(cwd)
+        torch.set_default_dtype(dtype)
+    assert rows["backward"].status == "ok"
+    assert changed == (cwd, dtype) and "MEDDLED" not in os.environ

@@ -1,4 +1,4 @@
-"""Sweeps end to end (--seeds, --sweep, --jobs, --shard, --aggregate) and their parsing."""
+"""Sweeps end to end (--seeds, --sweep, --jobs, aggregate) and their parsing."""
 import json
 import shutil
 import statistics
@@ -16,7 +16,7 @@ from tests.conftest import ROOT, SWEEP, cli
 def seeds(tmp_path_factory):
     """Three seeds, two at a time: the sweep the tests below look at."""
     out = tmp_path_factory.mktemp("sweep")
-    code, text, err = cli("--config", SWEEP, "--seeds", "0-2", "--jobs", "2",
+    code, text, err = cli("sweep", "--config", SWEEP, "--seeds", "0-2", "--jobs", "2",
                           "--output-dir", out)
     folders = [p for p in out.iterdir() if p.name.startswith("sweep_")]
     return code, text + err, folders[0] if len(folders) == 1 else None
@@ -71,21 +71,22 @@ def test_expectations_over_the_seeds_fail_and_aggregate_rebuilds(seeds, tmp_path
     cfg = yaml.safe_load(first.read_text())
     cfg["scenarios"][0]["expect"]["sweep"]["metrics"]["final_loss"] = {"max": {"max": 1.0}}
     first.write_text(yaml.safe_dump(cfg))
-    code, text, _ = cli("--aggregate", copy)
+    code, text, _ = cli("aggregate", copy)
     assert code == 1 and "FAIL sweep my_relu metrics.final_loss max:" in text
     data = json.loads((copy / "sweep.json").read_text())
     assert data["status"] == "failed" and data["groups"][0]["scenarios"] == json.loads(
         (folder / "sweep.json").read_text())["groups"][0]["scenarios"]
 
 
-def test_shards_then_aggregate_group_by_the_other_keys(tmp_path):
-    lrs = ("--sweep", "scenarios.my_relu.lr=1e-3,2e-3", "--seeds", "0", "--dry-run")
-    for shard in ("0/2", "1/2"):
-        code, text, _ = cli("--config", SWEEP, *lrs, "--shard", shard, "--output-dir", tmp_path)
-        assert code == 0 and "runner.py aggregate " in text, text
-    [folder] = [p for p in tmp_path.iterdir() if p.is_dir()]  # every shard, one folder
-    assert not (folder / "sweep.json").exists()
-    code, text, _ = cli("--aggregate", folder)
+def test_points_run_one_command_each_then_aggregate_group_by_the_other_keys(tmp_path):
+    """As a scheduler runs a sweep that outgrows one machine: any command per point (an
+    ordinary run, named for its point), then `aggregate` over the folder."""
+    folder = tmp_path / "by_hand"
+    for i, lr in enumerate(("1e-3", "2e-3")):
+        code, text, _ = cli("--config", SWEEP, "--dry-run", "--output-dir", folder,
+                            "--run-name", f"{i}_lr={lr}", "--set", f"scenarios.my_relu.lr={lr}")
+        assert code == 0, text
+    code, text, _ = cli("aggregate", folder)
     data = json.loads((folder / "sweep.json").read_text())
     assert code == 0 and data["dry_run"] and [g["sets"] for g in data["groups"]] == [
         ["scenarios.my_relu.lr=1e-3"], ["scenarios.my_relu.lr=2e-3"]]
@@ -100,7 +101,6 @@ def test_shards_then_aggregate_group_by_the_other_keys(tmp_path):
 def test_parsing():
     assert sweep.parse_seeds("0-2,7,1") == ["0", "1", "2", "7"]
     assert sweep.split_values("1,[2, 3],'a,b'") == ["1", "[2, 3]", "'a,b'"]
-    assert sweep.parse_shard("1/4") == (1, 4)
     assert sweep.point_name(3, ["scenarios.lenet.lr=1e-3", "seed=2"], 2) == "03_lr=1e-3,seed=2"
     assert stats([1.0, float("nan"), 3.0]) == {"n": 2, "mean": 2.0, "std": 2 ** 0.5,
                                                "min": 1.0, "max": 3.0}
@@ -110,9 +110,7 @@ def test_parsing():
 @pytest.mark.parametrize("args, words", [
     (("--seeds", "3-1"), "--seeds 3-1: expected seeds like 0,1,2 or a range 0-4"),
     (("--sweep", "seed"), "--sweep seed: expected KEY=V1,V2,..."),
-    (("--seeds", "0", "--shard", "2/2"), "--shard 2/2: expected I/N with 0 <= I < N"),
     (("--seeds", "0", "--jobs", "0"), "--jobs: must be from 1 to 256"),
-    (("--jobs", "2",), "--jobs: only for a sweep"),
     (("--seeds", "0-1", "--seed", "3"), "--sweep seed: also fixed by --seed 3"),
     (("--sweep", "scenarios.my_relu.lr=1,2", "--set", "scenarios.my_relu.lr=3"),
      "--sweep scenarios.my_relu.lr: also fixed by --set scenarios.my_relu.lr=3"),
@@ -120,16 +118,17 @@ def test_parsing():
     (("--seeds", "0-1", "--device", "gpu"), "--device: must be auto, cpu, cuda, cuda:N or mps"),
     (("--sweep", "scenarios.my_relu.lrr=1,2"), "sweep point 0_lrr=1: "),
     (("--sweep", "scenarios.my_relu.lr=1,-2"), "scenarios[0].lr: must be > 0, got -2.0"),
-    (("--seeds", "0", "--save-baseline", "b.yaml"), "--save-baseline: not with a sweep"),
+    (("--seeds", "0", "--save-baseline", "b.yaml"),
+     "--save-baseline: an option of run, not of sweep"),
 ])
 def test_bad_sweeps_are_one_line_errors_before_anything_runs(tmp_path, args, words):
-    code, out, err = cli("--config", SWEEP, *args, "--output-dir", tmp_path)
+    code, out, err = cli("sweep", "--config", SWEEP, *args, "--output-dir", tmp_path)
     assert code == 2 and words in err and err.count("\n") == 1, err
     assert not any(tmp_path.iterdir())
 
 
 def test_aggregate_of_a_folder_without_runs_is_an_error(tmp_path):
-    code, _, err = cli("--aggregate", tmp_path)
+    code, _, err = cli("aggregate", tmp_path)
     assert code == 2 and "no finished run folders" in err
 
 
@@ -143,7 +142,7 @@ def test_sweep_compare_and_index_pages_in_a_real_browser(seeds, tmp_path):
 
     _, _, folder = seeds
     points = sorted(p for p in folder.iterdir() if p.is_dir())
-    code, _, _ = cli("--compare", points[0], points[1], "--output-dir", folder.parent)
+    code, _, _ = cli("compare", points[0], points[1], "--output-dir", folder.parent)
     assert code == 1  # two seeds: their losses differ
     [compared] = folder.parent.glob("compare_*")
     pages = [folder / "sweep.html", compared / "compare.html", folder.parent / "index.html"]
@@ -183,7 +182,7 @@ def test_a_signal_stops_the_running_points_and_starts_no_new_one(tmp_path):
     import time
 
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "runner.py"), "--config", SWEEP, "--seeds", "0-2",
+        [sys.executable, str(ROOT / "runner.py"), "sweep", "--config", SWEEP, "--seeds", "0-2",
          "--jobs", "2", "--set", "scenarios.my_relu.steps=100000000", "--run-name", "s",
          "--output-dir", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
@@ -206,15 +205,6 @@ def test_a_signal_stops_the_running_points_and_starts_no_new_one(tmp_path):
     assert data["status"] == "interrupted" and data["not_run"] == ["2_seed=2"]
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(tmp_path) not in ps  # no point left running
-
-
-def test_compare_and_aggregate_stand_alone(tmp_path):
-    for args, words in ((("--aggregate", tmp_path, "--seeds", "0-1"),
-                         "--aggregate stands alone: not with --seeds"),
-                        (("--compare", tmp_path, tmp_path, "--save-baseline", "b.yaml"),
-                         "--compare stands alone: not with --save-baseline")):
-        code, _, err = cli(*args)
-        assert code == 2 and words in err, err
 
 
 def test_an_interrupted_point_is_not_a_failed_one_and_one_run_is_one_run(tmp_path):

@@ -102,7 +102,7 @@ class Config(ScenarioConfig):
                                          "the second backward (second derivatives)")
     rtol: float = param(1e-7, "parity: relative tolerance against the reference", ge=0)
     atol: float = param(1e-9, "parity: absolute tolerance against the reference", ge=0)
-    support: list[Capability] = support_param()
+    support: list[Capability] = support_param(compile=True)
     require: list[Capability] = param([], "capabilities that must be ok: an unsupported one "
                                           "among them is a failed check of its own (a row "
                                           "that fails always fails a check)")
@@ -200,12 +200,11 @@ def run(cfg: Config, ctx: Context) -> Result:
         found.append(check)
     matrix = {}
     if cfg.support:
-        # computed beside the run where it can be: the checks and block follow from its rows
-        rows = support.later(fn.apply, inputs, reference, ctx.check_device, rows=cfg.support)
+        rows = support.matrix(fn.apply, inputs, reference, ctx.check_device, rows=cfg.support)
         ran = {"backward": "gradcheck"} | ({"double_backward": "gradgradcheck"}
                                            if cfg.double_backward else {})
-        found.append(rows.then(lambda r: support.checks(r, cfg.require, done=ran)))
-        matrix = {fn.__name__: rows.then(support.to_json)}
+        found += support.checks(rows, cfg.require, done=ran)
+        matrix = {fn.__name__: support.to_json(rows)}
     return Result(metrics=metrics, checks=found, support=matrix)
 
 

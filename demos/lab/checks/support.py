@@ -26,9 +26,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from demos.lab.checks import beside
 from demos.lab.checks.gradients import gradcheck_failure, one_line, stopping, tensors, too_big
-from demos.lab.core.results import CAPABILITIES, Check, Later
+from demos.lab.core.results import CAPABILITIES, Check
 
 # torch's refusals, by the words of its message, and what to add to the Function
 REFUSALS = [
@@ -66,63 +65,22 @@ class Mismatch(Exception):
 def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
            reference: Callable[..., Any] | None = None, device: torch.device | None = None,
            rows: Sequence[str] = CAPABILITIES) -> dict[str, Row]:
-    """The support matrix of `fn` (a Function's apply) at `inputs` (their requires_grad kept),
-    computed here. A random forward draws from torch's generator: the caller's draws after
-    this are the same as without it (as in the checks process, which has its own)."""
-    with torch.random.fork_rng(devices=[]):
-        return {name: Row(status, detail)
-                for name, status, detail in each_row(fn, inputs, reference, device, rows)}
-
-
-def later(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
-          reference: Callable[..., Any] | None = None, device: torch.device | None = None,
-          rows: Sequence[str] = CAPABILITIES) -> Later:
-    """`matrix()`, in the run's checks process where it has one (demos.lab.checks.beside),
-    while the run goes on: a Later of the rows. The same rows as computed here: the process
-    starts from the inputs, torch's generator and torch's settings as they are at this call.
-    If it dies during a row, that row fails, saying so, and the rows left go to a new one, from
-    the same start (after MAX_DEATHS in a run, they are skipped: here, they could end the run);
-    where none can be had, the matrix is computed here."""
-    rows, device = tuple(rows), device or torch.device("cpu")
-    job = (fn, {k: v.detach().clone().requires_grad_(v.requires_grad)  # as they are now
-                for k, v in inputs.items()}, reference, device)
-    start = (torch.get_rng_state(), settings())
-    stream = beside.submit(each_row, *job, rows, *start)
-    if stream is None and beside.gave_up():
-        return Later.now({r: Row("skipped", f"not run: the checks process ended "
-                                            f"{beside.MAX_DEATHS} times in this run, and is "
-                                            f"not started again") for r in rows})
-    if stream is None:
-        return Later.now(matrix(fn, inputs, reference, device, rows))
-
-    def get() -> dict[str, Row]:
-        got: dict[str, Row] = {}
-        current = stream
-        while current is not None:
-            current.wait()
-            got |= {name: Row(status, detail) for name, status, detail in current.items}
-            left = [r for r in rows if r not in got]
-            if current.ended is None or not left:
-                break
-            if current.died:  # during the first row it did not give
-                got[left[0]] = Row("fails", f"{current.ended} during this row")
-                left = left[1:]
-            if left and current.again:  # a new process, if it may
-                why, current = current.ended, beside.submit(each_row, *job, tuple(left), *start)
-                if current is None:  # not here: what crashed one may crash the run
-                    got |= {r: Row("skipped", f"not run: {why}, the last of "
-                                              f"{beside.MAX_DEATHS} times in this run")
-                            for r in left}
-            elif left:  # the job raised there (before its rows): here, from the same start
-                current = None
-                with torch.random.fork_rng(devices=[]):
-                    got |= {name: Row(status, detail) for name, status, detail
-                            in each_row(*job, tuple(left), *start)}
-            else:
-                current = None
-        return {r: got[r] for r in rows}
-
-    return Later(get, stream.ready)
+    """The support matrix of `fn` (a Function's apply) at `inputs` (their requires_grad kept).
+    A random forward draws from torch's generator: the caller's draws after this are the same
+    as without it. torch's settings, the working directory and the environment are set back
+    after: what a Function changed in one matrix does not reach the run."""
+    before, cwd, env = settings(), os.getcwd(), dict(os.environ)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            return {name: Row(status, detail)
+                    for name, status, detail in rows_of(fn, inputs, reference, device, rows)}
+    finally:
+        use(before)
+        if os.getcwd() != cwd:
+            os.chdir(cwd)
+        if os.environ != env:
+            os.environ.clear()
+            os.environ.update(env)
 
 
 def settings() -> tuple:
@@ -146,29 +104,6 @@ def use(values: tuple) -> None:
     torch.set_anomaly_enabled(anomaly, nan)
     torch.set_float32_matmul_precision(precision)
     torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
-
-
-def each_row(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
-             reference: Callable[..., Any] | None, device: torch.device | None,
-             rows: Sequence[str], rng: torch.Tensor | None = None,
-             start: tuple | None = None) -> Iterator[tuple[str, str, str]]:
-    """The matrix's rows one by one, as (name, status, detail); from the generator state
-    `rng` and torch's settings `start` when given (those of the call, in the checks process).
-    torch's settings, the working directory and the environment are set back after."""
-    before, cwd, env = settings(), os.getcwd(), dict(os.environ)
-    if rng is not None:
-        torch.set_rng_state(rng)
-    if start is not None:
-        use(start)
-    try:
-        yield from rows_of(fn, inputs, reference, device, rows)
-    finally:  # what a Function changed in one matrix does not reach the next
-        use(before)
-        if os.getcwd() != cwd:
-            os.chdir(cwd)
-        if os.environ != env:
-            os.environ.clear()
-            os.environ.update(env)
 
 
 def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
@@ -483,22 +418,21 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
 
 def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
                      inputs: Mapping[str, torch.Tensor], device: torch.device,
-                     rows: Sequence[str] = CAPABILITIES) -> tuple[dict, list[Check | Later]]:
+                     rows: Sequence[str] = CAPABILITIES) -> tuple[dict, list[Check]]:
     """For a document's Function and its modern twin: both matrices (as summary.json's
-    `support` block, each a Later: see `later`) and the checks: the twin gives the classic
-    values and gradients, no row of either fails (`unsupported` is what the README explains,
-    not a failure)."""
+    `support` block) and the checks: the twin gives the classic values and gradients, no row of
+    either fails (`unsupported` is what the README explains, not a failure)."""
     from demos.lab.checks.gradients import parity
 
     if not rows:
         return {}, []
     found = [parity(f"{twin.__name__} gives {classic.__name__}'s values and gradients",
                     twin.apply, classic.apply, inputs, device)]
-    block: dict[str, Later] = {}
+    block: dict[str, dict] = {}
     for fn in (classic, twin):
-        rows_of = later(fn.apply, inputs, reference, device, rows)
-        block[fn.__name__] = rows_of.then(to_json)
-        found.append(rows_of.then(lambda r, name=fn.__name__: verdict(name, r)))
+        rows_found = matrix(fn.apply, inputs, reference, device, rows)
+        block[fn.__name__] = to_json(rows_found)
+        found.append(verdict(fn.__name__, rows_found))
     return block, found
 
 

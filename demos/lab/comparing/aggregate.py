@@ -1,15 +1,15 @@
 """A sweep's results from its run folders: sweep.json and sweep.html.
 
 Torch-free. The runs are found by their summary.json anywhere under the folder (a sweep's own
-points, or shards copied together); each run's `--set` overrides (summary.json `sets`) say
-where it sits. Runs that differ only in `seed=` form a group; per group, scenario entry and
-value: n, mean, std (sample, n - 1), min and max, and the config's `expect.sweep` targets
-checked against them. The points the sweep planned (its sweep-plan.json) but that have no
-finished run here (missing, killed, corrupt, still running) are named and counted, and make
-the sweep "incomplete" (exit 1): no verdict passes over fewer runs than were planned. With a
-plan, only its points are aggregated (another folder is named and left out); a run whose
-values are not numbers is corrupt; a plan that is not one, or no finished run at all, is one
-line (exit 2), and the stale sweep.json and sweep.html are removed.
+points, or runs that a scheduler made, copied together); each run's `--set` overrides
+(summary.json `sets`) say where it sits. Runs that differ only in `seed=` form a group; per
+group, scenario entry and value: n, mean, std (sample, n - 1), min and max, and the config's
+`expect.sweep` targets checked against them. The points the sweep planned (its sweep-plan.json)
+but that have no finished run here (missing, killed, corrupt, still running) are named and
+counted, and make the sweep "incomplete" (exit 1): no verdict passes over fewer runs than were
+planned. With a plan, only its points are aggregated (another folder is named and left out); a
+run whose values are not numbers is corrupt; a plan that is not one, or no finished run at all,
+is one line (exit 2), and the stale sweep.json and sweep.html are removed.
 """
 from __future__ import annotations
 

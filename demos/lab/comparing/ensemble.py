@@ -96,7 +96,7 @@ def run_ensemble(args: Any, registry: Registry, output_dir: Path, stop: StopRequ
     chosen = choose(args.ensemble)
     jobs, note = cap_jobs(args.jobs, "run")  # as a sweep's: at most the usable cores
     plan = Plan(args.config, [("variant", list(chosen))], [(n, []) for n in chosen],
-                len(chosen), passed_on(args), jobs=jobs)
+                passed_on(args), jobs=jobs)
     plan.extra = {n: ((["--threads", str(t)] if t else []), env)
                   for n, (env, t) in chosen.items()}
     own = cfg.threads if isinstance(cfg.threads, int) else auto_threads(available_cores())

@@ -4,16 +4,14 @@ then sweep.json and sweep.html (demos.lab.comparing.aggregate).
 
 Torch-free: each point is a child process of the runner (`python -m demos ... --run-name`), so a
 point is exactly the run a user gets by hand, and a crash in one is that point's failure alone.
-`--shard i/n` runs every n-th point, for any scheduler that fans a sweep out. A shard's folder
-is named for its plan (the config's content, the --set, --sweep and --seeds values, ...), which
-the folder records (sweep-plan.json): a shard run again keeps only the points of the same plan,
-and two live copies of one shard never share it. All the sweep's own lines go through
-`console.say`: escaped, and a reader gone away (`| head`) stops no sweep.
+The sweep's folder records its plan (sweep-plan.json: the points it runs), so that `aggregate`
+knows which points to expect. Where a sweep outgrows one machine, an existing scheduler runs its
+points (each an ordinary `runner.py --run-name` command) and `aggregate` reads the folders
+(demos/docs/runs-compared.md). All the sweep's own lines go through `console.say`: escaped, and
+a reader gone away (`| head`) stops no sweep.
 """
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import itertools
 import os
 import re
@@ -24,12 +22,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from demos.lab.comparing.aggregate import PLAN, process_state
+from demos.lab.comparing.aggregate import PLAN
 from demos.lab.core import config as config_mod
 from demos.lab.core.console import say
-from demos.lab.core.files import NotReadable, read_bytes, write_json
+from demos.lab.core.files import write_json
 from demos.lab.core.layout import SUMMARY, read_run
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from demos.lab.core.scenario import Registry
@@ -38,7 +36,6 @@ from demos.lab.core.signals import StopRequest, signal_handler
 from demos.lab.core.threads import auto_threads, available_cores
 
 MAX_POINTS = 1000
-MAX_HASHED_BYTES = 64 << 20  # the config's and the baseline's bytes, read for the plan's digest
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=,+-]{0,99}")  # a run or sweep folder's name
 
 
@@ -85,14 +82,6 @@ def parse_seeds(text: str) -> list[str]:
     return [str(s) for s in dict.fromkeys(seeds)]
 
 
-def parse_shard(text: str) -> tuple[int, int]:
-    """'I/N' -> (I, N), I counted from 0 like SLURM array and Kubernetes job indexes."""
-    m = re.fullmatch(r"(\d{1,6})/(\d{1,6})", text.strip())
-    if not m or not int(m[1]) < int(m[2]):
-        raise ConfigError(f"--shard {text}: expected I/N with 0 <= I < N, e.g. 0/4 ... 3/4")
-    return int(m[1]), int(m[2])
-
-
 def point_name(index: int, sets: list[str], width: int) -> str:
     """'03_lr=0.002,seed=1': the point's number, then its values under their last key part."""
     short = ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, _, v in (s.partition("=")
@@ -102,21 +91,17 @@ def point_name(index: int, sets: list[str], width: int) -> str:
 
 @dataclass
 class Plan:
-    """Every point of a sweep (or of its shard), validated; how each is started."""
+    """Every point of a sweep, validated; how each is started."""
     config: str
     axes: list[tuple[str, list[str]]]
     points: list[tuple[str, list[str]]]          # (folder name, the point's --set values)
-    total: int                                   # points in the whole sweep
     runner_args: list[str]                       # what every point gets: --set, --device, ...
     jobs: int = 1
     threads: int | None = None                   # --set threads=N for every point, if any
-    shard: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
     # by point: more arguments, and environment variables (an ensemble's variants)
     extra: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)
     cores: dict[str, int] = field(default_factory=dict)  # by point: the threads it runs
-    digest: str = ""                             # what the points are run from (plan_digest)
-    planned: list[str] = field(default_factory=list)  # every point of the sweep, by name
 
     def command(self, name: str, sets: list[str], folder: Path) -> list[str]:
         threads = ["--threads", str(self.threads)] if self.threads else []
@@ -158,15 +143,9 @@ def make_plan(args: Any, registry: Registry) -> Plan:
             config_mod.select(cfg, ",".join(args.only), args.config)
     assert base is not None  # the grid has a point at least
     check_distinct(points, resolved, axes, labels)
-    planned = [name for name, _ in points]
-    shard = parse_shard(args.shard) if args.shard else None
-    if shard:
-        points = [p for i, p in enumerate(points) if i % shard[1] == shard[0]]
     jobs, note = cap_jobs(args.jobs, "point")
     notes = [note] if note else []
-    plan = Plan(args.config, axes, points, total, passed_on(args), jobs=jobs, shard=shard,
-                notes=notes, planned=planned)
-    plan.digest = plan_digest(args, plan)
+    plan = Plan(args.config, axes, points, passed_on(args), jobs=jobs, notes=notes)
     plan.threads, note = share_cores(jobs, base.threads,
                                      "threads" in keys or args.threads is not None)
     plan.notes += [note] if note else []
@@ -226,18 +205,6 @@ def check_keys(args: Any, swept: list[tuple[str, str]]) -> None:
         seen[key] = label
 
 
-def plan_digest(args: Any, plan: Plan) -> str:
-    """What a point's numbers follow from: the config's path and bytes, the baseline's bytes,
-    the swept values and what every point gets (--set, --seed, --device, --dry-run, ...)."""
-    h = hashlib.sha256(repr((plan.config, plan.axes, plan.runner_args)).encode())
-    for option, path in (("--config", args.config), ("--baseline", args.baseline)):
-        try:
-            h.update(read_bytes(path, MAX_HASHED_BYTES) if path else b"")
-        except NotReadable as e:
-            raise ConfigError(f"{option} {path}: {e}") from None
-    return h.hexdigest()
-
-
 def passed_on(args: Any) -> list[str]:
     """What every point's command line gets from ours: --set, --device, --seed, --threads,
     --baseline, --only, --dry-run."""
@@ -264,98 +231,23 @@ def share_cores(jobs: int, threads: int | str, swept: bool) -> tuple[int | None,
 
 
 def sweep_folder(args: Any, plan: Plan, output_dir: Path) -> Path:
-    """The run name given, or for a shard one every shard of the same sweep agrees on, or a
-    new sweep_<time> folder."""
+    """The run name given, or a new sweep_<time> folder; its plan recorded."""
     from demos.lab.core.layout import make_named_dir, make_run_dir
 
-    name = args.run_name
-    if name is None and plan.shard:  # the plan's digest: an edited config is another sweep
-        name = f"sweep_{Path(plan.config).stem}_{plan.digest[:8]}"
-    if name is None:
+    if args.run_name is None:
         import datetime as dt
         folder = make_run_dir(output_dir, dt.datetime.now(), prefix="sweep_")
-    elif not plan.shard:
-        folder = make_named_dir(output_dir, name, kind="sweep")
     else:
-        from demos.lab.core.layout import clashes
-        why = clashes(name, "sweep") if args.run_name is not None else None
-        if why:
-            raise ConfigError(f"--run-name {name}: not a sweep folder's name: {why}")
-        folder = output_dir / name
-        try:  # every shard of the sweep writes here
-            if not folder.is_symlink():
-                folder.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ConfigError(f"--output-dir {output_dir}: cannot create {name}: "
-                              f"{e.strerror or e}") from None
-        if folder.is_symlink():  # its points would be written elsewhere
-            raise ConfigError(f"--output-dir {output_dir}: {name} is a symbolic link (to "
-                              f"{os.readlink(folder)}); a sweep's folder is a folder of the "
-                              f"output folder, never written through a link: remove the link, "
-                              f"or give --output-dir the folder it points to")
-    record_plan(folder, plan)
-    return folder
-
-
-def record_plan(folder: Path, plan: Plan) -> None:
-    """sweep-plan.json: the plan the folder's points are run from (aggregate reads which
-    points to expect there). A shard's folder may hold only one plan's points: another is
-    refused, never mixed in."""
-    from filelock import FileLock, Timeout
-
-    record = {"digest": plan.digest, "config": plan.config, "total": plan.total,
-              "axes": {k: v for k, v in plan.axes}, "every_point": plan.runner_args,
-              "points": plan.planned}
-    try:
-        with FileLock(str(folder / ".plan.lock"), timeout=10):
-            if plan.shard:
-                found = read_run(folder / PLAN)
-                if found is None and any(p.is_dir() for p in folder.iterdir()):
-                    found = {"digest": "none recorded"}
-                if found is not None and found.get("digest") != plan.digest:
-                    raise ConfigError(
-                        f"{folder}: holds the points of another sweep (its config's content, "
-                        f"or its --set, --sweep or --seeds values, differ; recorded in {PLAN}"
-                        f"); not mixing them: give another --run-name, or remove the folder")
-                if found is not None:
-                    return
-            write_json(folder / PLAN, record)
-    except (OSError, Timeout) as e:
-        raise ConfigError(f"{folder}: cannot record the sweep's plan: "
-                          f"{getattr(e, 'strerror', None) or e}") from None
-
-
-@contextlib.contextmanager
-def shard_owned(folder: Path, plan: Plan) -> Iterator[None]:
-    """This process runs its shard of the sweep in `folder`, and no other does meanwhile: a
-    second live copy of the shard is refused (one line, exit 2), never let into the folder."""
-    if not plan.shard:
-        yield
-        return
-    from filelock import FileLock, Timeout
-
-    name = f".shard-{plan.shard[0]}-of-{plan.shard[1]}"
-    lock = FileLock(str(folder / f"{name}.lock"))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        try:
-            owner = "process " + read_bytes(folder / f"{name}.owner", 64).decode().strip()
-        except (NotReadable, UnicodeDecodeError):
-            owner = "another process"
-        raise ConfigError(f"--shard {plan.shard[0]}/{plan.shard[1]}: shard "
-                          f"{plan.shard[0]}/{plan.shard[1]} of this sweep is being run by "
-                          f"{owner}, in {folder}; wait for it to end, or stop it") from None
+        folder = make_named_dir(output_dir, args.run_name, kind="sweep")
+    try:  # which points aggregate is to expect there
+        write_json(folder / PLAN, {"config": plan.config, "total": len(plan.points),
+                                   "axes": {k: v for k, v in plan.axes},
+                                   "every_point": plan.runner_args,
+                                   "points": [name for name, _ in plan.points]})
     except OSError as e:
-        raise ConfigError(f"{folder}: cannot lock its shard: {e.strerror or e}") from None
-    try:
-        try:
-            (folder / f"{name}.owner").write_text(f"{os.getpid()}\n")
-        except OSError:
-            pass  # only the refusal's message names the owner
-        yield
-    finally:
-        lock.release()
+        raise ConfigError(f"{folder}: cannot record the sweep's plan: {e.strerror or e}") \
+            from None
+    return folder
 
 
 class Children:
@@ -400,15 +292,7 @@ def run_points(plan: Plan, folder: Path, stop: StopRequest) -> tuple[dict[str, i
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[3]), *filter(None, [os.environ.get("PYTHONPATH")])])}
     children, codes = Children(stop), {}
-    for name, _ in plan.points:  # before anything is moved: a live point is refused
-        s = read_run(folder / name / SUMMARY)
-        if s and s.get("status") == "running" and process_state(s) == "alive":
-            raise ConfigError(f"sweep point {name} is still running (process {s.get('pid')}) "
-                              f"in {folder}; wait for it to end, or stop it")
-    todo = [p for p in plan.points if not already_done(folder / p[0])]
-    for point in plan.points:
-        if point not in todo:
-            say(f"{point[0]}: finished by an earlier try; kept")
+    todo = list(plan.points)
     with signal_handler(children):
         while children.running or (todo and not stop.requested):
             while todo and len(children.running) < plan.jobs and not stop.requested and \
@@ -443,25 +327,6 @@ def fits(plan: Plan, name: str, running: dict[str, Any]) -> bool:
     return busy + plan.cores.get(name, 1) <= available_cores()
 
 
-def already_done(point: Path) -> bool:
-    """A point a retried shard need not run again: its run finished (passed or failed). A
-    folder it left unfinished is moved aside (`.<name>.unfinished-N`), so it can run anew;
-    only once its process is gone (run_points refuses a live one first)."""
-    if not point.exists():
-        return False
-    s = read_run(point / SUMMARY)
-    if s and s.get("status") in ("passed", "failed"):
-        return True
-    for i in range(1, 1000):
-        aside = point.with_name(f".{point.name}.unfinished-{i}")
-        if not aside.exists():
-            point.rename(aside)
-            say(f"{point.name}: left unfinished by an earlier try; moved aside to {aside.name} "
-                f"and run anew")
-            return False
-    raise ConfigError(f"{point}: unfinished, and too many earlier tries beside it")
-
-
 def report_point(name: str, code: int, out: Any, seconds: float, folder: Path, done: int,
                  total: int) -> None:
     """One line per finished point; what went wrong when it has no run to show for it."""
@@ -486,33 +351,21 @@ def report_point(name: str, code: int, out: Any, seconds: float, folder: Path, d
 
 def run_sweep(args: Any, registry: Registry, output_dir: Path, stop: StopRequest,
               command: list[str]) -> int:
-    """The whole sweep: plan, points, then sweep.json and sweep.html (not for a shard)."""
+    """The whole sweep: plan, points, then sweep.json and sweep.html."""
     from demos.lab.comparing import aggregate
     plan = make_plan(args, registry)
     folder = sweep_folder(args, plan, output_dir)
     axes = "; ".join(f"{k} = {', '.join(v)}" for k, v in plan.axes)
-    part = f" (shard {plan.shard[0]}/{plan.shard[1]}: {len(plan.points)} of them)" \
-        if plan.shard else ""
-    if plan.shard and not plan.points:  # more shards than points: this one has none
-        say(f"sweep {folder}: {axes}; no point of this sweep falls to shard {plan.shard[0]}/"
-            f"{plan.shard[1]} ({plan.total} point{'s' if plan.total > 1 else ''} in all; shard "
-            f"I runs the points I, I+N, ...): nothing to run")
-        return EXIT_OK
-    with shard_owned(folder, plan):  # a second live copy of this shard: refused, here
-        say(f"sweep {folder}: {plan.total} points{part}, {axes}; "
-            f"{min(plan.jobs, len(plan.points))} at a time"
-            + (f", {plan.threads} thread(s) each" if plan.threads else ""))
-        for note in plan.notes:
-            say(f"warning: {note}", err=True)
-        codes, not_run = run_points(plan, folder, stop)
+    say(f"sweep {folder}: {len(plan.points)} points, {axes}; "
+        f"{min(plan.jobs, len(plan.points))} at a time"
+        + (f", {plan.threads} thread(s) each" if plan.threads else ""))
+    for note in plan.notes:
+        say(f"warning: {note}", err=True)
+    codes, not_run = run_points(plan, folder, stop)
     if stop.requested:
         code = EXIT_INTERRUPTED
     else:
         code = EXIT_OK if all(c == EXIT_OK for c in codes.values()) else EXIT_FAILED
-    if plan.shard:
-        say(f"shard {plan.shard[0]}/{plan.shard[1]} done; once every shard is: python "
-            f"runner.py aggregate {folder}")
-        return code
     if not aggregate.find_runs(folder):
         say(f"no point finished a run; nothing to aggregate in {folder}")
         return code if code != EXIT_OK else EXIT_FAILED

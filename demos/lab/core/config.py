@@ -52,12 +52,6 @@ class RunConfig:
                                        "sometimes slower. CPU runs are reproducible without it")
     stepper_gifs: bool = param(False, "also save each traced backward as an animated GIF, "
                                       "<graph>_steps.gif: a frame per step, for slides")
-    checks_process: bool = param(
-        True, "compute the support matrices in a process forked from the run at its first "
-              "matrix, while the next entries run (on Linux, with a core that threads leave "
-              "idle and no CUDA GPU; a process's first run only, not under --watch or "
-              "demos.run): the same rows, sooner. false: in the run's own process "
-              "(demos/docs/performance.md)")
     scenarios: list[Any] = param([], "the scenario entries, run in this order", required=True)
 
     def validate(self, where: str) -> None:

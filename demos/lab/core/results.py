@@ -9,7 +9,7 @@ import dataclasses
 import math
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 # an entry's status (a run's is one of passed, failed, interrupted)
 Status = Literal["passed", "failed", "error", "interrupted"]
@@ -42,66 +42,15 @@ class Check:
     detail: str
 
 
-class Later:
-    """A value that another process is still computing (a support matrix, in the checks
-    process): `get()` waits for it, `ready()` says whether it would wait, `then(f)` is f of it."""
-
-    def __init__(self, get: Callable[[], Any], ready: Callable[[], bool] = lambda: True):
-        self._get, self._ready, self._done, self._value = get, ready, False, None
-
-    @classmethod
-    def now(cls, value: Any) -> Later:
-        return cls(lambda: value)
-
-    def ready(self) -> bool:
-        return self._done or self._ready()
-
-    def get(self) -> Any:
-        if not self._done:
-            self._value, self._done = self._get(), True
-        return self._value
-
-    def then(self, fn: Callable[[Any], Any]) -> Later:
-        return Later(lambda: fn(self.get()), self.ready)
-
-
 @dataclass
 class Result:
-    """What a scenario's run returns: final metrics, named scalar params, checks, and notes.
-    A check may be a Later (of a Check or a list of them), and so may a Function's `support`
-    block: the runner finishes the entry once they are ready, and the next entry runs
-    meanwhile."""
+    """What a scenario's run returns: final metrics, named scalar params, checks, and notes."""
     metrics: dict[str, float]
     params: dict[str, float] = field(default_factory=dict)
-    checks: list[Check | Later] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
     inspection: dict[str, Any] = field(default_factory=dict)  # what the document prints
     # what each Function supports: {Function: {capability: {"status", "detail"}}}
-    support: dict[str, dict[str, dict[str, str]] | Later] = field(default_factory=dict)
-
-    def ready(self) -> bool:
-        return all(x.ready() for x in [*self.checks, *self.support.values()]
-                   if isinstance(x, Later))
-
-    def settled(self, lost: list[BaseException] | None = None) -> Result:
-        """This Result with each Later's value in its place (waiting for them). With `lost`,
-        a Later that raises is left out, and what it raised is added to `lost`."""
-        def value(x: Any) -> list[Any]:
-            if not isinstance(x, Later):
-                return [x]
-            if lost is None:
-                return [x.get()]
-            try:
-                return [x.get()]
-            except (Exception, SystemExit) as e:  # a user's sys.exit() too
-                lost.append(e)
-                return []
-
-        checks: list[Check | Later] = []
-        for c in self.checks:
-            for v in value(c):
-                checks += v if isinstance(v, list) else [v]
-        support = {k: v[0] for k, x in self.support.items() if (v := value(x))}
-        return dataclasses.replace(self, checks=checks, support=support)
+    support: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
 
 
 @dataclass

@@ -173,13 +173,19 @@ class Scenario:
                                              for name, rule in rules.items()})
 
 
-def support_param() -> Any:
+def support_param(compile: bool = False) -> Any:
     """The `support:` field of a scenario about custom Functions: which rows of the support
-    matrix (demos.lab.checks.support) to run; every row unless the config says otherwise."""
+    matrix (demos.lab.checks.support) to run. Every row but `compile` unless the config says
+    otherwise: that row's first torch.compile costs a run seconds, so it runs where a user asks
+    for it; `compile=True` makes it a default row too (custom_function, the tool for your own
+    Functions)."""
     from demos.lab.core.results import CAPABILITIES
 
-    return param(list(CAPABILITIES), "rows of the support matrix to run for its Functions "
-                                     "(see 'What a Function supports'); [] for none",
+    rows = [r for r in CAPABILITIES if compile or r != "compile"]
+    return param(rows, "rows of the support matrix to run for its Functions (see 'What a "
+                       "Function supports'); [] for none" +
+                 ("" if compile else "; add compile to run it too (seconds: torch.compile's "
+                                     "first use)"),
                  dry_run=without_compile)
 
 

@@ -49,7 +49,7 @@ class Row:
 
 @dataclass
 class Sweep:
-    """A sweep folder; `href` None: no sweep.json yet (running, or shards not aggregated)."""
+    """A sweep folder; `href` None: no sweep.json yet (running, or its points not aggregated)."""
     name: str
     href: str | None = None
     config: Any = None

@@ -1,12 +1,11 @@
 """The command line: `python runner.py [run] --config configs/all.yaml [options]`, and the
 commands sweep, aggregate and compare, each with its own options.
 
-A command line that names no command is a run, and the old spellings of the other commands
-(--seeds or --sweep on a run, --aggregate DIR, --compare RUN_A RUN_B) are read as those
-commands. Generic: the scenarios come in from the caller (`demos.cli`), as a function returning
-the registry. Imports nothing heavy until a run really starts: --help, --list, --print-config
-and config errors answer without torch, matplotlib or the user's code. Exit codes: 0 all
-passed, 1 a check failed or a scenario raised, 2 usage or config error, 130 interrupted.
+A command line that names no command is a run. Generic: the scenarios come in from the caller
+(`demos.cli`), as a function returning the registry. Imports nothing heavy until a run really
+starts: --help, --list, --print-config and config errors answer without torch, matplotlib or
+the user's code. Exit codes: 0 all passed, 1 a check failed or a scenario raised, 2 usage or
+config error, 130 interrupted.
 """
 from __future__ import annotations
 
@@ -45,10 +44,6 @@ class Call:
     command: list[str]  # [prog, *argv] as typed, for the records
     config: Any = None  # the config's data, when it comes from memory: --config only names it
     keep: Callable[[Any], None] | None = None  # handed the Run or the comparison made (demos.run)
-    # the support matrices in a process beside the run (config key checks_process): for a
-    # process that ends with the run; one that runs again (--watch, demos.run) keeps them, as
-    # torch.compile's first use then is behind it
-    checks_beside: bool = True
 
 
 # The commands.
@@ -78,7 +73,7 @@ def run_command(args: argparse.Namespace, call: Call) -> int:
         def keep(run: Any) -> None:
             made[:] = [run]
 
-        call = dataclasses.replace(call, keep=keep, checks_beside=False)
+        call = dataclasses.replace(call, keep=keep)
         return watch(args.config, Path(args.output_dir),  # the baseline read anew each time
                      lambda: run_once(args, registry, load_baseline(args.baseline,
                                                                     args.dry_run), call),
@@ -110,7 +105,7 @@ def run_once(args: argparse.Namespace, registry: Registry, base: Any, call: Call
 
 def sweep_command(args: argparse.Namespace, call: Call) -> int:
     """`sweep`: the config once per point, each an ordinary run in its own process; then
-    sweep.json and sweep.html (for a shard, later, by `aggregate`)."""
+    sweep.json and sweep.html."""
     if not args.sweep and args.seeds is None:
         raise ConfigError("sweep: what to sweep? --seeds LIST, --sweep KEY=V1,V2,... or both")
     check_sweep(args)
@@ -206,15 +201,14 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
 
 def dispatch(argv: list[str], registry: Callable[[], Registry], prog: str, stop: StopRequest,
              config: Any = None, typed: list[str] | None = None,
-             keep: Callable[[Any], None] | None = None, checks_beside: bool = True) -> int:
+             keep: Callable[[Any], None] | None = None) -> int:
     """The command of `argv`, run; its exit code. Raises ConfigError (a usage or config
     error: nothing ran) and KeyboardInterrupt (a signal outside the run's own handler), for
-    main to say, or for demos.run to raise in its caller. `keep`, `checks_beside`: see Call."""
+    main to say, or for demos.run to raise in its caller. `keep`: see Call."""
     typed = argv if typed is None else typed
     with signal_handler(StartUp(stop), stop.signals):  # the run installs its own when it starts
         args = parse(by_name(argv, registry), prog)
-        code = COMMANDS[args.command](args, Call(registry, stop, [prog, *typed], config, keep,
-                                                 checks_beside))
+        code = COMMANDS[args.command](args, Call(registry, stop, [prog, *typed], config, keep))
         if stop.requested and code != EXIT_INTERRUPTED:  # came after the run's handler
             raise KeyboardInterrupt
     return code
@@ -325,7 +319,7 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
                        command=call.command, progress=progress, dry_run=args.dry_run,
                        open_report=args.open, stop=stop, sets=args.sets, baseline=base,
                        save_baseline=args.save_baseline, run_name=args.run_name, world=world,
-                       notes=notes, keep=call.keep, checks_beside=call.checks_beside)
+                       notes=notes, keep=call.keep)
     finally:
         distributed.leave(world)
 

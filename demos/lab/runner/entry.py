@@ -42,26 +42,13 @@ class Services:
     stepper_gifs: bool = False  # the run's stepper_gifs: each traced backward as a GIF too
 
 
-@dataclass
-class Ran:
-    """An entry that has run: its status so far (passed, error or interrupted; its checks
-    may fail it yet), and its summary, once `ready()` (its support matrices, computed beside
-    the run, are in)."""
-    id: str
-    status: str
-    diverged: bool
-    ready: Callable[[], bool]
-    finish: Callable[[], EntrySummary]
-
-
-def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> Ran:
+def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySummary:
     folder = (s.run_dir / entry.id).absolute()  # the drawing helper may have another cwd
     try:
         folder.mkdir()
     except OSError as e:  # a full disk, say: the entry is reported, not the run lost
-        failed = EntrySummary(entry.id, entry.scenario, "error", str(s.device), 0, {}, {}, [],
-                              [], None, f"could not create its folder: {e.strerror or e}")
-        return Ran(entry.id, "error", False, lambda: True, lambda: failed)
+        return EntrySummary(entry.id, entry.scenario, "error", str(s.device), 0, {}, {}, [], [],
+                            None, f"could not create its folder: {e.strerror or e}")
     log = logging.getLogger(f"demos.scenario.{entry.id}")
     log.info("start %s (%s): %s", entry.id, entry.scenario, entry_dict(entry))
     recorder = Recorder(s.device, entry.log_every, soft_stop=not s.world.active)
@@ -114,34 +101,23 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> Ran:
     elif findings.write_errors and status == "interrupted":
         # e.g. its checkpoint: not resumable
         error = f"{error}; {'; '.join(findings.write_errors)}"
+    found = finish_checks(entry, ctx, findings, recorder.checked_names, result, diverged,
+                          s.dry_run, status == "interrupted")
+    log_checks(log, found)
+    if any(c.passed is False for c in found):
+        status = escalate(status, "failed")
     timing = None
     if ctx.train_s is not None:
         done = ctx.steps_run - findings.steps_started
         timing = Timing(round(ctx.train_s, 6),
                         round(done / ctx.train_s, 3) if ctx.train_s else None, done)
-
-    def finish() -> EntrySummary:
-        now, why, lost = status, error, []  # what a matrix computed here at the last raised
-        settled = result.settled(lost) if result else None
-        for e in lost:
-            log.error("%s raised:\n%s", entry.id, "".join(traceback.format_exception(e)),
-                      extra={"console": False})
-            now, why = escalate(now, "error"), why or checks_mod.one_line(e)
-        found = finish_checks(entry, ctx, findings, recorder.checked_names, settled, diverged,
-                              s.dry_run, status == "interrupted")
-        log_checks(log, found)
-        return EntrySummary(
-            id=entry.id, scenario=entry.scenario,
-            status=escalate(now, "failed") if any(c.passed is False for c in found) else now,
-            device=str(s.device), steps=ctx.steps_run,
-            metrics=settled.metrics if settled else {},
-            params=settled.params if settled else {}, checks=found,
-            artifacts=[],  # listed once the artifacts are written: see list_files
-            timing=timing, error=why, inspection=settled.inspection if settled else {},
-            support=settled.support if settled else {})
-
-    return Ran(entry.id, status, diverged is not None, result.ready if result else lambda: True,
-               finish)
+    return EntrySummary(
+        id=entry.id, scenario=entry.scenario, status=status, device=str(s.device),
+        steps=ctx.steps_run, metrics=result.metrics if result else {},
+        params=result.params if result else {}, checks=found,
+        artifacts=[],  # listed once the artifacts are written: see list_files
+        timing=timing, error=error, inspection=result.inspection if result else {},
+        support=result.support if result else {})
 
 
 def log_checks(log: logging.Logger, found: list[Check]) -> None:

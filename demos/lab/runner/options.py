@@ -1,6 +1,6 @@
 """The command line's words: each command's options with their help (the documentation of the
-command line), how a command line is read (the command named first, or a run, or the old
-spelling of a command), and the checks of the options that need no config. Torch-free and
+command line), how a command line is read (the command named first, or a run), and the
+checks of the options that need no config. Torch-free and
 cheap: --help answers from here."""
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def config_options(p: argparse._ActionsContainer, sweep: bool) -> None:  # a par
                         f"(default: outputs)")
     p.add_argument("--run-name", metavar="NAME",
                    help="the sweep's folder name in --output-dir, instead of the start time; it "
-                        "must not exist yet (for a shard it may)" if sweep else
+                        "must not exist yet" if sweep else
                         "the run's folder name in --output-dir, instead of the start time; it "
                         "must not exist yet")
     p.add_argument("--baseline", metavar="FILE",
@@ -105,9 +105,6 @@ def sweep_options(p: argparse.ArgumentParser) -> None:
     sweep.add_argument("--jobs", metavar="N", type=int, default=1,
                        help="points run at once, each in its own process with its share of "
                             "the cores (default 1)")
-    sweep.add_argument("--shard", metavar="I/N",
-                       help="run only every N-th point, starting at point I (0 <= I < N): one "
-                            "slice per machine or job; then the aggregate command")
     config_options(p.add_argument_group("every point, as for run"), sweep=True)
 
 
@@ -140,10 +137,10 @@ COMMANDS = {
                      "run a config once per seed or value, each point an ordinary run in "
                      "its own process; then sweep.json and sweep.html",
                      "%(prog)s --config PATH (--seeds LIST | --sweep KEY=V1,V2,...) "
-                     "[--jobs N] [--shard I/N] [options]"),
+                     "[--jobs N] [options]"),
     "aggregate": Command(aggregate_options,
                          "build sweep.json and sweep.html from the run folders under DIR "
-                         "(e.g. once every shard is done)"),
+                         "(e.g. points run by a scheduler, one command each)"),
     "compare": Command(compare_options,
                        "compare run folders with the first: a table of what differs beyond "
                        "tolerance, and compare.html; exit 0 when they agree, 1 when not",
@@ -160,8 +157,7 @@ USAGE = """%(prog)s [run] --config PATH [options]
 
 EPILOG = """`%(prog)s legendre_fit` runs that scenario with its configs/legendre_fit.yaml.
 A command line that names no command is a run: `%(prog)s --config X` is
-`%(prog)s run --config X`. The old spellings still work: --seeds or --sweep on a
-run is a sweep; --aggregate DIR and --compare RUN_A RUN_B are those commands.
+`%(prog)s run --config X`.
 
 example: %(prog)s --config configs/legendre_fit.yaml --device cpu
          %(prog)s sweep --config configs/lenet.yaml --seeds 0-4 --jobs 2"""
@@ -182,41 +178,32 @@ def parsers(prog: str) -> tuple[Parser, dict[str, Parser]]:
     return top, commands
 
 
-# Parsing: the command named first, or a run, or the old spelling of a command.
-
-class Spelling(NamedTuple):
-    argv: list[str]  # the command first
-    refusal: str     # how it words an option of another command: {option} {owners} {command}
-
+# Parsing: the command named first, or a run.
 
 REFUSAL = "{option}: an option of {owners}, not of {command} (see {prog} {command} --help)"
-# options that became commands, and the options the old parser took beside them and ignored
-OLD_COMMANDS = {"--compare": ("compare", {"--no-progress": 0}),
-                "--aggregate": ("aggregate", {"--no-progress": 0, "--output-dir": 1})}
 
 
 def parse(argv: list[str], prog: str) -> argparse.Namespace:
     """`argv` as one command's options; an option of another command is a one-line error."""
     top, commands = parsers(prog)
     options = {name: p.option_names for name, p in commands.items()}
-    argv = spelled_out(argv, set().union(*options.values(), OLD_COMMANDS))  # = every_option
-    spelling = spelled(argv, options)
-    args, extra = top.parse_known_args(spelling.argv)
+    argv = spelled_out(argv, set().union(*options.values()))  # = every_option
+    args, extra = top.parse_known_args(spelled(argv))
     known = set().union(*options.values())
     first = next((t for t in extra if t.startswith("-")), "")
     option = long_name(first, known)
     if option:
         owners = [name for name in options if option in options[name]]
-        raise ConfigError(spelling.refusal.format(option=option, owners=listed(owners),
-                                                  command=args.command, prog=prog))
+        raise ConfigError(REFUSAL.format(option=option, owners=listed(owners),
+                                         command=args.command, prog=prog))
     if extra:
         raise ConfigError(f"unrecognized arguments: {' '.join(extra)} (see --help)")
     return args
 
 
 def every_option(prog: str = "runner.py") -> set[str]:
-    """The names of every command's options, and of the old spellings of commands."""
-    return set().union(*(p.option_names for p in parsers(prog)[1].values()), OLD_COMMANDS)
+    """The names of every command's options."""
+    return set().union(*(p.option_names for p in parsers(prog)[1].values()))
 
 
 def spelled_out(argv: list[str], known: set[str]) -> list[str]:
@@ -237,42 +224,13 @@ def spelled_out(argv: list[str], known: set[str]) -> list[str]:
     return out
 
 
-def spelled(argv: list[str], options: dict[str, set[str]]) -> Spelling:
-    """`argv` with its command first: as named, else the command its old spelling means, else
-    run. Old spellings keep their old words for an option that does not fit."""
+def spelled(argv: list[str]) -> list[str]:
+    """`argv` with its command first: as named, else run."""
     if argv and argv[0] in (*COMMANDS, "-h", "--help"):
-        return Spelling(argv, REFUSAL)
+        return argv
     if argv and not argv[0].startswith("-"):
         raise ConfigError(f"{argv[0]}: not a command{did_you_mean(argv[0], COMMANDS)}")
-    known = set().union(*options.values(), OLD_COMMANDS)
-    end = argv.index("--") if "--" in argv else len(argv)  # then only positionals
-    names = [long_name(a, known) for a in argv[:end]] + [None] * (len(argv) - end)
-    for old, (command, ignored) in OLD_COMMANDS.items():
-        if old in names:
-            return Spelling([command, *without(argv, names, old, ignored)],
-                            f"{old} stands alone: not with {{option}}")
-    if "--ensemble" in names:
-        return Spelling(["run", *argv], "--ensemble: not with {option}")
-    if "--sweep" in names or "--seeds" in names:
-        return Spelling(["sweep", *argv], "{option}: not with a sweep")
-    return Spelling(["run", *argv], "{option}: only for a sweep (--sweep or --seeds)")
-
-
-def without(argv: list[str], names: list[str | None], old: str,
-            ignored: dict[str, int]) -> list[str]:
-    """`argv` less the old option `old` (its values stay: the command's arguments) and less
-    the `ignored` options, each with its number of values."""
-    rest, skip = [], False
-    for token, name in zip(argv, names):
-        if skip:  # the value of an ignored option
-            skip = False
-        elif name == old:
-            rest += token.split("=", 1)[1:]  # --compare=A: A is a run folder
-        elif name in ignored:
-            skip = ignored[name] == 1 and "=" not in token
-        else:
-            rest.append(token)
-    return rest
+    return ["run", *argv]
 
 
 def long_name(token: str, known: set[str]) -> str | None:

@@ -16,7 +16,7 @@ from demos.lab.core.files import dumps, overwrite, write_atomic
 from demos.lab.core.layout import SUMMARY
 from demos.lab.core.results import RunSummary
 from demos.lab.core.scenario import Registry
-from demos.lab.pages import index, report, templating
+from demos.lab.pages import index, report
 
 
 def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final: bool = True,
@@ -54,17 +54,6 @@ def write_baseline(path: str, summary: RunSummary, cfg: RunConfig, log: logging.
     except OSError as e:
         log.error("could not save the baseline %s: %s", path, e)
         return False
-
-
-def warm_up() -> None:
-    """What writing the pages will import and compile, done ahead (while the run waits for
-    its last checks): jinja2, the templates, yaml, filelock. The pages come out the same."""
-    import filelock  # noqa: F401
-    import yaml  # noqa: F401
-
-    for name in ("base", "macros", "graph", "support", "scenario", "baseline", "report",
-                 "index"):
-        templating.environment().get_template(f"{name}.html.j2")
 
 
 def write_pages(run_dir: Path, summary: RunSummary, cfg: RunConfig, registry: Registry,

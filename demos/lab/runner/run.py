@@ -17,7 +17,6 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from demos.lab.checks import beside
 from demos.lab.comparing.baseline import Comparison, describe_drift
 from demos.lab.core import fingerprint
 from demos.lab.core.config import RunConfig, dump
@@ -25,6 +24,7 @@ from demos.lab.core.console import entry_lines, open_log, run_line, shown
 from demos.lab.core.files import overwrite, write_atomic  # noqa: F401 (tests patch it here)
 from demos.lab.core.layout import CONFIG, make_named_dir, make_run_dir
 from demos.lab.core.results import (
+    DIVERGED_AT,
     EXIT_CODES,
     EntrySummary,
     RunSummary,
@@ -38,7 +38,7 @@ from demos.lab.pages.drawing import Artifacts
 from demos.lab.runner import outputs
 from demos.lab.runner import torchrun as distributed
 from demos.lab.runner.device import global_state, restore_global_state, torch_settings
-from demos.lab.runner.entry import Ran, Services, list_files, log_checks, run_entry
+from demos.lab.runner.entry import Services, list_files, log_checks, run_entry
 from demos.lab.runner.torchrun import SINGLE, World
 
 
@@ -50,9 +50,8 @@ class Run:
                  progress: bool, dry_run: bool, open_report: bool = False,
                  stop: StopRequest | None = None, sets: Sequence[str] = (),
                  baseline: Comparison | None = None, save_baseline: str | None = None,
-                 world: World = SINGLE, notes: Sequence[str] = (), checks_beside: bool = True):
+                 world: World = SINGLE, notes: Sequence[str] = ()):
         self.cfg, self.registry, self.device = cfg, registry, device
-        self.checks_beside = checks_beside  # the support matrices may go to a checks process
         self.notes = list(notes)  # warnings from before the run folder existed
         self.unsaved = False  # --save-baseline could not write its file
         # the folder as given, for the console; absolute for the work, so that user code that
@@ -153,38 +152,15 @@ class Run:
                 self.log.info("%s", open_in_browser(report_path))
 
     def run_entries(self) -> None:
-        """Each entry in turn. One whose support matrices are still computing beside the run
-        (demos.lab.checks.beside) is finished once they are in, while the next ones run: its
-        lines come in config order, as soon as it and the entries before it are done."""
         services = Services(self.device, self.dir, self.cfg.seed, self.dry_run, self.progress,
                             self.stop, self.warn_once, self.artifacts, self.world,
                             self.cfg.stepper_gifs)
         width = max(len(e.id) for e in self.cfg.scenarios)
-        waiting: list[Ran] = []
-        with beside.checks_process(self.checks_beside and self.cfg.checks_process
-                                   and not self.world.active):
-            for entry in self.cfg.scenarios:
-                if self.stop.requested:  # it came while the run folder was being made
-                    break
-                ran = self.run_one(entry, services)
-                waiting.append(ran)
-                if ran.status == "interrupted":
-                    break
-                self.settle(waiting, width, wait=False)
-            late = [r.id for r in waiting if not r.ready()]
-            if late:  # run.log says so (the bench's profile shows it); the pages' imports
-                self.log.info("waiting for the support matrices of %s (computed beside the "
-                              "run)", ", ".join(late), extra={"console": False})
-                with contextlib.suppress(Exception):  # writing the pages says what failed
-                    outputs.warm_up()  # and its templates meanwhile, for the end
-            self.settle(waiting, width, wait=True)
-        if self.stop.requested or (self.entries and self.entries[-1].status == "interrupted"):
-            self.not_run()
-
-    def settle(self, waiting: list[Ran], width: int, wait: bool) -> None:
-        """Finish the entries that have run, in order, while they are ready (all: `wait`)."""
-        while waiting and (wait or waiting[0].ready()):
-            summary = waiting.pop(0).finish()
+        for entry in self.cfg.scenarios:
+            if self.stop.requested:  # it came while the run folder was being made
+                self.not_run()
+                return
+            summary = self.run_one(entry, services)
             if self.baseline:
                 self.compare_to_baseline(summary)
             self.entries.append(summary)
@@ -194,6 +170,9 @@ class Run:
                 self.log.info("%s", line)
             if summary.status in ("failed", "error"):
                 self.status = escalate(self.status, "failed")
+            if summary.status == "interrupted" or self.stop.requested:
+                self.not_run()
+                return
 
     def compare_to_baseline(self, e: EntrySummary) -> None:
         """The entry's values against the baseline: its checks, and its status."""
@@ -203,27 +182,27 @@ class Run:
         if any(c.passed is False for c in found):
             e.status = escalate(e.status, "failed")
 
-    def run_one(self, entry, services: Services) -> Ran:
+    def run_one(self, entry, services: Services) -> EntrySummary:
         """One entry. Under torchrun, a data-parallel one starts on every rank together; once
         one has failed on this rank (raised, diverged, interrupted), the process group is
         given up and the data-parallel entries after it do not run."""
         parallel = self.world.active and self.registry[entry.scenario].data_parallel
         if parallel and self.world_lost:
-            lost = EntrySummary(entry.id, entry.scenario, "error", str(self.device), 0, {}, {},
+            return EntrySummary(entry.id, entry.scenario, "error", str(self.device), 0, {}, {},
                                 [], [], None, f"not run: the process group was given up "
                                               f"after {self.world_lost} failed")
-            return Ran(entry.id, "error", False, lambda: True, lambda: lost)
         if parallel:
             distributed.start_entry(self.world, entry.id)
         before = global_state()
-        ran = run_entry(entry, self.registry[entry.scenario], services)
+        summary = run_entry(entry, self.registry[entry.scenario], services)
         changed = restore_global_state(before)
         if changed:
             self.log.warning("%s changed %s; set back for the entries after it",
                              entry.id, "; ".join(changed))
-        if parallel and (ran.status in ("error", "interrupted") or ran.diverged):
+        if parallel and (summary.status in ("error", "interrupted") or
+                         DIVERGED_AT in summary.metrics):
             self.give_up(entry.id)
-        return ran
+        return summary
 
     def give_up(self, after: str) -> None:
         """Under torchrun: no more data-parallel entries (see run_one)."""
