@@ -102,7 +102,7 @@ class Config(ScenarioConfig):
                                          "the second backward (second derivatives)")
     rtol: float = param(1e-7, "parity: relative tolerance against the reference", ge=0)
     atol: float = param(1e-9, "parity: absolute tolerance against the reference", ge=0)
-    support: list[Capability] = support_param(compile=True)
+    support: list[Capability] = support_param(every_row=True)
     require: list[Capability] = param([], "capabilities that must be ok: an unsupported one "
                                           "among them is a failed check of its own (a row "
                                           "that fails always fails a check)")

@@ -173,19 +173,24 @@ class Scenario:
                                              for name, rule in rules.items()})
 
 
-def support_param(compile: bool = False) -> Any:
+# the support matrix's rows that load torch's compiler stack (torch._dynamo: torch.func's grad
+# and vmap import it, torch.compile uses it): seconds the first time in a process
+COMPILER_ROWS = ("func_grad", "vmap", "compile")
+
+
+def support_param(every_row: bool = False) -> Any:
     """The `support:` field of a scenario about custom Functions: which rows of the support
-    matrix (demos.lab.checks.support) to run. Every row but `compile` unless the config says
-    otherwise: that row's first torch.compile costs a run seconds, so it runs where a user asks
-    for it; `compile=True` makes it a default row too (custom_function, the tool for your own
+    matrix (demos.lab.checks.support) to run. By default the rows that need no compiler, so
+    that one scenario comes back in seconds (configs/all.yaml asks for the torch.func rows too);
+    `every_row=True` makes every row the default (custom_function, the tool for your own
     Functions)."""
     from demos.lab.core.results import CAPABILITIES
 
-    rows = [r for r in CAPABILITIES if compile or r != "compile"]
+    rows = [r for r in CAPABILITIES if every_row or r not in COMPILER_ROWS]
     return param(rows, "rows of the support matrix to run for its Functions (see 'What a "
                        "Function supports'); [] for none" +
-                 ("" if compile else "; add compile to run it too (seconds: torch.compile's "
-                                     "first use)"),
+                 ("" if every_row else "; add func_grad, vmap or compile to run them too (the "
+                                       "first loads torch's compiler stack: seconds)"),
                  dry_run=without_compile)
 
 
