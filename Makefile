@@ -35,7 +35,7 @@ STAMP := $(VENV)/.installed
 # Removes $(VENV), but only if it is a venv.
 RM_VENV := if [ -f $(VENV)/pyvenv.cfg ]; then rm -rf $(VENV); fi
 
-.PHONY: setup demo test bench dot browser clean
+.PHONY: setup demo test test-slow bench dot browser clean
 
 # Install again when TORCH_INDEX differs from what the stamp records.
 ifneq ($(shell cat $(STAMP) 2>/dev/null),$(TORCH_FROM))
@@ -120,11 +120,17 @@ browser:
 demo: setup
 	$(PY) runner.py --config configs/all.yaml
 
-# ruff (the whole tree) and mypy (the torch-free layers) first: seconds, and they fail fast
+# ruff (the whole tree) and mypy (the torch-free layers) first: seconds, and they fail fast;
+# then every test but the slow tier (tests marked slow: see demos/docs/tests.md)
 test: setup browser
 	$(PY) -m ruff check --quiet .
 	$(PY) -m mypy
-	$(PY) -m pytest -q -n auto --dist loadfile
+	$(PY) -m pytest -q -n auto --dist loadfile -m "not slow"
+
+# the second tier: other kernel levels, torchrun, every notebook, ensembles, real sweeps,
+# signals and browsers (CI runs it after make test)
+test-slow: setup browser
+	$(PY) -m pytest -q -n auto --dist loadfile -m slow
 
 bench: setup
 	$(PY) -m demos.bench --out outputs/bench.json

@@ -137,3 +137,15 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     report.sections = [(k, v.encode("utf-8", "backslashreplace").decode("utf-8"))
                        for k, v in report.sections]
+
+
+@pytest.fixture(scope="session")
+def sweep_of_three(tmp_path_factory):
+    """One real sweep per test worker, for every test that reads one: three seeds of
+    tests/fixtures/sweep.yaml, two at a time. (exit code, console, its folder); tests that
+    change it work on a copy."""
+    out = tmp_path_factory.mktemp("sweep")
+    code, text, err = cli("sweep", "--config", SWEEP, "--seeds", "0-2", "--jobs", "2",
+                          "--output-dir", out)
+    folders = [p for p in out.iterdir() if p.name.startswith("sweep_")]
+    return code, text + err, folders[0] if len(folders) == 1 else None

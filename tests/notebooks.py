@@ -178,6 +178,12 @@ executed: dict[str, Any] = {}  # name: the executed notebook, for the browser te
 # executed by test_notebooks.py; the rest by test_notebooks_in_browser.py (two test workers)
 FIRST_HALF = ["multiply_add", "computation_graph", "autograd_internals", "my_exp",
               "custom_function"]
+FAST = "computation_graph"  # the one notebook `make test` executes; the others are slow
+
+
+def tiered(names: list[str]) -> list[Any]:
+    """`names` as pytest parameters: FAST in the quick tier, every other one marked slow."""
+    return [pytest.param(n, marks=() if n == FAST else pytest.mark.slow) for n in names]
 
 
 @pytest.fixture(scope="module")

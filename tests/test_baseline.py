@@ -199,6 +199,7 @@ def test_a_single_run_baseline_is_exact_to_its_machine_and_says_so_elsewhere(tmp
     assert exact.code == 1 and "exact: rtol 0, atol 0" in detail
 
 
+@pytest.mark.slow
 def test_an_ensemble_measures_bands_that_a_later_run_is_judged_by(tmp_path):
     path = tmp_path / "measured.yaml"
     run = run_captured(tmp_path / "ens", "--config", CONFIGS / "all.yaml", "--dry-run",

@@ -53,12 +53,14 @@ def test_where_training_forgives_a_wrong_backward_gradcheck_does_not(tmp_path, m
     assert check(e, "gradcheck")["passed"] is False and check(e, "parity")["passed"] is False
 
 
+@pytest.mark.slow
 def test_lenet_with_sgd_instead_of_adam_fails_on_its_accuracy(tmp_path):
     run, e = against_baseline(tmp_path, "lenet", "scenarios.lenet.optimizer=sgd")
     assert run.code == 1
     assert "metrics.test_accuracy" in failed_baseline(e), (e["metrics"], failed_baseline(e))
 
 
+@pytest.mark.slow
 def test_lenet_without_a_layer_fails_on_its_parameter_count(tmp_path, monkeypatch):
     import demos.documents.models
 

@@ -40,6 +40,7 @@ def statuses(e):
         c["name"] == name for c in e["checks"])}
 
 
+@pytest.mark.slow
 def test_two_processes_train_lenet_as_one(ddp_run):
     code, text, run_dir = ddp_run
     s = json.loads((run_dir / "summary.json").read_text())
@@ -63,6 +64,7 @@ def test_two_processes_train_lenet_as_one(ddp_run):
     assert code == 1 and "FAILED" in text  # the mistakes below fail, as they must
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mistake, caught", [
     ("no_allreduce", {CHECKS[0]: False, CHECKS[1]: False}),  # gradients stay local
     ("local_batch", {CHECKS[0]: True, CHECKS[1]: False}),    # the global batch doubles
@@ -73,6 +75,7 @@ def test_each_mistake_is_caught_by_its_check(ddp_run, mistake, caught):
     assert e["status"] == "failed" and statuses(e) == caught
 
 
+@pytest.mark.slow
 def test_rank_0_failing_alone_leaves_no_rank_waiting(ddp_run):
     """rank 0 raises mid-training: it gives the process group up (rank 1's all-reduce fails at
     once, and rank 1 ends quietly), the data-parallel entries after it do not run, and the
@@ -88,6 +91,7 @@ def test_rank_0_failing_alone_leaves_no_rank_waiting(ddp_run):
     assert "failed (exitcode: 1) local_rank: 0" in text  # torchrun: rank 0 failed, rank 1 not
 
 
+@pytest.mark.slow
 def test_accuracy_and_buckets(ddp_run):
     e = entry(json.loads((ddp_run[2] / "summary.json").read_text()), "too_short")
     assert statuses(e) == dict.fromkeys(CHECKS, True)

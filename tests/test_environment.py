@@ -62,6 +62,7 @@ def test_a_matplotlib_backend_that_does_not_exist_and_a_closed_stdout(tmp_path):
     assert (only_run_dir(tmp_path) / "my_relu" / "loss.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_a_closed_stderr_and_a_full_stdout(tmp_path):
     """2>&-: the run ends as it would have; > /dev/full: one line says the output is dropped,
     the run goes on to its files and its own exit code."""
@@ -225,6 +226,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_a_rank_waiting_for_a_peer_says_so_and_stops_on_sigterm(tmp_path):
     """A rank whose peers never come says what it waits for, and SIGTERM ends the wait at once
     (exit 130), where it used to wait silently for the process group's 300 s."""

@@ -191,6 +191,7 @@ def test_an_out_of_memory_error_fails_that_scenario_only(tmp_path, monkeypatch):
 TRAINING = ",".join(n for n, s in registry().items() if s.trains)
 
 
+@pytest.mark.slow
 def test_same_config_and_seed_give_bit_identical_results(tmp_path, dry_run):
     assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT, "--dry-run",
                     "--device", "cpu", "--only", TRAINING) == 0  # matrices touch no result

@@ -43,14 +43,12 @@ def one_line_error(code, out, err, words):
     assert words in err, err
 
 
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory):
+@pytest.fixture
+def swept(sweep_of_three):
     """Three seeds of tests/fixtures/sweep.yaml, two at a time: a whole sweep folder."""
-    out = tmp_path_factory.mktemp("hostile")
-    code, text, err = cli("sweep", "--config", SWEEP, "--seeds", "0-2", "--jobs", "2",
-                          "--run-name", "s", "--output-dir", out)
-    assert code == 0, text + err
-    return out / "s"
+    code, text, folder = sweep_of_three
+    assert code == 0, text
+    return folder
 
 
 def copied(swept, tmp_path) -> Path:
@@ -68,6 +66,7 @@ def closed_pipe():
     return write
 
 
+@pytest.mark.slow
 def test_a_sweep_whose_reader_went_away_on_an_ascii_console_runs_to_its_end(tmp_path):
     out = tmp_path / "ausgabe-ü"
     write = closed_pipe()
@@ -134,6 +133,7 @@ def test_a_key_given_twice_under_two_spellings_is_refused(tmp_path, args, words)
 
 # 5. Points missing, killed or corrupt.
 
+@pytest.mark.slow
 def test_aggregate_names_the_points_it_lacks_and_never_passes_over_fewer(swept, tmp_path):
     copy = copied(swept, tmp_path)
     killed = copy / "1_seed=1" / "summary.json"

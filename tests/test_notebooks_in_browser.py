@@ -11,13 +11,14 @@ from tests.notebooks import (  # noqa: F401 (kernel: a fixture)
     execute,
     executed,
     kernel,
+    tiered,
     walks_its_example,
 )
 
 pytest.importorskip("nbclient")
 
 
-@pytest.mark.parametrize("name", [n for n in WALKS if n not in FIRST_HALF])
+@pytest.mark.parametrize("name", tiered([n for n in WALKS if n not in FIRST_HALF]))
 def test_a_notebook_walks_its_example(name, tmp_path, kernel):  # noqa: F811
     walks_its_example(name, tmp_path)
 

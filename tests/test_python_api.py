@@ -314,6 +314,7 @@ def test_check_function_checks_the_very_object_given(tmp_path, monkeypatch):
     assert not [a for a in vars(sys.modules["demos_objects"]) if a.startswith("MyCube")]
 
 
+@pytest.mark.slow
 def test_a_script_without_a_main_guard_runs_once(tmp_path):
     """The drawing helper starts with no main module to run again: a script that calls run()
     at its top level (no `if __name__ == "__main__":`) prints its first line once."""

@@ -16,6 +16,7 @@ LEVELS = [("default", 1, CHEAP), ("avx2", 2, None), ("avx512", 2, CHEAP)]
 NEEDS = {"default": set(), "avx2": {"avx2"}, "avx512": AVX512}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("level, threads, only", LEVELS, ids=[f"{lv}-{t}threads"
                                                               for lv, t, _ in LEVELS])
 def test_the_committed_baseline_holds_under_another_kernel_level(tmp_path, level, threads,

@@ -12,14 +12,12 @@ from demos.lab.runner.options import COMMANDS, parsers
 from tests.conftest import ROOT, SWEEP, cli, run_cli
 
 
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory):
-    """`sweep` of two seeds, dry: its folder, with the two points' run folders in it."""
-    out = tmp_path_factory.mktemp("subcommands")
-    code, text, err = cli("sweep", "--config", SWEEP, "--seeds", "0-1", "--dry-run",
-                          "--jobs", "2", "--run-name", "s", "--output-dir", out)
-    assert code == 0, text + err
-    return out / "s"
+@pytest.fixture
+def swept(sweep_of_three):
+    """`sweep` of three seeds: its folder, with the points' run folders in it (conftest's)."""
+    code, text, folder = sweep_of_three
+    assert code == 0, text
+    return folder
 
 
 def test_help_lists_the_commands():
@@ -102,10 +100,11 @@ def test_print_config_is_the_same_either_way():
         cli("--config", SWEEP, "--dry-run", "--print-config")
 
 
+@pytest.mark.slow
 def test_sweep_in_process_launches_its_points_as_runs(swept):
     data = json.loads((swept / "sweep.json").read_text())
     assert data["command"][:2] == ["runner.py", "sweep"]
-    assert [p["seed"] for p in data["points"]] == [0, 1]
+    assert [p["seed"] for p in data["points"]] == [0, 1, 2]
     for p in data["points"]:  # each point's own command line names no command: a run
         point = json.loads((swept / p["run"] / "summary.json").read_text())
         assert point["status"] == "passed" and point["command"][1] == "--config"
@@ -126,8 +125,8 @@ def test_aggregate_writes_sweep_json_again(swept, tmp_path):
 def test_compare_prints_what_differs(swept, tmp_path):
     runs = sorted(p for p in swept.iterdir() if p.is_dir())
     code, out, _ = cli("compare", *runs, "--output-dir", tmp_path)
-    assert code == 1  # two seeds: their losses differ
-    assert "2 runs compared with 0_seed=0" in out
+    assert code == 1  # three seeds: their losses differ
+    assert "3 runs compared with 0_seed=0" in out
     assert len(list(tmp_path.glob("compare_*/compare.html"))) == 1
 
 

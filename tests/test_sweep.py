@@ -12,16 +12,13 @@ from demos.scenarios import registry
 from tests.conftest import ROOT, SWEEP, cli
 
 
-@pytest.fixture(scope="module")
-def seeds(tmp_path_factory):
-    """Three seeds, two at a time: the sweep the tests below look at."""
-    out = tmp_path_factory.mktemp("sweep")
-    code, text, err = cli("sweep", "--config", SWEEP, "--seeds", "0-2", "--jobs", "2",
-                          "--output-dir", out)
-    folders = [p for p in out.iterdir() if p.name.startswith("sweep_")]
-    return code, text + err, folders[0] if len(folders) == 1 else None
+@pytest.fixture
+def seeds(sweep_of_three):
+    """Three seeds, two at a time: the sweep the tests below look at (conftest's)."""
+    return sweep_of_three
 
 
+@pytest.mark.slow
 def test_a_seed_sweep_runs_one_ordinary_run_per_point_and_aggregates_them(seeds):
     code, text, folder = seeds
     assert code == 0, text
