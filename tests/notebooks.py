@@ -247,7 +247,7 @@ def walks_its_example(name: str, folder) -> None:
     stepper = html_of(nb, "stepper")
     assert f'class="backward" data-graph="{graph}"' in stepper and "<script>" in stepper
     entry = html_of(nb, "entry")
-    assert f'<section class="scenario" id="{name}">' in entry and "Checks" in entry
+    assert f'<section class="scenario" id="{name}">' in entry and "The checks" in entry
     if name == "custom_function":  # the mistake of a class defined in a cell, caught
         assert result_of(nb, "change") == "False"
         second = json.loads((runs[1] / "summary.json").read_text())

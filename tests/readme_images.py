@@ -72,14 +72,19 @@ def browser():
 
 
 def section_shot(driver, report: Path, target: Path, tmp: Path) -> None:
-    """An entry's head and its checks table."""
+    """An entry's head, its verdict and its checks, unfolded: the rest of the section (its
+    graph, numbers and folded details) hidden for the picture. The element fits the window,
+    so the picture is all page, no band beyond it."""
     driver.get(report.as_uri())
     section = driver.find_element("css selector", "section.scenario")
-    checks = section.find_element("xpath", ".//h3[text()='Checks']/following-sibling::table[1]")
+    driver.execute_script(
+        "var s = arguments[0];"
+        "s.querySelector('details.checks').open = true;"
+        "Array.from(s.children).forEach(function (c) {"
+        "  if (!c.matches('h2, p.doc, p.verdict, p.error-text, details.checks'))"
+        "    c.style.display = 'none'; });", section)
     section.screenshot(str(tmp / "section.png"))
-    bottom = checks.location["y"] + checks.size["height"] - section.location["y"] + 12
-    width = section.size["width"]
-    stamped(tmp / "section.png", target, (0, 0, int(width), int(bottom)))
+    stamped(tmp / "section.png", target)
 
 
 def main() -> None:

@@ -150,6 +150,22 @@ def test_parity_names_the_relative_error_where_the_absolute_one_is_worst():
                           lambda v: v, {"x": x}, torch.device("cpu"))
     assert found.passed is False
     assert found.detail.startswith("value differs: max abs err 10, rel 0.01 at (0,)"), found.detail
+    # and the metric's relative error, said as what it is: one error, two measures, each named
+    assert found.detail.endswith("; 0.01 of the largest reference value (max_rel_error)")
+
+
+def test_a_failed_paritys_page_gives_the_metrics_relative_error_with_its_measure(tmp_path):
+    """The mistake's page shows parity's element-wise relative error and the metric
+    max_rel_error; both are named, and the metric's value is in the check's detail."""
+    from tests.conftest import CONFIGS, run_captured
+
+    r = run_captured(tmp_path, "--config", CONFIGS / "examples" / "cube_mistake.yaml",
+                     "--set", "scenarios[0].support=[]")
+    [e] = r.summary["scenarios"]
+    parity = next(c for c in e["checks"] if c["name"] == "parity with the reference")
+    rel = e["metrics"]["max_rel_error"]
+    assert "rel 0.667 at (0, 0)" in parity["detail"]
+    assert f"{rel:.3g} of the largest reference value (max_rel_error)" in parity["detail"]
 
 
 def test_a_long_check_stops_when_a_stop_is_requested():

@@ -94,7 +94,8 @@ def test_a_moved_metric_is_listed_highlighted_and_plotted(runs, tmp_path):
     page = (folder / "compare.html").read_text()
     assert '<span class="del">-  lr: 5.0e-06' in page and '<span class="add">+  lr: 1.0e-05' in page
     assert page.count('class="fail"') == 1 and "badge failed" in page
-    assert "scenarios.legendre_fit.lr=1e-5" in page and "../../run_a/report.html" in page
+    assert "scenarios.legendre_fit.lr=1e-5" in page.replace("<wbr>", "")  # wraps at _ and =
+    assert "../../run_a/report.html" in page
     pngs = sorted(folder.glob("*.png"))
     assert {p.name for p in pngs} >= {"legendre_fit_loss.png", "lenet_loss.png"}
     for png in pngs:
@@ -182,3 +183,24 @@ def test_a_baselines_bands_judge_the_runs_with_compare(runs, tmp_path):
         code = main(["compare", str(a), str(b), "--baseline", str(base),
                      "--output-dir", str(tmp_path / "band")])
     assert code == 0, o.getvalue()
+
+
+def test_loss_curves_are_labelled_by_what_differs_not_by_timestamps(tmp_path):
+    """compare.html's loss curves: each run named by the --set values and seed that set it
+    apart (`lr=5e-6`, `lr=1e-5`), the folder's name only where nothing does."""
+    from demos.lab.comparing.side_by_side import RunFolder, what_differs
+
+    def run(label, sets, seed=0):
+        return RunFolder(tmp_path / label, label, {"sets": sets, "seed": seed}, "")
+
+    both = ["scenarios.legendre_fit.support=[]"]
+    runs = [run("2026-11-25_13-55-41", ["scenarios.legendre_fit.lr=5e-6", *both]),
+            run("2026-11-25_13-55-45", ["scenarios.legendre_fit.lr=1e-5", *both]),
+            run("seeded", ["scenarios.legendre_fit.lr=5e-6", *both], seed=3)]
+    assert what_differs(runs) == {"2026-11-25_13-55-41": "lr=5e-6, seed=0",
+                                  "2026-11-25_13-55-45": "lr=1e-5, seed=0",
+                                  "seeded": "lr=5e-6, seed=3"}
+    assert what_differs(runs[:2]) == {"2026-11-25_13-55-41": "lr=5e-6",
+                                      "2026-11-25_13-55-45": "lr=1e-5"}
+    same = [run("a", both), run("b", both)]  # nothing sets them apart: their names
+    assert what_differs(same) == {"a": "a", "b": "b"}

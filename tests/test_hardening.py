@@ -66,6 +66,35 @@ def test_a_diverging_loss_stops_at_its_step_and_the_others_still_run(tmp_path):
     assert check(legendre, "gradcheck")["passed"] and check(legendre, "parity")["passed"]
 
 
+def test_a_diverged_fit_plot_says_where_it_stopped_and_what_it_could_not_draw(tmp_path,
+                                                                             monkeypatch):
+    """fit.png of a diverged legendre_fit: its title gives the steps run, not the steps asked
+    for, and its coefficients in a few characters (they are huge or not numbers); the fit,
+    with nothing finite to draw, says so in the legend (drawn in this process, to see it)."""
+    from demos.lab.pages import drawing, plots
+
+    figures = {}
+
+    def line_plot(path, *args, **kwargs):
+        figures[path.name] = plots.line_figure(*args, **kwargs)
+
+    monkeypatch.setattr(drawing, "pool", lambda: None)
+    monkeypatch.setattr(plots, "line_plot", line_plot)
+    code = run_main(tmp_path, "--config", CONFIGS / "legendre_fit.yaml", "--set",
+                    "scenarios.legendre_fit.lr=1e-3", "--set", "scenarios.legendre_fit.support=[]")
+    assert code == 1
+    fig = figures["fit.png"]
+    ax = fig.axes[0]
+    title = ax.get_title()
+    assert title.startswith("a + b P3(c + d x) stopped after 2 of 2000 steps\n"), title
+    assert all(len(line) <= plots.TITLE_CHARS for line in title.split("\n")), title
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["sin(x)", "start", "fit (not finite: not drawn)"]
+    fig.canvas.draw()  # the title inside the figure, whatever its length
+    box, inside = ax.title.get_window_extent(), fig.bbox
+    assert inside.x0 <= box.x0 and box.x1 <= inside.x1, (box, inside)
+
+
 def test_a_soft_stop_ends_the_loop_at_the_exact_step_and_the_scenario_goes_on(tmp_path):
     """The runner's own entries: the loop ends at the first value that is not finite (in
     windows too), nothing is recorded after it, and the code after the loop runs."""

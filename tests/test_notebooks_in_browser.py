@@ -27,8 +27,8 @@ def test_a_notebook_walks_its_example(name, tmp_path, kernel):  # noqa: F811
 def test_an_exported_notebook_in_a_real_browser(tmp_path, kernel):  # noqa: F811
     """legendre_fit's notebook, executed and exported by nbconvert (its lab template): the
     stepper cell's graph and the entry cell's copy of it are two steppers of the same graph
-    on one page; each moves alone, every image (loss.png, embedded) loads, no console
-    errors."""
+    on one page; each moves alone, every image (loss.png, embedded) loads, the tables' cells
+    are left-aligned under JupyterLab's own CSS, no console errors."""
     from nbconvert import HTMLExporter
 
     from tests.test_report import browser
@@ -69,6 +69,10 @@ def test_an_exported_notebook_in_a_real_browser(tmp_path, kernel):  # noqa: F811
             "return Array.from(document.querySelectorAll('.autograd-demos .graph svg'), "
             "s => s.getBoundingClientRect().width)")
         assert widths and min(widths) > 20
+        aligned = driver.execute_script(  # JupyterLab's CSS right-aligns table cells
+            "return Array.from(document.querySelectorAll('.autograd-demos td'), "
+            "c => getComputedStyle(c).textAlign)")
+        assert aligned and set(aligned) == {"left"}, set(aligned)
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
         assert errors == []
         assert driver.save_screenshot(str(tmp_path / "notebook.png"))

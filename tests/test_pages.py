@@ -131,3 +131,14 @@ def test_rates_are_rounded_as_a_person_reads_them():
         ["2,351", "123", "42.1", "0.0123", "—"]
     scenario = (Path(templating.__file__).parent / "templates" / "scenario.html.j2").read_text()
     assert "steps_per_s|rate" in scenario
+
+
+def test_paths_and_keys_wrap_after_a_separator_never_inside_a_word():
+    """index.html and compare.html break a config path or a --set only after / _ = , (it broke
+    `configs/legendre_fit.yaml` anywhere, and a PASSED badge into PASSE/D)."""
+    b = templating.breakable
+    assert str(b("configs/legendre_fit.yaml")) == "configs/<wbr>legendre_<wbr>fit.yaml"
+    assert str(b("scenarios.x.lr=1e-5")) == "scenarios.x.lr=<wbr>1e-5"
+    assert str(b(H)).count("<script>") == 0  # escaped first
+    for css in ("report.css", "compare.css"):
+        assert "overflow-wrap: anywhere" not in str(templating.static(css)), css

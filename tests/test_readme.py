@@ -185,6 +185,21 @@ def test_the_config_tables_render_on_github():
     assert cells["function"] == "(required)" and cells["inputs"] == "(required)"
 
 
+def test_the_readme_screenshots_end_in_the_page_not_in_a_black_band():
+    """custom_ok.png and custom_mistake.png were cropped below the element's picture, which
+    left a black band along their bottom: every screenshot's last rows are the page's."""
+    from PIL import Image
+
+    from tests import readme_images
+
+    for name in readme_images.SHOT:
+        with Image.open(readme_images.DOCS / name) as im:
+            rgb = im.convert("RGB")
+            bottom = rgb.crop((0, rgb.height - 4, rgb.width, rgb.height)).convert("L")
+            dark = bottom.point(lambda v: 255 if v < 40 else 0).histogram()[255]
+            assert dark < bottom.width * bottom.height // 2, name
+
+
 def test_the_readme_images_are_drawn_by_the_code_as_it_is():
     """Each image carries the hash of the pages' templates and static files, plots.py and
     render.py that drew it; change them and this asks for `python -m tests.readme_images`."""

@@ -57,7 +57,9 @@ def test_failures_come_first_and_are_marked(tmp_path):
                  str(tmp_path), "--set", "scenarios.my_exp.expect.metrics.max_grad_error.max=-1"])
     assert code == 1
     text = (only_run_dir(tmp_path) / "report.html").read_text()
-    checks = text.split("<h3>Checks</h3>")[1].split("</table>")[0]
+    verdict = text.split('<p class="verdict">')[1].split("</p>")[0]
+    assert "1 of 15 checks failed</b>: expect metrics.max_grad_error." in verdict
+    checks = text.split('<details class="checks" open>')[1].split("</table>")[0]  # unfolded
     first_row = checks.split("<tr")[2]
     assert 'class="fail"' in first_row and "expect metrics.max_grad_error" in first_row
     assert checks.count('class="fail"') == 1
@@ -148,6 +150,47 @@ def look_at(page: Path, screenshot: Path, expected_ids):
 def test_report_in_a_real_browser(dry_run, tmp_path):
     ids = [e["id"] for e in dry_run.summary["scenarios"]]
     look_at(dry_run.dir / "report.html", tmp_path / "report.png", ids)
+
+
+@pytest.mark.slow
+def test_the_reports_first_screen_shows_the_first_scenarios_pictures(dry_run):
+    """At 1280 x 800 the first scenario's first picture starts on the first screen (it was
+    about 1,900 px down, under the run's metadata, the checks and the support matrix)."""
+    driver = browser()
+    try:
+        driver.set_window_size(1280, 800)
+        driver.get((dry_run.dir / "report.html").as_uri())
+        top, height = driver.execute_script(
+            "var i = document.querySelector('section.scenario img');"
+            "return [i.getBoundingClientRect().top + window.scrollY, window.innerHeight];")
+        assert top < height, (top, height)
+    finally:
+        driver.quit()
+
+
+def test_each_scenario_shows_its_pictures_and_graphs_before_its_checks(dry_run):
+    """The lesson first: in every section the pictures and graphs, in the document's order,
+    come before the verdict and the checks (folded unless one failed); the run's metadata
+    and each support matrix folded."""
+    text = (dry_run.dir / "report.html").read_text()
+    head, *sections = text.split('<section class="scenario"')
+    assert '<details class="run-details">' in head and head.index(
+        '<details class="run-details">') < head.index("numbers from")
+    for part in sections:
+        sid = part.split('"', 2)[1]
+        pictures = [i for i in (part.find("<img"), part.find('class="graph"')) if i >= 0]
+        assert pictures and max(pictures) < part.index('<p class="verdict">'), sid
+        assert part.index('<p class="verdict">') < part.index('<details class="checks">'), sid
+        if "<table class=\"support\">" in part:
+            assert part.index('<details class="support">') < part.index('<table class="support">')
+    graph = sections[[s.split('"', 2)[1] for s in sections].index("computation_graph")]
+    order = [graph.index(f"Autograd graph: {g}<") for g in
+             ("graph_requires_grad", "graph_no_grad", "graph_detach")]  # document 001's order
+    assert order == sorted(order)
+    legendre = sections[0]
+    assert legendre.index("Autograd graph: graph<") < \
+        legendre.index("Autograd graph: forward_mode<")
+    assert "backward runs against them" in legendre  # what the stepper's arrows mean
 
 
 @pytest.mark.slow

@@ -165,6 +165,11 @@ def test_sweep_compare_and_index_pages_in_a_real_browser(seeds, tmp_path):
                     " Array.from(document.querySelectorAll('body *')).filter(e =>"
                     " e.getBoundingClientRect().right > d.clientWidth).map(e => e.tagName)];")
                 assert wide[0] <= wide[1], (page.name, width, wide)
+                tall = driver.execute_script(  # a badge on one line: PASSED, never PASSE/D
+                    "return Array.from(document.querySelectorAll('.badge')).filter(b =>"
+                    " b.getBoundingClientRect().height > 1.9 * parseFloat("
+                    "getComputedStyle(b).fontSize)).map(b => b.textContent);")
+                assert tall == [], (page.name, width, tall)
     finally:
         driver.quit()
 

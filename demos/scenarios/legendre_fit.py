@@ -55,6 +55,12 @@ def sse(x, y, a, b, c, d, p3):
     return (predict(x, a, b, c, d, p3) - y).pow(2).sum()  # sum of squared errors
 
 
+def short(v: float) -> str:
+    """A coefficient for the plot's title: 4 decimals, or 4 digits where it is huge."""
+    return f"{v:.4g}" if abs(v) >= 1e4 or not math.isfinite(v) else \
+        f"{v:.4f}".replace("-0.0000", "0.0000")
+
+
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
@@ -87,12 +93,13 @@ def run(cfg: Config, ctx: Context) -> Result:
                 p.grad = None
 
     fit = predict(x, a, b, c, d, P3).detach()
-    coefficients = ", ".join(f"{k} = {v.item():.4f}".replace("-0.0000", "0.0000")
-                             for k, v in zip("abcd", (a, b, c, d)))
+    coefficients = ", ".join(f"{k} = {short(v.item())}" for k, v in zip("abcd", (a, b, c, d)))
+    done = ctx.steps_run  # the loop stops early where the loss stops being finite
+    after = f"after {done} steps" if done == cfg.steps else \
+        f"stopped after {done} of {cfg.steps} steps"
     ctx.plot("fit.png", x.tolist(), {"sin(x)": y.tolist(), "start": start.tolist(),
                                      "fit": fit.tolist()},
-             title=f"a + b P3(c + d x) after {cfg.steps} steps\n{coefficients}",
-             xlabel="x", ylabel="y")
+             title=f"a + b P3(c + d x) {after}\n{coefficients}", xlabel="x", ylabel="y")
     xs = x.cpu().double()
     frames = [(f"step {r['step']}", predict(xs, r["a"], r["b"], r["c"], r["d"],
                                             legendre_p3_reference).tolist())

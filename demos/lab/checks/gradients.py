@@ -169,11 +169,13 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
             flat = int(diff.argmax())
             rel_there = (diff.flatten()[flat] / y.detach().flatten()[flat].abs().clamp_min(1e-300)
                          ).item()  # at the worst absolute error: the place the detail names
+            # two relative errors, each said with its measure: the element's own (what the
+            # mistake looks like there) and the metric's, against the largest reference value
             return Check(name, False, f"{what} differs: max abs err {abs_err:.3g}, rel "
-                                      f"{rel_there:.3g}"
-                                      f" at {divmod_index(flat, tuple(y.shape))} (custom "
-                                      f"{fmt(x.flatten()[flat].item())}, reference "
-                                      f"{fmt(y.flatten()[flat].item())})"), \
+                                      f"{rel_there:.3g} at {divmod_index(flat, tuple(y.shape))} "
+                                      f"(custom {fmt(x.flatten()[flat].item())}, reference "
+                                      f"{fmt(y.flatten()[flat].item())}); {rel_err:.3g} of the "
+                                      f"largest reference value (max_rel_error)"), \
                 {"max_abs_error": abs_err, "max_rel_error": rel_err}
         if abs_err >= worst_abs:
             worst_what, worst_abs = what, abs_err

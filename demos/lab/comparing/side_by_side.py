@@ -323,12 +323,35 @@ def run_info(r: RunFolder) -> dict[str, Any]:
             else None, "sets": s.get("sets"), "fingerprint": s.get("fingerprint")}
 
 
+def what_differs(runs: list[RunFolder]) -> dict[str, str]:
+    """A legend label for each run (by its label): what sets it apart from the others, its
+    --set values and seed that not every run shares, keys shortened to their last part
+    (`lr=1e-5`); the run's own label where nothing does, or where two runs would read the
+    same."""
+    def said(r: RunFolder) -> list[str]:
+        sets = r.summary.get("sets")
+        items = [str(x) for x in sets] if isinstance(sets, list) else []
+        return items + [f"seed={r.summary.get('seed')}"]
+
+    every = [said(r) for r in runs]
+    common = set.intersection(*map(set, every)) if every else set()
+    out = {}
+    for r, items in zip(runs, every):
+        own = [f"{k.rsplit('.', 1)[-1]}={v}" for k, _, v in
+               (x.partition("=") for x in items if x not in common)]
+        out[r.label] = ", ".join(own)[:60] or r.label
+    if len(set(out.values())) < len(out):  # two runs would read the same: say which is which
+        out = {label: label if text == label else f"{text} ({label})"
+               for label, text in out.items()}
+    return out
+
+
 def draw_losses(runs: list[RunFolder], out: Path) -> dict[str, str]:
     """A PNG per entry with a metrics.csv in any run, each run's loss curve overlaid; their
     file names by entry id."""
-    names = {}
+    names, labels = {}, what_differs(runs)
     for entry in filter(ID_RE.fullmatch, entry_ids(runs)):
-        curves = {r.label: read_losses(r.dir / entry / METRICS) for r in runs
+        curves = {labels[r.label]: read_losses(r.dir / entry / METRICS) for r in runs
                   if entry in r.entries and (r.dir / entry / METRICS).is_file()}
         drawn = {label: xy for label, xy in curves.items() if xy}
         if drawn:

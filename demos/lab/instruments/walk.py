@@ -77,15 +77,18 @@ def input_names(fn: Any) -> list[str]:
 
 def saved_names(fn: Any, names: Mapping[str, torch.Tensor]) -> list[str]:
     """A name for each tensor a custom Function saved: the scenario's name for it, else the
-    forward argument it came in as, 'result' for its own output, else saved_tensors[i]."""
+    forward argument it came in as, owned by the Function ("LegendrePolynomial3's x": not the
+    scenario's x, which may be another tensor), 'result' for its own output, else
+    saved_tensors[i]."""
     args = input_names(fn)
+    owner = type(fn).__name__.removesuffix("Backward")
     out = []
     for i, t in enumerate(fn.saved_tensors):
         name = next((n for n, named in names.items() if named is t), None)
         if name is None and t is not None:
             for k, (nf, _) in enumerate(getattr(fn, "next_functions", ())):
                 if nf is not None and (t.grad_fn is nf or getattr(nf, "variable", None) is t):
-                    name = args[k] if k < len(args) else f"input {k}"
+                    name = f"{owner}'s {args[k] if k < len(args) else f'input {k}'}"
                     break
             else:
                 name = "result" if t.grad_fn is fn else name_of(t, names)

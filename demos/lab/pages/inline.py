@@ -21,6 +21,10 @@ from urllib.parse import quote
 from demos.lab.pages.templating import static
 
 BOX = "autograd-demos"  # the class of every view's box; the stylesheet is scoped to it
+# the scope of a view's rules, its class three times over: a notebook's own table rules
+# (JupyterLab's `:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td {text-align: right}`,
+# two classes) would otherwise win over the report's and right-align every check
+SCOPE = f".{BOX}" * 3
 MAX_EMBEDDED = 8 * 2**20  # an image larger than this is linked, not embedded
 IMAGE_TYPES = {".png": "image/png", ".gif": "image/gif", ".svg": "image/svg+xml"}
 # inside a notebook's output the page's own margins go: the box sits in the output's width
@@ -32,7 +36,7 @@ def view(body: str, folder: Path | None, sheets: tuple[str, ...] = ("report.css"
     own box with the stylesheets scoped to it, its images embedded, its links made relative
     to the working directory, and the page's scripts run over that box alone."""
     box = f"ad-{uuid.uuid4().hex[:12]}"
-    style = "\n".join(scoped(str(static(name)), f".{BOX}") for name in sheets)
+    style = "\n".join(scoped(str(static(name)), SCOPE) for name in sheets)
     body = body if folder is None else localized(body, folder)
     graphs = 'class="zoom"' in body or 'class="backward"' in body
     parts = [f'<div class="{BOX}" id="{box}">', f"<style>\n{style}\n{BOX_STYLE}\n</style>",

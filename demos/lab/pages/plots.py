@@ -67,23 +67,46 @@ def line_plot(path: Path, x: Sequence[float], series: Mapping[str, Sequence[floa
               title: str, xlabel: str, ylabel: str, logy: bool | None = None,
               markers: bool = False) -> None:
     """One figure with a line per series (legend when more than one); saved as PNG."""
+    fig = line_figure(x, series, title=title, xlabel=xlabel, ylabel=ylabel, logy=logy,
+                      markers=markers)
+    save_atomic(path, lambda p: fig.savefig(p, format="png"))
+
+
+def line_figure(x: Sequence[float], series: Mapping[str, Sequence[float]], *, title: str,
+                xlabel: str, ylabel: str, logy: bool | None = None,
+                markers: bool = False) -> Any:
+    """line_plot's figure. A series with no finite value has nothing to draw: its legend
+    entry says so, rather than showing a line that is not there. The title is wrapped to the
+    figure's width."""
     agg()
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.4, 4.0), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     for label, y in series.items():
-        ax.plot(x, y, label=label, marker="o" if markers else None, markersize=3)
+        drawn = any(math.isfinite(v) for v in y)
+        ax.plot(x, y, label=label if drawn else f"{label} (not finite: not drawn)",
+                marker="o" if markers else None, markersize=3)
     if logy if logy is not None else wants_log_scale([v for y in series.values() for v in y]):
         ax.set_yscale("log")
     if all(float(v).is_integer() for v in x):  # steps, epochs: no ticks at 1.2, 1.4, ...
         from matplotlib.ticker import MaxNLocator
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.set(title=wrapped(title, TITLE_CHARS), xlabel=xlabel, ylabel=ylabel)
     ax.grid(True, alpha=0.3)
     if len(series) > 1:
         ax.legend()
-    save_atomic(path, lambda p: fig.savefig(p, format="png"))
+    return fig
+
+
+TITLE_CHARS = 64  # a title line's most characters at line_plot's width and font size
+
+
+def wrapped(text: str, width: int) -> str:
+    """Each line of `text` broken at spaces into lines of at most `width` characters."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(line, width) or line for line in text.split("\n"))
 
 
 def loss_curve(path: Path, steps: Sequence[int], losses: Sequence[float], title: str,

@@ -106,9 +106,13 @@ def files_of(folder: Path) -> list[str]:
 
 
 def graphs(folder: Path, rel: str, files: list[str]) -> list[Graph]:
-    """The entry's graphs (its .svg files), each with its traced backward steps if any."""
+    """The entry's graphs (its .svg files), each with its traced backward steps if any, in the
+    order the scenario drew them (backward.json's: the document's order), the rest after."""
     traces, out = backward_traces(folder), []
-    for svg in [f for f in files if f.endswith(".svg") and not f.endswith(f"{GRADS}.svg")]:
+    drawn = list(traces)
+    svgs = sorted((f for f in files if f.endswith(".svg") and not f.endswith(f"{GRADS}.svg")),
+                  key=lambda f: (drawn.index(f[:-4]) if f[:-4] in drawn else len(drawn), f))
+    for svg in svgs:
         stem = svg[:-4]
         target = f"g-{rel}-{stem}"
         links = [stem + kind + ext for kind in ("", GRADS) for ext in (".pdf", ".svg", ".gv")
@@ -136,10 +140,11 @@ def support_matrix(support: Mapping[str, Mapping[str, Mapping[str, str]]]) -> Su
 
 
 def backward_traces(folder: Path) -> dict[str, list[dict[str, Any]]]:
-    """The steps of each traced graph in the entry's backward.json, by graph name."""
+    """The steps of each graph in the entry's backward.json, by graph name, in the order the
+    scenario drew them (an empty list: drawn, not traced)."""
     try:
         data = json.loads((folder / BACKWARD).read_text(encoding="utf-8"))
-        return {g["graph"]: g["steps"] for g in data["graphs"] if g.get("steps")}
+        return {g["graph"]: g.get("steps") or [] for g in data["graphs"]}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 

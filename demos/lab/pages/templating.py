@@ -8,6 +8,7 @@ written, never at start-up.
 from __future__ import annotations
 
 import functools
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,6 +30,15 @@ def rate(value: float | None) -> str:
     if value is None:
         return "—"
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def breakable(value: Any) -> Any:
+    """Text that may wrap only after a path's or a key's separators (/ _ = ,), never inside
+    a word: a config path or a --set in a narrow table cell, escaped, with <wbr> there."""
+    import markupsafe
+
+    text = markupsafe.escape(visible_text("" if value is None else str(value)))
+    return markupsafe.Markup(re.sub(r"([/_=,])", r"\1<wbr>", str(text)))
 
 
 @functools.cache
@@ -54,6 +64,7 @@ def environment() -> jinja2.Environment:
     env.globals["static"] = static
     env.filters["fmt"] = fmt
     env.filters["rate"] = rate
+    env.filters["breakable"] = breakable
     env.policies["json.dumps_kwargs"] = {"allow_nan": False}  # |tojson: strict JSON, in order
     return env
 
