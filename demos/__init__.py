@@ -24,12 +24,14 @@ if TYPE_CHECKING:
         SupportView,
         check_function,
         compare,
+        graph,
         load,
         run,
     )
 
-__all__ = ["run", "check_function", "compare", "load", "ConfigError", "RunInterrupted",
-           "RunResult", "EntryResult", "GraphView", "SupportView", "Comparison"]
+__all__ = ["run", "check_function", "graph", "compare", "load", "ConfigError",
+           "RunInterrupted", "RunResult", "EntryResult", "GraphView", "SupportView",
+           "Comparison"]
 
 
 def __getattr__(name: str) -> Any:

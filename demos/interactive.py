@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from demos.lab.core.layout import BACKWARD, CONFIG, GRADS, REPORT, SUMMARY
+from demos.lab.core.layout import BACKWARD, CONFIG, EXPLAIN, GRADS, REPORT, SUMMARY
 from demos.lab.core.results import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -57,37 +57,57 @@ class RunInterrupted(KeyboardInterrupt):
 
 @dataclass
 class GraphView:
-    """An autograd graph of an entry: its drawing, and its stepper where it was traced."""
-    entry: EntryResult
-    name: str  # the file stem: <name>.svg, .pdf, .gv
+    """An autograd graph, drawn: by a run's entry (its folder) or by `graph` (graph_<time>/),
+    with its stepper where it was traced."""
+    folder: Path  # where its files are: <name>.svg, .pdf, .gv, backward.json
+    name: str  # the file stem
+    checks: list[Check] = field(default_factory=list)  # `graph`'s: the trace held to torch
 
     @property
     def files(self) -> list[Path]:
-        """Its drawings in the entry's folder (the graph, then with its gradients)."""
-        return [self.entry.folder / f"{self.name}{kind}{ext}" for kind in ("", GRADS)
+        """Its drawings (the graph, then with its gradients)."""
+        return [self.folder / f"{self.name}{kind}{ext}" for kind in ("", GRADS)
                 for ext in (".svg", ".pdf", ".gv")
-                if (self.entry.folder / f"{self.name}{kind}{ext}").is_file()]
+                if (self.folder / f"{self.name}{kind}{ext}").is_file()]
 
     @property
     def steps(self) -> list[dict[str, Any]]:
         """The stepper's steps (backward.json), one per node; [] when it was not traced."""
         from demos.lab.pages.report import backward_traces
-        return backward_traces(self.entry.folder).get(self.name, [])
+        return backward_traces(self.folder).get(self.name, [])
+
+    @property
+    def saved(self) -> dict[str, Any] | None:
+        """What the graph saved for backward (backward.json's ledger): its tensors, their
+        bytes, and when backward let each go."""
+        from demos.lab.pages.report import backward_data
+        return next((g.get("saved") for g in backward_data(self.folder)
+                     if g.get("graph") == self.name), None)
+
+    @property
+    def explanation(self) -> str:
+        """explain.txt: the graph walked, backward step by step, what it kept."""
+        try:
+            return (self.folder / EXPLAIN).read_text(encoding="utf-8")
+        except OSError:
+            return ""
 
     def _repr_html_(self) -> str:
         from demos.lab.pages import inline, report
+        from demos.lab.pages.report import files_of
         from demos.lab.pages.templating import render
-        e = self.entry
-        found = [g for g in report.graphs(e.folder, e.id, e.files) if g.stem == self.name]
+        owner = self.folder.name
+        found = [g for g in report.graphs(self.folder, owner, files_of(self.folder))
+                 if g.stem == self.name]
         if not found:
             import html
-            return inline.view(f"<p>{html.escape(e.id)} has no graph {html.escape(self.name)} "
+            return inline.view(f"<p>{html.escape(owner)} has no graph {html.escape(self.name)} "
                                f"(no {html.escape(self.name)}.svg)</p>", None)
-        return inline.view(render("graph.html.j2", graph=found[0], e=e.summary),
-                           e.run.folder)
+        return inline.view(render("graph.html.j2", graph=found[0], e={"id": owner}),
+                           self.folder.parent)
 
     def __repr__(self) -> str:
-        return f"<graph {self.name} of {self.entry.id}: {len(self.steps)} traced steps>"
+        return f"<graph {self.name} in {self.folder}: {len(self.steps)} traced steps>"
 
 
 @dataclass
@@ -146,7 +166,7 @@ class EntryResult:
     @property
     def graphs(self) -> dict[str, GraphView]:
         """Its autograd graphs by name (the .svg files drawn), each with its stepper."""
-        return {f[:-4]: GraphView(self, f[:-4]) for f in self.files
+        return {f[:-4]: GraphView(self.folder, f[:-4]) for f in self.files
                 if f.endswith(".svg") and not f.endswith(f"{GRADS}.svg")}
 
     @property
@@ -353,6 +373,51 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
         if reference_spec is not None:
             entry["reference"] = reference_spec
         return run({"scenarios": [entry]}, **options)
+
+
+def graph(output: Any, names: Mapping[str, Any] | None = None, *, name: str = "graph",
+          output_dir: str | os.PathLike[str] = "outputs") -> GraphView:
+    """The autograd graph behind `output` (a tensor, or a tuple of them), drawn as
+    `torchviz.make_dot(output, params=names)` draws it, with what the runner's scenarios get
+    (the same code draws theirs): the graph walked (`explanation`), one real backward over it
+    node by node (`steps`, the stepper; the leaves' .grad are left as they were), what it saved
+    and when backward let it go (`saved`), and the graph with its gradients in the nodes. Its
+    files go to a new folder of `output_dir`, graph_<time>/; in a notebook the result shows the
+    graph and its stepper. Call it before your own backward(), which frees what the graph
+    saved. Raises ConfigError for what is not a graph's output or a name."""
+    import datetime as dt
+
+    import torch
+
+    from demos.lab.core.files import write_atomic, write_json
+    from demos.lab.core.layout import make_run_dir
+    from demos.lab.pages.drawing import Artifacts
+    from demos.lab.runner.looking import look
+
+    outs = output if isinstance(output, tuple) else (output,)
+    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        raise ConfigError(f"graph: {short(output)} is not a tensor or a tuple of tensors")
+    named = dict(names or {})
+    bad = next((k for k, v in named.items()
+                if not isinstance(k, str) or not isinstance(v, torch.Tensor)), None)
+    if bad is not None:
+        raise ConfigError(f"graph: names[{short(bad)}]: names map a name to a tensor")
+    from demos.lab.comparing.sweep import NAME_RE
+    if not NAME_RE.fullmatch(text_of("name", name)):
+        raise ConfigError(f"graph: name {short(name)}: must be a folder-safe file name "
+                          f"(letters, digits, _ . = , + -)")
+    folder = make_run_dir(Path(text_of("output_dir", output_dir)), dt.datetime.now(),
+                          prefix="graph_").absolute()
+    warnings: list[str] = []
+    artifacts = Artifacts(warnings.append)
+    seen = look(output, named, name, folder, artifacts, what=folder.name)
+    write_json(folder / BACKWARD, {"graphs": [seen.backward]})
+    write_atomic(folder / EXPLAIN, seen.explanation)
+    artifacts.wait()
+    for message in warnings:  # no dot, say: the .gv is there, the pictures are not
+        import warnings as python_warnings
+        python_warnings.warn(message, stacklevel=2)
+    return GraphView(folder, name, seen.checks)
 
 
 def compare(*runs: RunResult | str | os.PathLike[str],

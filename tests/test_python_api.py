@@ -339,3 +339,46 @@ def test_a_view_without_its_scripts_still_shows_its_graph(dry_run):
     assert len(re.findall(r'<img class="ad-picture"[^>]* src="data:image/svg\+xml;base64,',
                           untrusted)) == 1
     assert "MyExpBackward" in html  # the markup the script puts in place, when it runs
+
+
+def test_graph_draws_steps_and_ledgers_your_own_tensors_as_a_scenarios(tmp_path):
+    """demos.graph(loss, names): the instruments a scenario's ctx.graph runs, on tensors of
+    your own (the same code, demos.lab.runner.looking): the drawing, the traced backward
+    (the leaves' .grad left alone, so your own backward still works), what it saved, the
+    walk, and the inline view with its stepper."""
+    import math
+
+    from demos import graph
+
+    x = torch.linspace(-math.pi, math.pi, 20)
+    a, b = (torch.tensor(v, requires_grad=True) for v in (0.5, -1.0))
+    loss = ((a + b * x) - torch.sin(x)).pow(2).sum()
+    g = graph(loss, {"a": a, "b": b}, name="fit", output_dir=tmp_path)
+    assert g.folder.parent == tmp_path and g.folder.name.startswith("graph_")
+    assert {f.name for f in g.files} == {f"fit{k}{e}" for k in ("", "_grads")
+                                         for e in (".svg", ".pdf", ".gv")}
+    types = [s["type"] for s in g.steps]
+    assert types[0] == "SumBackward0" and types.count("AccumulateGrad") == 2
+    assert [c.passed for c in g.checks] == [True]  # the trace held to the leaves' .grad
+    assert a.grad is None and b.grad is None  # left as found
+    assert g.saved["total_bytes"] > 0 and "#1 SumBackward0" in g.explanation
+    html = g._repr_html_()
+    assert 'class="backward" data-graph="fit"' in html and "backward runs against them" in html
+    loss.backward()  # what the graph saved is still there for your own backward
+    assert a.grad is not None
+
+
+@pytest.mark.parametrize("args, words", [
+    ((3.0,), "graph: 3.0 is not a tensor or a tuple of tensors"),
+    ((torch.ones(2), {"a": 1}), "graph: names['a']: names map a name to a tensor"),
+    ((torch.ones(2), None, "../up"), "graph: name '../up': must be a folder-safe file name"),
+])
+def test_graph_refuses_what_is_no_graph_in_one_line(tmp_path, args, words):
+    from demos import ConfigError, graph
+
+    output, names, *name = args + (None,) * (2 - len(args))
+    with pytest.raises(ConfigError) as e:
+        graph(output, names, **({"name": name[0]} if name and name[0] else {}),
+              output_dir=tmp_path)
+    assert str(e.value).startswith(words), str(e.value)
+    assert not any(tmp_path.iterdir())  # nothing written

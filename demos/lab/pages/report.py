@@ -143,10 +143,19 @@ def backward_traces(folder: Path) -> dict[str, list[dict[str, Any]]]:
     """The steps of each graph in the entry's backward.json, by graph name, in the order the
     scenario drew them (an empty list: drawn, not traced)."""
     try:
-        data = json.loads((folder / BACKWARD).read_text(encoding="utf-8"))
-        return {g["graph"]: g.get("steps") or [] for g in data["graphs"]}
-    except (OSError, ValueError, KeyError, TypeError):
+        return {g["graph"]: g.get("steps") or [] for g in backward_data(folder)}
+    except (KeyError, TypeError, AttributeError):
         return {}
+
+
+def backward_data(folder: Path) -> list[dict[str, Any]]:
+    """backward.json's graphs, as written; [] where there is none, or none readable."""
+    try:
+        data = json.loads((folder / BACKWARD).read_text(encoding="utf-8"))
+        graphs = data["graphs"]
+        return [g for g in graphs if isinstance(g, dict)] if isinstance(graphs, list) else []
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 def inline_svg(path: Path, prefix: str) -> Markup | None:

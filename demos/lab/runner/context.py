@@ -18,7 +18,6 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 
 from demos.lab.core.files import save_atomic
-from demos.lab.core.layout import GRADS, STEPS_GIF
 from demos.lab.core.results import Check, Result
 from demos.lab.core.scenario import ScenarioConfig
 from demos.lab.core.signals import StopRequest
@@ -27,6 +26,7 @@ from demos.lab.instruments import render as graphs
 from demos.lab.pages import plots
 from demos.lab.pages.drawing import Artifacts
 from demos.lab.runner.device import check_device
+from demos.lab.runner.looking import look
 from demos.lab.runner.recorder import Diverged, Recorder  # noqa: F401 (re-exported)
 from demos.lab.runner.torchrun import SINGLE, World
 
@@ -262,39 +262,12 @@ class Context:
 
     def _draw(self, output: Any, names: Mapping[str, torch.Tensor], name: str,
               counted: Mapping[Any, int] | None) -> str:
-        explanation = walk.explain(output, names, title=name)
-        source = graphs.make_graph(output, names)
-        found = saved.ledger(output, names)  # before the traced backward runs over the graph
-        traced = trace.record(output, names, title=name)
-        if traced is None:
-            self._findings.backward.append({"graph": name, "error": None, "steps": [],
-                                            "skipped": [],
-                                            "note": "no grad_fn: there is no backward to run"})
-        else:
-            order = [s.fn for s in traced.steps]
-            data = trace.to_json(traced)
-            for step, kept in zip(data["steps"], saved.per_step(found, order)):
-                step.update(kept)
-            data["saved"] = saved.to_json(found, order, traced.label)
-            self._findings.backward.append(data)
-            self._findings.trace_checks.append(trace.agrees(traced))
-            if data["steps"]:  # beside it, the same graph with the gradients in its nodes
-                self._artifacts.submit(f"{self.cfg.id}/{name}{GRADS}.pdf/.svg",
-                                       graphs.render_files,
-                                       graphs.with_gradients(source, data["steps"]),
-                                       self.dir / f"{name}{GRADS}", shutil.which("dot"))
-            if data["steps"] and self.stepper_gifs:  # and the stepper, for slides
-                self._artifacts.submit(f"{self.cfg.id}/{name}{STEPS_GIF}", graphs.stepper_gif,
-                                       source, data["steps"], self.dir / f"{name}{STEPS_GIF}",
-                                       shutil.which("dot"))
-            if counted is not None:
-                self._findings.trace_checks.append(saved.agrees(found, counted, name))
-            explanation += "\n" + trace.explain(traced) + "\n" + saved.explain(
-                found, order, traced.label)
-        self._findings.explanations.append(explanation)
-        self._artifacts.submit(f"{self.cfg.id}/{name}.pdf/.svg", graphs.render_files, source,
-                              self.dir / name, shutil.which("dot"))
-        return source
+        seen = look(output, names, name, self.dir, self._artifacts, counted=counted,
+                    stepper_gif=self.stepper_gifs, what=self.cfg.id)
+        self._findings.backward.append(seen.backward)
+        self._findings.trace_checks.extend(seen.checks)
+        self._findings.explanations.append(seen.explanation)
+        return seen.source
 
     def plot(self, filename: str, x: Sequence[float], series: Mapping[str, Sequence[float]],
              **labels: Any) -> None:

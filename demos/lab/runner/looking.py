@@ -1,0 +1,69 @@
+"""Looking at a graph: the instruments run over one autograd graph, as `ctx.graph` runs them in
+a scenario and `demos.graph` on your own tensors.
+
+`look(output, names, ...)` walks the graph behind `output` (explain.txt), draws it with torchviz
+(<name>.gv, then .pdf and .svg by the drawing helper), reads off what it saved (the ledger), and
+runs one real backward over it with every node hooked (the stepper's steps, backward.json),
+leaving the leaves' .grad as they were; then it draws the same graph with the gradients in its
+nodes (<name>_grads). Call it before your own `backward()`, which frees what the graph saved.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from demos.lab.core.layout import GRADS, STEPS_GIF
+from demos.lab.core.results import Check
+from demos.lab.instruments import render as graphs
+from demos.lab.instruments import saved, trace, walk
+from demos.lab.pages.drawing import Artifacts
+
+
+@dataclass
+class Look:
+    """What looking at one graph found."""
+    source: str                    # the graphviz source (torchviz's, with our labels)
+    backward: dict[str, Any]       # the graph's entry of backward.json: its steps, what it kept
+    explanation: str               # its part of explain.txt: the walk, the steps, the ledger
+    checks: list[Check] = field(default_factory=list)  # the trace (and ledger) held to torch
+
+
+def look(output: Any, names: Mapping[str, torch.Tensor], name: str, folder: Path,
+         artifacts: Artifacts, *, counted: Mapping[Any, int] | None = None,
+         stepper_gif: bool = False, what: str = "") -> Look:
+    """Walk, draw, trace and ledger the graph behind `output` into `folder` (<name>.*): the
+    renders are submitted to `artifacts` (labelled `what`/<file>). `counted`: what a pack hook
+    counted while its forward ran, for the check `saved tensors agree`."""
+    explanation = walk.explain(output, names, title=name)
+    source = graphs.make_graph(output, names)
+    found = saved.ledger(output, names)  # before the traced backward runs over the graph
+    traced = trace.record(output, names, title=name)
+    checks: list[Check] = []
+    dot = shutil.which("dot")
+    if traced is None:
+        data: dict[str, Any] = {"graph": name, "error": None, "steps": [], "skipped": [],
+                                "note": "no grad_fn: there is no backward to run"}
+    else:
+        order = [s.fn for s in traced.steps]
+        data = trace.to_json(traced)
+        for step, kept in zip(data["steps"], saved.per_step(found, order)):
+            step.update(kept)
+        data["saved"] = saved.to_json(found, order, traced.label)
+        checks.append(trace.agrees(traced))
+        if data["steps"]:  # beside it, the same graph with the gradients in its nodes
+            artifacts.submit(f"{what}/{name}{GRADS}.pdf/.svg", graphs.render_files,
+                             graphs.with_gradients(source, data["steps"]),
+                             folder / f"{name}{GRADS}", dot)
+        if data["steps"] and stepper_gif:  # and the stepper, for slides
+            artifacts.submit(f"{what}/{name}{STEPS_GIF}", graphs.stepper_gif, source,
+                             data["steps"], folder / f"{name}{STEPS_GIF}", dot)
+        if counted is not None:
+            checks.append(saved.agrees(found, counted, name))
+        explanation += "\n" + trace.explain(traced) + "\n" + saved.explain(
+            found, order, traced.label)
+    artifacts.submit(f"{what}/{name}.pdf/.svg", graphs.render_files, source, folder / name, dot)
+    return Look(source, data, explanation, checks)
