@@ -24,12 +24,13 @@ if TYPE_CHECKING:
         SupportView,
         check_function,
         compare,
+        forward_mode,
         graph,
         load,
         run,
     )
 
-__all__ = ["run", "check_function", "graph", "compare", "load", "ConfigError",
+__all__ = ["run", "check_function", "graph", "forward_mode", "compare", "load", "ConfigError",
            "RunInterrupted", "RunResult", "EntryResult", "GraphView", "SupportView",
            "Comparison"]
 

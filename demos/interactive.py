@@ -385,38 +385,75 @@ def graph(output: Any, names: Mapping[str, Any] | None = None, *, name: str = "g
     files go to a new folder of `output_dir`, graph_<time>/; in a notebook the result shows the
     graph and its stepper. Call it before your own backward(), which frees what the graph
     saved. Raises ConfigError for what is not a graph's output or a name."""
-    import datetime as dt
-
     import torch
 
-    from demos.lab.core.files import write_atomic, write_json
-    from demos.lab.core.layout import make_run_dir
-    from demos.lab.pages.drawing import Artifacts
     from demos.lab.runner.looking import look
 
     outs = output if isinstance(output, tuple) else (output,)
     if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
         raise ConfigError(f"graph: {short(output)} is not a tensor or a tuple of tensors")
-    named = dict(names or {})
+    named = tensors_named("graph", "names", names)
+    return looked("graph", name, output_dir, lambda folder, artifacts: look(
+        output, named, name, folder, artifacts, what=folder.name))
+
+
+def forward_mode(run: Callable[..., Any], inputs: Mapping[str, Any], *,
+                 name: str = "forward_mode",
+                 output_dir: str | os.PathLike[str] = "outputs") -> GraphView:
+    """A forward-mode pass of `run(*inputs.values())` (your Function's apply with a jvp, or
+    any function of tensors), recorded operation by operation as a scenario's
+    ctx.forward_mode records it: each operation's value and tangent (`steps`), ending in J·v,
+    beside the reverse pass's vᵀ·J for the same inputs, with the check that J·v equals
+    torch.func.jvp's (`checks`). Its files go to a new folder of `output_dir`,
+    forward_mode_<time>/; in a notebook the result steps through it."""
+    from demos.lab.runner.looking import look_forward
+
+    if not callable(run):
+        raise ConfigError(f"forward_mode: {short(run)} is not callable")
+    named = tensors_named("forward_mode", "inputs", inputs)
+    if not named:
+        raise ConfigError("forward_mode: no inputs; name the tensors run takes, in order")
+    return looked("forward_mode", name, output_dir, lambda folder, artifacts: look_forward(
+        run, named, name, folder, artifacts, what=folder.name))
+
+
+def tensors_named(call: str, what: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`given` as {name: tensor}, or a ConfigError naming the entry that is not one."""
+    import torch
+
+    named = dict(given or {})
     bad = next((k for k, v in named.items()
                 if not isinstance(k, str) or not isinstance(v, torch.Tensor)), None)
     if bad is not None:
-        raise ConfigError(f"graph: names[{short(bad)}]: names map a name to a tensor")
+        raise ConfigError(f"{call}: {what}[{short(bad)}]: {what} map a name to a tensor")
+    return named
+
+
+def looked(call: str, name: str, output_dir: str | os.PathLike[str],
+           looking: Callable[[Path, Any], Any]) -> GraphView:
+    """`looking(folder, artifacts)` in a new folder <call>_<time>/ of `output_dir`, its
+    backward.json and explain.txt written there, its drawings waited for; its view."""
+    import datetime as dt
+    import warnings
+
     from demos.lab.comparing.sweep import NAME_RE
+    from demos.lab.core.files import write_atomic, write_json
+    from demos.lab.core.layout import make_run_dir
+    from demos.lab.pages.drawing import Artifacts
+
     if not NAME_RE.fullmatch(text_of("name", name)):
-        raise ConfigError(f"graph: name {short(name)}: must be a folder-safe file name "
+        raise ConfigError(f"{call}: name {short(name)}: must be a folder-safe file name "
                           f"(letters, digits, _ . = , + -)")
     folder = make_run_dir(Path(text_of("output_dir", output_dir)), dt.datetime.now(),
-                          prefix="graph_").absolute()
-    warnings: list[str] = []
-    artifacts = Artifacts(warnings.append)
-    seen = look(output, named, name, folder, artifacts, what=folder.name)
+                          prefix=f"{call}_").absolute()
+    said: list[str] = []
+    artifacts = Artifacts(said.append)
+    seen = looking(folder, artifacts)
     write_json(folder / BACKWARD, {"graphs": [seen.backward]})
     write_atomic(folder / EXPLAIN, seen.explanation)
     artifacts.wait()
-    for message in warnings:  # no dot, say: the .gv is there, the pictures are not
-        import warnings as python_warnings
-        python_warnings.warn(message, stacklevel=2)
+    for message in said:  # no dot, say: the .gv is there, the pictures are not
+        warnings.warn(message, stacklevel=3)
     return GraphView(folder, name, seen.checks)
 
 

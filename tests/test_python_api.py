@@ -382,3 +382,18 @@ def test_graph_refuses_what_is_no_graph_in_one_line(tmp_path, args, words):
               output_dir=tmp_path)
     assert str(e.value).startswith(words), str(e.value)
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_forward_mode_steps_your_own_functions_jvp(tmp_path):
+    """demos.forward_mode(run, inputs): a scenario's ctx.forward_mode on your own Function:
+    each operation's tangent, J·v held to torch.func.jvp, its view with a stepper."""
+    from demos import ConfigError, forward_mode
+    from demos.documents.functions import LegendrePolynomial3Modern
+
+    x = torch.linspace(-1.5, 1.5, 7, dtype=torch.float64).requires_grad_()
+    f = forward_mode(LegendrePolynomial3Modern.apply, {"x": x}, output_dir=tmp_path)
+    assert f.folder.name.startswith("forward_mode_") and f.steps
+    assert "tangent" in f.steps[0] and [c.passed for c in f.checks] == [True]
+    assert "J·v" in f.explanation and "forward mode" in f._repr_html_()
+    with pytest.raises(ConfigError, match="forward_mode: no inputs"):
+        forward_mode(LegendrePolynomial3Modern.apply, {}, output_dir=tmp_path)

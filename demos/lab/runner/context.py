@@ -21,12 +21,12 @@ from demos.lab.core.files import save_atomic
 from demos.lab.core.results import Check, Result
 from demos.lab.core.scenario import ScenarioConfig
 from demos.lab.core.signals import StopRequest
-from demos.lab.instruments import forward, saved, second, trace, walk
 from demos.lab.instruments import render as graphs
+from demos.lab.instruments import saved, second, trace, walk
 from demos.lab.pages import plots
 from demos.lab.pages.drawing import Artifacts
 from demos.lab.runner.device import check_device
-from demos.lab.runner.looking import look
+from demos.lab.runner.looking import look, look_forward
 from demos.lab.runner.recorder import Diverged, Recorder  # noqa: F401 (re-exported)
 from demos.lab.runner.torchrun import SINGLE, World
 
@@ -235,30 +235,15 @@ class Context:
     def forward_mode(self, run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
                      name: str = "forward_mode") -> None:
         """A forward-mode pass of `run(*inputs)` (a Function with a jvp), drawn and stepped
-        like a backward (see demos.lab.instruments.forward): each operation's value and
-        tangent, ending in J·v, beside the reverse pass's vᵀ·J for the same inputs; the check
-        `forward mode agrees` holds J·v to torch.func.jvp."""
+        like a backward (see demos.lab.runner.looking.look_forward): each operation's value
+        and tangent, ending in J·v, beside the reverse pass's vᵀ·J for the same inputs; the
+        check `forward mode agrees` holds J·v to torch.func.jvp."""
         if not self.world.primary:
             return
-        traced = forward.record(run, inputs, title=name)
-        xs = trace.fresh(inputs)
-        need = {k: x for k, x in xs.items() if x.requires_grad}
-        reverse: dict[str, Any] = {}
-        if not traced.error and need:
-            outs = trace.outputs_of(run(*xs.values()))
-            # v = 1 for every output element through a sum, not an explicit grad_outputs (whose
-            # first use imports sympy, about 0.3 s: see demos.lab.instruments.trace)
-            total = sum((o * torch.ones_like(o)).sum() for o in outs)
-            grads = torch.autograd.grad(total, list(need.values()), allow_unused=True)
-            reverse = dict(zip(need, grads))
-        self._findings.backward.append(forward.to_json(traced, reverse))
-        self._findings.trace_checks.append(forward.agrees(traced, run))
-        self._findings.explanations.append(forward.explain(traced, reverse))
-        if traced.outputs and any(o.grad_fn is not None for o in traced.outputs):
-            source = graphs.make_graph(traced.outputs if len(traced.outputs) > 1 else
-                                       traced.outputs[0], traced.inputs)
-            self._artifacts.submit(f"{self.cfg.id}/{name}.pdf/.svg", graphs.render_files,
-                                   source, self.dir / name, shutil.which("dot"))
+        seen = look_forward(run, inputs, name, self.dir, self._artifacts, what=self.cfg.id)
+        self._findings.backward.append(seen.backward)
+        self._findings.trace_checks.extend(seen.checks)
+        self._findings.explanations.append(seen.explanation)
 
     def _draw(self, output: Any, names: Mapping[str, torch.Tensor], name: str,
               counted: Mapping[Any, int] | None) -> str:

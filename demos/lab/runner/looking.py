@@ -1,5 +1,6 @@
 """Looking at a graph: the instruments run over one autograd graph, as `ctx.graph` runs them in
-a scenario and `demos.graph` on your own tensors.
+a scenario and `demos.graph` on your own tensors; and over a forward-mode pass, as
+`ctx.forward_mode` and `demos.forward_mode` run them.
 
 `look(output, names, ...)` walks the graph behind `output` (explain.txt), draws it with torchviz
 (<name>.gv, then .pdf and .svg by the drawing helper), reads off what it saved (the ledger), and
@@ -12,14 +13,14 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
 from demos.lab.core.layout import GRADS, STEPS_GIF
 from demos.lab.core.results import Check
+from demos.lab.instruments import forward, saved, trace, walk
 from demos.lab.instruments import render as graphs
-from demos.lab.instruments import saved, trace, walk
 from demos.lab.pages.drawing import Artifacts
 
 
@@ -67,3 +68,29 @@ def look(output: Any, names: Mapping[str, torch.Tensor], name: str, folder: Path
             found, order, traced.label)
     artifacts.submit(f"{what}/{name}.pdf/.svg", graphs.render_files, source, folder / name, dot)
     return Look(source, data, explanation, checks)
+
+
+def look_forward(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor], name: str,
+                 folder: Path, artifacts: Artifacts, *, what: str = "") -> Look:
+    """A forward-mode pass of `run(*inputs)` recorded operation by operation (each value and
+    tangent, ending in J·v; a custom Function one step, through its jvp), beside the reverse
+    pass's vᵀ·J for the same inputs; drawn into `folder` (<name>.*) where it made a graph."""
+    traced = forward.record(run, inputs, title=name)
+    xs = trace.fresh(inputs)
+    need = {k: x for k, x in xs.items() if x.requires_grad}
+    reverse: dict[str, Any] = {}
+    if not traced.error and need:
+        outs = trace.outputs_of(run(*xs.values()))
+        # v = 1 for every output element through a sum, not an explicit grad_outputs (whose
+        # first use imports sympy, about 0.3 s: see demos.lab.instruments.trace)
+        total = sum((o * torch.ones_like(o)).sum() for o in outs)
+        grads = torch.autograd.grad(total, list(need.values()), allow_unused=True)
+        reverse = dict(zip(need, grads))
+    source = ""
+    if traced.outputs and any(o.grad_fn is not None for o in traced.outputs):
+        source = graphs.make_graph(traced.outputs if len(traced.outputs) > 1 else
+                                   traced.outputs[0], traced.inputs)
+        artifacts.submit(f"{what}/{name}.pdf/.svg", graphs.render_files, source,
+                         folder / name, shutil.which("dot"))
+    return Look(source, forward.to_json(traced, reverse), forward.explain(traced, reverse),
+                [forward.agrees(traced, run)])
