@@ -135,6 +135,10 @@ WORK = (legendre, my_relu, multiply_add, lenet, graphs, functions)
 
 def main(names: list[str]) -> None:
     """Each example of WORK (those named, when names are given), then the wall time."""
+    unknown = [n for n in names if n not in [w.__name__ for w in WORK]]
+    if unknown:
+        raise SystemExit(f"bench_documents: no example {', '.join(unknown)}; the examples: "
+                         f"{', '.join(w.__name__ for w in WORK)}")
     torch.set_num_threads(1)
     torch.manual_seed(0)
     for work in WORK:

@@ -55,7 +55,7 @@ def generate() -> str:
              "See \"Runs compared\".", "",
              "**Tolerances** (under `tolerance`, by key `all`, `metrics`, `params`, "
              "`metrics.<name>` or `params.<name>`; each the word `exact` or these fields; used by "
-             "`--baseline` and `--compare`; see \"Reproducible\"):", "",
+             "`--baseline` and `compare`; see \"Reproducible\"):", "",
              table(Tolerance)]
     base = {f.name for f in dataclasses.fields(ScenarioConfig)}
     for name, s in registry().items():

@@ -204,3 +204,5 @@ def test_loss_curves_are_labelled_by_what_differs_not_by_timestamps(tmp_path):
                                       "2026-11-25_13-55-45": "lr=1e-5"}
     same = [run("a", both), run("b", both)]  # nothing sets them apart: their names
     assert what_differs(same) == {"a": "a", "b": "b"}
+    keys = [run("x", ["scenarios.x.lr=1"]), run("y", ["scenarios.y.lr=1"])]  # whole keys
+    assert what_differs(keys) == {"x": "scenarios.x.lr=1", "y": "scenarios.y.lr=1"}

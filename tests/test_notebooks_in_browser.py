@@ -73,6 +73,10 @@ def test_an_exported_notebook_in_a_real_browser(tmp_path, kernel):  # noqa: F811
             "return Array.from(document.querySelectorAll('.autograd-demos td'), "
             "c => getComputedStyle(c).textAlign)")
         assert aligned and set(aligned) == {"left"}, set(aligned)
+        boxes_css = driver.execute_script(  # the output's width, not the page's 1100 px
+            "return Array.from(document.querySelectorAll('.autograd-demos'), "
+            "b => getComputedStyle(b).maxWidth + ' ' + getComputedStyle(b).marginLeft)")
+        assert boxes_css and set(boxes_css) == {"none 0px"}, set(boxes_css)
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
         assert errors == []
         assert driver.save_screenshot(str(tmp_path / "notebook.png"))

@@ -142,3 +142,22 @@ def test_paths_and_keys_wrap_after_a_separator_never_inside_a_word():
     assert str(b(H)).count("<script>") == 0  # escaped first
     for css in ("report.css", "compare.css"):
         assert "overflow-wrap: anywhere" not in str(templating.static(css)), css
+
+
+@pytest.mark.parametrize("status, error, checks, verdict", [
+    ("error", "ValueError: boom", [Check("ok", True, "")],
+     "<b>Error</b>: ValueError: boom. 1 checks passed."),
+    ("passed", None, [Check("expect", None, "not evaluated")],
+     "No check was evaluated (1 not evaluated)."),
+    ("passed", None, [Check("a", True, ""), Check("b", None, "")],
+     "All 1 checks passed (1 not evaluated)."),
+    ("failed", None, [Check("a", False, ""), Check("b", True, "")],
+     "<b>1 of 2 checks failed</b>: a."),
+])
+def test_the_verdict_line_says_what_happened(tmp_path, status, error, checks, verdict):
+    """An entry that raised is not 'All checks passed'; nothing evaluated is not a pass."""
+    e = EntrySummary("e", "my_exp", status, "cpu", 0, {}, {}, checks, [], None, error)
+    s = RunSummary("r", status, "2", "cpu", 0, False, {}, "c", ["runner.py"], "t", 1.0, [e])
+    page = report.render_report(tmp_path, s, {"my_exp": "x"}, {"e": ""})
+    line = page.split('<p class="verdict">')[1].split("</p>")[0]
+    assert line.startswith(verdict), line

@@ -66,8 +66,9 @@ def test_each_commands_help_lists_its_options_with_help_text_and_imports_no_torc
     # the old spellings of the commands: refused, naming the command (a run is the default)
     (("--config", SWEEP, "--seeds", "0"),
      "--seeds: an option of sweep, not of run (see runner.py run --help)"),
-    (("--compare", "a", "b"), "unrecognized arguments: --compare a b (see --help)"),
-    (("--aggregate", "d"), "unrecognized arguments: --aggregate d (see --help)"),
+    (("--compare", "a", "b"), "--compare: an option of 0.1.0, now a command: runner.py compare "
+                              "RUN_A RUN_B ..."),
+    (("--aggregate=d",), "--aggregate: an option of 0.1.0, now a command: runner.py aggregate DIR"),
     (("run", "--config", SWEEP, "--jobs", "2"), "--jobs: only for a sweep or an --ensemble"),
     # and what is no option anywhere, or no command
     (("compare", "a", "b", "--bogus"), "unrecognized arguments: --bogus (see --help)"),

@@ -236,3 +236,51 @@ def test_what_a_function_changes_is_set_back_after_its_matrix(tmp_path, monkeypa
         torch.set_default_dtype(dtype)
     assert rows["backward"].status == "ok"
     assert changed == (cwd, dtype) and "MEDDLED" not in os.environ
+
+
+class SortWithIndices(torch.autograd.Function):
+    """torch.sort as a modern Function with a jvp: the values, and the indices (long, marked
+    non-differentiable), as torch's own sort returns them. Right in every row it runs."""
+
+    @staticmethod
+    def forward(x):
+        return torch.sort(x, dim=-1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, idx = output
+        ctx.mark_non_differentiable(idx)
+        ctx.save_for_backward(idx)
+        ctx.save_for_forward(idx)
+
+    @staticmethod
+    def backward(ctx, g, _):
+        idx, = ctx.saved_tensors
+        return torch.zeros_like(g).scatter(-1, idx, g)
+
+    @staticmethod
+    def jvp(ctx, t):
+        idx, = ctx.saved_tensors
+        return t.gather(-1, idx), None
+
+
+def sort_reference(x):
+    return torch.sort(x, dim=-1)
+
+
+def test_the_forward_ad_row_takes_a_reference_with_outputs_that_have_no_gradient():
+    """The reference's J·v by reverse mode (support.jvp_by_reverse) for outputs that are
+    integer indices, constants or made in place: what torch.func.jvp gives them, no failure."""
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0), dtype=D)
+    v = torch.randn(3, 4, generator=torch.Generator().manual_seed(1), dtype=D)
+    for f in (sort_reference, lambda a: (a * a, torch.ones(2, dtype=D)),
+              lambda a: a.mul_(3), lambda a: (2 * a).detach() + a):
+        got = support.jvp_by_reverse(f, (x,), (v,))
+        want = torch.func.jvp(f, (x.clone(),), (v,))[1]
+        want = want if isinstance(want, tuple) else (want,)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert torch.allclose(g.double(), w.double()), (f, g, w)
+    rows = support.matrix(SortWithIndices.apply, {"x": x.requires_grad_()}, sort_reference,
+                          rows=["backward", "forward_ad"])
+    assert rows["forward_ad"].status == "ok", rows["forward_ad"]

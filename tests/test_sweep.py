@@ -95,6 +95,28 @@ def test_points_run_one_command_each_then_aggregate_group_by_the_other_keys(tmp_
     assert "not evaluated: --dry-run (1; expected 3" in checks[1]["detail"]
 
 
+def test_a_planned_sweep_run_by_a_scheduler_is_incomplete_until_every_point_ran(tmp_path):
+    """sweep --plan-only writes the plan and prints a command per point, running nothing; a
+    scheduler runs them; aggregate counts the plan's points: one missing, the sweep is
+    incomplete (exit 1, the point named), never passed over fewer runs than planned."""
+    import shlex
+
+    code, text, err = cli("sweep", "--config", SWEEP, "--seeds", "0-1", "--dry-run",
+                          "--plan-only", "--run-name", "planned", "--output-dir", tmp_path)
+    assert code == 0, err
+    folder = tmp_path / "planned"
+    commands = [shlex.split(line) for line in text.splitlines()]
+    assert len(commands) == 2 and all(c[1:3] == ["-m", "demos"] for c in commands)
+    assert (folder / "sweep-plan.json").is_file() and "aggregate" in err
+    assert not [p for p in folder.iterdir() if p.is_dir()]  # nothing ran
+    assert cli(*commands[0][3:])[0] == 0  # the scheduler ran one point
+    code, text, _ = cli("aggregate", folder)
+    assert code == 1 and "1_seed=1" in text, text
+    assert cli(*commands[1][3:])[0] == 0  # and then the other
+    code, text, _ = cli("aggregate", folder)
+    assert code == 0, text
+
+
 def test_parsing():
     assert sweep.parse_seeds("0-2,7,1") == ["0", "1", "2", "7"]
     assert sweep.split_values("1,[2, 3],'a,b'") == ["1", "[2, 3]", "'a,b'"]
@@ -137,7 +159,9 @@ def test_sweep_compare_and_index_pages_in_a_real_browser(seeds, tmp_path):
 
     from tests.test_report import browser, links_of
 
-    _, _, folder = seeds
+    _, _, shared = seeds
+    folder = tmp_path / "outputs" / shared.name  # a copy: the session's sweep stays as it is
+    shutil.copytree(shared, folder)
     points = sorted(p for p in folder.iterdir() if p.is_dir())
     code, _, _ = cli("compare", points[0], points[1], "--output-dir", folder.parent)
     assert code == 1  # two seeds: their losses differ

@@ -146,7 +146,7 @@ def attempt(run: Callable[[], str | None]) -> Row:
         if stopping():  # Ctrl-C again, from a notebook: the run's, not the row's
             raise
         return Row("fails", "KeyboardInterrupt: raised by the Function")
-    except SystemExit as e:  # a Function that ends its process: here, and in the checks one
+    except SystemExit as e:  # a Function that ends its process fails its row
         return Row("fails", f"SystemExit: the Function called sys.exit({e.code!r})")
     except Exception as e:
         first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
@@ -262,16 +262,21 @@ def jvp_by_reverse(f: Callable, primals: Sequence[torch.Tensor],
     """J·v of the plain-torch `f` at `primals` by reverse mode alone: g(u) = Jᵀu is linear in u,
     so the gradient of <g(u), v> with respect to u is J·v. The reference's own forward AD
     would give the same, but the first forward-mode pass through a decomposed op (x**3) imports
-    torch's compiler stack: about 0.7 s, for a number reverse mode gives in milliseconds."""
-    xs = [p.detach().requires_grad_() for p in primals]
-    outs = tensors(f(*xs))
-    us = [torch.zeros_like(o, requires_grad=True) for o in outs]
-    firsts = torch.autograd.grad(outs, xs, us, create_graph=True, allow_unused=True)
+    torch's compiler stack: about 0.7 s, for a number reverse mode gives in milliseconds. An
+    output that does not depend on the inputs differentiably (a constant, integer indices, a
+    detached mask) has the tangent forward mode gives it: zeros."""
+    xs = [p.detach().clone().requires_grad_() for p in primals]  # f may change them in place
+    outs = tensors(f(*[x.clone() for x in xs]))
+    live = [i for i, o in enumerate(outs) if o.is_floating_point() and o.requires_grad]
+    us = [torch.zeros_like(outs[i], requires_grad=True) for i in live]
+    firsts = torch.autograd.grad([outs[i] for i in live], xs, us, create_graph=True,
+                                 allow_unused=True) if live else [None] * len(xs)
     pairs = [(g * v).sum() for g, v in zip(firsts, tangents)
              if g is not None and g.requires_grad]
     jv = torch.autograd.grad(sum(pairs), us, allow_unused=True) if pairs else [None] * len(us)
-    return tuple(j.detach() if j is not None else torch.zeros_like(o).detach()
-                 for j, o in zip(jv, outs))
+    by_output = dict(zip(live, jv))
+    return tuple(by_output[i].detach() if by_output.get(i) is not None
+                 else torch.zeros_like(o).detach() for i, o in enumerate(outs))
 
 
 def func_grad(fn, xs, reference) -> str:

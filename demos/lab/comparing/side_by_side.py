@@ -335,12 +335,25 @@ def what_differs(runs: list[RunFolder]) -> dict[str, str]:
 
     every = [said(r) for r in runs]
     common = set.intersection(*map(set, every)) if every else set()
-    out = {}
-    for r, items in zip(runs, every):
-        own = [f"{k.rsplit('.', 1)[-1]}={v}" for k, _, v in
-               (x.partition("=") for x in items if x not in common)]
-        out[r.label] = ", ".join(own)[:60] or r.label
-    if len(set(out.values())) < len(out):  # two runs would read the same: say which is which
+
+    def labels(short: bool) -> dict[str, str]:
+        out = {}
+        for r, items in zip(runs, every):
+            own = [f"{k.rsplit('.', 1)[-1] if short else k}{sep}{v}" for k, sep, v in
+                   (x.partition("=") for x in items if x not in common)]
+            text = ""
+            for item in own:  # whole items, up to about 60 characters
+                if text and len(text) + len(item) > 60:
+                    text += ", ..."
+                    break
+                text += (", " if text else "") + item
+            out[r.label] = text or r.label
+        return out
+
+    out = labels(short=True)
+    if len(set(out.values())) < len(out):  # the short keys lose what sets them apart
+        out = labels(short=False)
+    if len(set(out.values())) < len(out):  # two runs still read the same: say which is which
         out = {label: label if text == label else f"{text} ({label})"
                for label, text in out.items()}
     return out

@@ -356,6 +356,13 @@ def run_sweep(args: Any, registry: Registry, output_dir: Path, stop: StopRequest
     plan = make_plan(args, registry)
     folder = sweep_folder(args, plan, output_dir)
     axes = "; ".join(f"{k} = {', '.join(v)}" for k, v in plan.axes)
+    if getattr(args, "plan_only", False):  # a scheduler runs the points; aggregate knows them
+        import shlex
+        for name, sets in plan.points:
+            say(shlex.join(plan.command(name, sets, folder)))
+        say(f"# {len(plan.points)} points planned in {folder}; once they have run: "
+            f"python runner.py aggregate {shlex.quote(str(folder))}", err=True)
+        return EXIT_OK
     say(f"sweep {folder}: {len(plan.points)} points, {axes}; "
         f"{min(plan.jobs, len(plan.points))} at a time"
         + (f", {plan.threads} thread(s) each" if plan.threads else ""))

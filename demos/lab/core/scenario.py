@@ -125,7 +125,7 @@ class ScenarioConfig:
     expect: Expect = param(Expect(), "expected values (params: and metrics:, each "
                                      "{name: target}), checked after the run")
     tolerance: dict[str, TableEntry] = param({}, "how far this entry's values may move under "
-                                                 "--baseline and --compare, by key (all, "
+                                                 "--baseline and compare, by key (all, "
                                                  "metrics, params, metrics.<name>, "
                                                  "params.<name>): {rtol, atol, ratio} or exact")
 

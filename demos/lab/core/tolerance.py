@@ -1,5 +1,5 @@
 """The tolerance model: how far a value may move between two runs. One model for --baseline,
---compare and the config's `expect:` (demos/docs/reproducible.md).
+`compare` and the config's `expect:` (demos/docs/reproducible.md).
 
 Torch-free. A value is a scenario entry's final metric or param, named `metrics.<name>` or
 `params.<name>`, compared with a reference (`old`). Each value gets one rule, the first that

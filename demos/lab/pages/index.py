@@ -60,7 +60,7 @@ class Sweep:
 
 @dataclass
 class ComparisonRow:
-    """A --compare folder: the runs it compares, whether they agree."""
+    """A compare folder: the runs it compares, whether they agree."""
     name: str
     href: str
     runs: str

@@ -21,14 +21,15 @@ from urllib.parse import quote
 from demos.lab.pages.templating import static
 
 BOX = "autograd-demos"  # the class of every view's box; the stylesheet is scoped to it
+MAX_EMBEDDED = 8 * 2**20  # an image larger than this is linked, not embedded
+IMAGE_TYPES = {".png": "image/png", ".gif": "image/gif", ".svg": "image/svg+xml"}
 # the scope of a view's rules, its class three times over: a notebook's own table rules
 # (JupyterLab's `:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td {text-align: right}`,
 # two classes) would otherwise win over the report's and right-align every check
 SCOPE = f".{BOX}" * 3
-MAX_EMBEDDED = 8 * 2**20  # an image larger than this is linked, not embedded
-IMAGE_TYPES = {".png": "image/png", ".gif": "image/gif", ".svg": "image/svg+xml"}
 # inside a notebook's output the page's own margins go: the box sits in the output's width
-BOX_STYLE = f".{BOX} {{ margin: 0; padding: 0.2em 0.4em 0.6em; max-width: none; }}"
+# (scoped as the page's `body` rule it overrides, and after it)
+BOX_STYLE = f"{SCOPE} {{ margin: 0; padding: 0.2em 0.4em 0.6em; max-width: none; }}"
 
 
 def view(body: str, folder: Path | None, sheets: tuple[str, ...] = ("report.css",)) -> str:

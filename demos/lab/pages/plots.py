@@ -94,8 +94,8 @@ def line_figure(x: Sequence[float], series: Mapping[str, Sequence[float]], *, ti
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(title=wrapped(title, TITLE_CHARS), xlabel=xlabel, ylabel=ylabel)
     ax.grid(True, alpha=0.3)
-    if len(series) > 1:
-        ax.legend()
+    if len(series) > 1 or any(not any(math.isfinite(v) for v in y) for y in series.values()):
+        ax.legend()  # one series that is not drawn says so too
     return fig
 
 

@@ -143,7 +143,8 @@ def backward_traces(folder: Path) -> dict[str, list[dict[str, Any]]]:
     """The steps of each graph in the entry's backward.json, by graph name, in the order the
     scenario drew them (an empty list: drawn, not traced)."""
     try:
-        return {g["graph"]: g.get("steps") or [] for g in backward_data(folder)}
+        return {g["graph"]: steps if isinstance(steps := g.get("steps"), list) and all(
+            isinstance(s, dict) for s in steps) else [] for g in backward_data(folder)}
     except (KeyError, TypeError, AttributeError):
         return {}
 

@@ -105,6 +105,10 @@ def sweep_options(p: argparse.ArgumentParser) -> None:
     sweep.add_argument("--jobs", metavar="N", type=int, default=1,
                        help="points run at once, each in its own process with its share of "
                             "the cores (default 1)")
+    sweep.add_argument("--plan-only", action="store_true",
+                       help="run nothing: make the sweep's folder with its plan "
+                            "(sweep-plan.json) and print each point's command, one a line, "
+                            "for a scheduler to run; then aggregate the folder")
     config_options(p.add_argument_group("every point, as for run"), sweep=True)
 
 
@@ -181,6 +185,8 @@ def parsers(prog: str) -> tuple[Parser, dict[str, Parser]]:
 # Parsing: the command named first, or a run.
 
 REFUSAL = "{option}: an option of {owners}, not of {command} (see {prog} {command} --help)"
+# the options of 0.1.0 that became commands: refused, naming the command
+BECAME = {"--compare": "compare RUN_A RUN_B ...", "--aggregate": "aggregate DIR"}
 
 
 def parse(argv: list[str], prog: str) -> argparse.Namespace:
@@ -188,6 +194,10 @@ def parse(argv: list[str], prog: str) -> argparse.Namespace:
     top, commands = parsers(prog)
     options = {name: p.option_names for name, p in commands.items()}
     argv = spelled_out(argv, set().union(*options.values()))  # = every_option
+    end = argv.index("--") if "--" in argv else len(argv)
+    old = next((a.split("=", 1)[0] for a in argv[:end] if a.split("=", 1)[0] in BECAME), None)
+    if old:
+        raise ConfigError(f"{old}: an option of 0.1.0, now a command: {prog} {BECAME[old]}")
     args, extra = top.parse_known_args(spelled(argv))
     known = set().union(*options.values())
     first = next((t for t in extra if t.startswith("-")), "")
