@@ -20,6 +20,7 @@ from demos.lab.core.scenario import (
     TRAINING_FILES,  # the files written for ctx.record's values
     Scenario,  # the declaration at a scenario file's end
     ScenarioConfig,  # base of a scenario's typed Config
+    Scenarios,  # the registry of demos/scenarios (its __init__'s, not a scenario's)
     graph_files,  # the files ctx.graph(..., name) writes
     pass_files,  # the files ctx.forward_mode / ctx.second_backward write
     support_param,  # the Config field naming the support rows
@@ -85,7 +86,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_a
     from demos.lab.runner.torchrun import same_everywhere
 
 __all__ = [  # what a scenario file may import: the names above, LAZY's, and run_alone
-    "Capability", "Check", "ConfigError", "Result", "Scenario", "ScenarioConfig",
+    "Capability", "Check", "ConfigError", "Result", "Scenario", "ScenarioConfig", "Scenarios",
     "TRAINING_FILES", "convert", "graph_files", "load_object", "param", "pass_files",
     "split_spec",
     "support_param",

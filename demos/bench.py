@@ -30,12 +30,13 @@ from pathlib import Path
 
 import torch
 
-from demos.documents.functions import LegendrePolynomial3, MyReLU
+from demos.documents.functions import MyReLU
 from demos.lab.core.files import dumps
 from demos.lab.core.threads import auto_threads, available_cores
 from demos.lab.pages.drawing import Artifacts
 from demos.lab.runner.context import Context
 from demos.scenarios import registry
+from demos.scenarios.legendre_fit import LegendrePolynomial3
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -405,7 +406,7 @@ def compiled(device: torch.device, steps: int) -> list[dict]:
 
 
 def legendre_inputs(device):
-    from demos.documents.functions import LegendrePolynomial3
+    from demos.scenarios.legendre_fit import LegendrePolynomial3
 
     x = torch.linspace(-math.pi, math.pi, 2000, device=device)
     return [x, torch.sin(x)] + [torch.tensor(v, device=device, requires_grad=True)

@@ -19,13 +19,13 @@ import torch.nn.functional as F
 
 from demos.documents.datasets import Shuffles, lenet_images, standardize
 from demos.documents.functions import (
-    LegendrePolynomial3,
     LinearFunction,
     MultiplyAdd,
     MyExp,
     MyReLU,
 )
 from demos.documents.models import Net
+from demos.scenarios.legendre_fit import LegendrePolynomial3
 
 
 def legendre(steps: int = 2000, lr: float = 5e-6) -> None:  # document 003, example 2

@@ -255,14 +255,13 @@ class RunResult:
     @staticmethod
     def about(scenario: str) -> str:
         from demos.scenarios import registry
-        found = registry().get(scenario)
-        return found.about if found is not None else ""
+        return registry().about(scenario) if scenario in registry() else ""
 
     def _repr_html_(self) -> str:
         from demos.lab.pages import inline
         from demos.lab.pages.report import render_report
         from demos.scenarios import registry
-        about = {name: s.about for name, s in registry().items()}
+        about = {name: registry().about(name) for name in registry()}
         return inline.view(render_report(self.folder, self.summary, about, self.configs(),
                                          part="body"), self.folder)
 

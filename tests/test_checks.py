@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from demos.documents.functions import (
-    LegendrePolynomial3,
     LinearFunction,
     MultiplyAdd,
     MyExp,
@@ -18,6 +17,7 @@ from demos.documents.functions import (
 )
 from demos.lab.checks import gradients as checks
 from demos.lab.core.config import Expect, Target
+from demos.scenarios.legendre_fit import LegendrePolynomial3
 from tests.fixtures.wrong_functions import (
     LinearNoBiasSum,
     MultiplyAddSwapped,

@@ -255,11 +255,14 @@ def test_all_yaml_matches_the_per_scenario_configs():
 
 
 def test_list_help_and_config_errors_do_not_import_torch(tmp_path):
-    bad = write(tmp_path, "scenarios:\n- scenario: legendre_fit\n  lr: -1\n")
+    """--help and --list never import torch. A config error imports only the scenario files
+    the config names: those whose file opens with its tutorial's code (legendre_fit, which
+    imports torch at its top) load torch; the others still answer without it."""
+    bad = write(tmp_path, "scenarios:\n- scenario: my_exp\n  inputs: 3\n")
     for argv in (["--help"], ["--list"], ["--config", str(bad)],
-                 ["--config", str(CONFIGS / "legendre_fit.yaml"), "--print-config"],
+                 ["--config", str(CONFIGS / "my_exp.yaml"), "--print-config"],
                  ["--config", str(CONFIGS / "custom_function.yaml"), "--print-config"],
-                 ["--config", str(CONFIGS / "all.yaml"), "--set", "seed=-1"]):
+                 ["--config", str(CONFIGS / "my_relu.yaml"), "--set", "seed=-1"]):
         code = ("import sys; from demos.cli import main\n"
                 "try: main(%r)\nexcept SystemExit: pass\n"
                 "heavy = [m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules]\n"
@@ -268,6 +271,24 @@ def test_list_help_and_config_errors_do_not_import_torch(tmp_path):
         out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                              text=True).stdout
         assert "HEAVY []" in out, (argv, out)
+
+
+def test_the_registry_reads_names_and_descriptions_without_importing_a_scenario():
+    """--list and a scenario's name come from the files (a scenario may import torch at its
+    top); what they say is what the imported declarations say."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from demos.cli import main\n"
+            "try: main(['--list'])\nexcept SystemExit: pass\n"
+            "print('LOADED', sorted(m for m in sys.modules if m.startswith('demos.scenarios.')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True).stdout
+    assert "LOADED []" in out, out
+    from demos.scenarios import registry
+    r = registry()
+    assert [r.about(n) for n in r] == [r[n].about for n in r]
+    assert list(r) == sorted(r, key=lambda n: (r[n].document, n))
 
 
 def test_list_names_every_scenario(capsys):

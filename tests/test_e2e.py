@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from demos.cli import main
-from demos.documents.functions import LegendrePolynomial3
 from demos.lab.comparing.baseline import read_baseline as load_baseline
 from demos.lab.core.config import load
 from demos.lab.core.schema import ConfigError
 from demos.lab.runner.run import make_run_dir
 from demos.scenarios import registry
+from demos.scenarios.legendre_fit import LegendrePolynomial3
 from tests.conftest import (
     BASELINE,
     CONFIGS,

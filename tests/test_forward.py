@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from demos.documents.functions import LegendrePolynomial3, LegendrePolynomial3Modern, MyExpModern
+from demos.documents.functions import LegendrePolynomial3Modern, MyExpModern
 from demos.lab.instruments import forward
+from demos.scenarios.legendre_fit import LegendrePolynomial3
 from tests.fixtures import wrong_functions as wrong
 
 D = torch.float64

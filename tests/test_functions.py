@@ -4,7 +4,6 @@ import torch
 from torch.autograd import gradcheck
 
 from demos.documents.functions import (
-    LegendrePolynomial3,
     LinearFunction,
     MultiplyAdd,
     MyExp,
@@ -15,6 +14,7 @@ from demos.documents.functions import (
     multiply_add_reference,
     relu_reference,
 )
+from demos.scenarios.legendre_fit import LegendrePolynomial3
 
 
 def grads(fn, *inputs):
@@ -98,7 +98,7 @@ from demos.documents import functions as fns  # noqa: E402
 
 D = torch.float64
 TWINS = [  # classic, reference, inputs (requires_grad as the documents have them)
-    (fns.LegendrePolynomial3, fns.legendre_p3_reference, [(5,)], [True]),
+    (LegendrePolynomial3, fns.legendre_p3_reference, [(5,)], [True]),
     (fns.MyReLU, fns.relu_reference, [(5,)], [True]),
     (fns.MultiplyAdd, fns.multiply_add_reference, [(5,), (5,), (5,)], [True, False, True]),
     (fns.MyExp, fns.exp_reference, [(5,)], [True]),
@@ -117,7 +117,7 @@ def inputs_of(shapes, needs, seed=0):
 def test_the_modern_twin_gives_the_classic_values_and_gradients(classic, reference, shapes,
                                                                 needs):
     xs, needs = inputs_of(shapes, needs)
-    twin = fns.MODERN[classic]
+    twin = fns.MODERN[classic.__name__]
     a = [x.clone().requires_grad_(n) for x, n in zip(xs, needs)]
     b = [x.clone().requires_grad_(n) for x, n in zip(xs, needs)]
     ya, yb = classic.apply(*a), twin.apply(*b)
@@ -132,7 +132,7 @@ def test_the_modern_twin_gives_the_classic_values_and_gradients(classic, referen
                          ids=[t[0].__name__ for t in TWINS])
 def test_the_modern_twin_works_under_every_transform(classic, reference, shapes, needs):
     xs, _ = inputs_of(shapes, needs)
-    twin = fns.MODERN[classic]
+    twin = fns.MODERN[classic.__name__]
     grads_needed = [x.clone().requires_grad_() for x in xs]
     assert gradcheck(twin.apply, grads_needed, check_forward_ad=True, check_batched_grad=True)
     assert torch.autograd.gradgradcheck(twin.apply, grads_needed)

@@ -7,6 +7,7 @@ import torch
 
 from demos.documents import functions as fns
 from demos.lab.checks import support
+from demos.scenarios.legendre_fit import LegendrePolynomial3
 from tests.fixtures import wrong_functions as wrong
 
 D = torch.float64
@@ -47,7 +48,7 @@ def test_a_failing_row_names_the_input():
 
 
 DOCUMENTS = [  # the documents' Functions, their references and inputs (as the scenarios have)
-    (fns.LegendrePolynomial3, fns.legendre_p3_reference, {"x": (5,)}, ()),
+    (LegendrePolynomial3, fns.legendre_p3_reference, {"x": (5,)}, ()),
     (fns.MyReLU, fns.relu_reference, {"x": (5,)}, ()),
     (fns.MultiplyAdd, fns.multiply_add_reference, {"w": (5,), "x": (5,), "b": (5,)}, ("x",)),
     (fns.MyExp, fns.exp_reference, {"x": (5,)}, ()),
@@ -67,7 +68,7 @@ def test_the_documents_functions_and_their_twins():
     transform works; torch.compile refuses a Function with a jvp (torch 2.13). No fails."""
     for classic, reference, shapes, no_grad in DOCUMENTS:
         old = support.matrix(classic.apply, inputs(shapes, no_grad), reference)
-        new = support.matrix(fns.MODERN[classic].apply, inputs(shapes, no_grad), reference)
+        new = support.matrix(fns.MODERN[classic.__name__].apply, inputs(shapes, no_grad), reference)
         name = classic.__name__
         assert statuses(old) == {
             "backward": "ok", "double_backward": "ok", "forward_ad": "unsupported",

@@ -175,7 +175,7 @@ def test_the_graphs_name_what_functions_saved_and_keep_leaves_blue(dry_run):
 
     # P3's input, by forward's argument, owned by the Function: it is c + d*x, not the x of
     # the document's loop (which is no node of this graph)
-    assert fill("legendre_fit", "LegendrePolynomial3's x") == ["orange"]
+    assert fill("legendre_fit", "LegendrePolynomial3's input") == ["orange"]  # the tutorial's
     assert fill("legendre_fit", "x") == []
     assert fill("my_exp", "result") == ["orange"]        # MyExp saves its output
     assert fill("multiply_add", "x") == ["orange"]       # named by the scenario

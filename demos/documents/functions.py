@@ -5,19 +5,8 @@ Their plain-torch twins (`*_reference`) are the ground truth for the parity chec
 """
 import torch
 
-
-class LegendrePolynomial3(torch.autograd.Function):
-    """P3(x) = 0.5 (5x^3 - 3x), from document 003."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return 0.5 * (5 * x**3 - 3 * x)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        x, = ctx.saved_tensors
-        return grad_output * 1.5 * (5 * x**2 - 1)  # P3'(x) = 1.5 (5x^2 - 1)
+# LegendrePolynomial3, document 003's, is in demos/scenarios/legendre_fit.py, where its tutorial
+# uses it; its twin and its plain-torch reference are here.
 
 
 def legendre_p3_reference(x):
@@ -272,6 +261,6 @@ class LinearFunctionModern(torch.autograd.Function):
         return sum(terms[1:], terms[0])
 
 
-MODERN = {LegendrePolynomial3: LegendrePolynomial3Modern, MyReLU: MyReLUModern,
-          MultiplyAdd: MultiplyAddModern, MyExp: MyExpModern,
-          LinearFunction: LinearFunctionModern}  # each classic Function's twin
+MODERN = {"LegendrePolynomial3": LegendrePolynomial3Modern, "MyReLU": MyReLUModern,
+          "MultiplyAdd": MultiplyAddModern, "MyExp": MyExpModern,
+          "LinearFunction": LinearFunctionModern}  # each classic Function's twin, by its name

@@ -1,31 +1,21 @@
 """The scenarios: every module here declares one, as `SCENARIO = Scenario(...)` at its end.
 
 `registry()` finds them; adding a scenario is adding a module (and its configs/<name>.yaml).
-Importing them is cheap: a scenario imports torch inside its `run`.
+A scenario file may import torch at its top: the registry imports a module only when its
+scenario is asked for, and reads the names and descriptions that --list shows from the files.
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
+from pathlib import Path
 
-from demos.api import Scenario
+from demos.api import Scenarios
 
-_found: dict[str, Scenario] | None = None
+_found: Scenarios | None = None
 
 
-def registry() -> dict[str, Scenario]:
-    """{name: Scenario}, ordered by document, then name."""
+def registry() -> Scenarios:
+    """{name: Scenario}, ordered by document, then name; each imported when first asked for."""
     global _found
     if _found is None:
-        found = {}
-        for info in pkgutil.iter_modules(__path__):
-            if info.name.startswith("_"):
-                continue
-            module = importlib.import_module(f"{__name__}.{info.name}")
-            scenario = getattr(module, "SCENARIO", None)
-            if not isinstance(scenario, Scenario) or scenario.name != info.name:
-                raise TypeError(f"{module.__file__} must end with SCENARIO = Scenario("
-                                f"name='{info.name}', ...)")
-            found[info.name] = scenario
-        _found = dict(sorted(found.items(), key=lambda kv: (kv[1].document, kv[0])))
+        _found = Scenarios(__name__, Path(__file__).parent)
     return _found

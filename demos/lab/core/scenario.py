@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Mapping
+from pathlib import Path
+from typing import Any, Callable, Collection, Iterator, Mapping
 
 from demos.lab.core.layout import BACKWARD, GRADS, LOSS_PLOT, METRICS
 from demos.lab.core.schema import ConfigError, did_you_mean, param
@@ -220,3 +221,74 @@ FINAL_LOSS = "final_loss"  # the metric the console's line for an entry shows
 
 
 Registry = Mapping[str, Scenario]
+
+
+class Scenarios(Mapping[str, Scenario]):
+    """The scenarios of a package, by name: each module's `SCENARIO`, imported when it is first
+    asked for, since a scenario file may import torch at its top (it reads like the tutorial it
+    reproduces). Their names, documents and one-line descriptions are read from the files
+    without running them (`about`), so that --help, --list and a name's check stay cheap.
+    Ordered by document, then name."""
+
+    def __init__(self, package: str, folder: Path):
+        self._package = package
+        found = {p.stem: read_declaration(p) for p in sorted(folder.glob("*.py"))
+                 if not p.stem.startswith("_")}
+        self._about = {name: about for name, (_, about) in found.items()}
+        self._names = sorted(found, key=lambda n: (found[n][0], n))
+        self._loaded: dict[str, Scenario] = {}
+
+    def __getitem__(self, name: str) -> Scenario:
+        if name not in self._about:
+            raise KeyError(name)
+        if name not in self._loaded:
+            import importlib
+
+            module = importlib.import_module(f"{self._package}.{name}")
+            scenario = getattr(module, "SCENARIO", None)
+            if not isinstance(scenario, Scenario) or scenario.name != name:
+                raise TypeError(f"{module.__file__} must end with SCENARIO = Scenario("
+                                f"name='{name}', ...)")
+            self._loaded[name] = scenario
+        return self._loaded[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._about
+
+    def __setitem__(self, name: str, scenario: Scenario) -> None:
+        """Stand `scenario` in for a scenario of the package, in this process (the tests'
+        monkeypatch.setitem); deleting it loads the file's own again."""
+        if name not in self._about:
+            raise KeyError(name)
+        self._loaded[name] = scenario
+
+    def __delitem__(self, name: str) -> None:
+        self._loaded.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def about(self, name: str) -> str:
+        """Its one line (its Config's docstring), read from its file."""
+        return self._about[name]
+
+
+def read_declaration(path: Path) -> tuple[str, str]:
+    """A scenario file's `document=` (of its `SCENARIO = Scenario(...)`) and its Config's
+    docstring in one line, read without running the file; ("", "") where it declares none."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    about = next((" ".join((ast.get_docstring(node) or "").split()) for node in tree.body
+                  if isinstance(node, ast.ClassDef) and node.name == "Config"), "")
+    document = ""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SCENARIO"
+                                                for t in node.targets) \
+                and isinstance(node.value, ast.Call):
+            document = next((str(ast.literal_eval(k.value)) for k in node.value.keywords
+                             if k.arg == "document" and isinstance(k.value, ast.Constant)), "")
+    return document, about

@@ -3,9 +3,8 @@ commands sweep, aggregate and compare, each with its own options.
 
 A command line that names no command is a run. Generic: the scenarios come in from the caller
 (`demos.cli`), as a function returning the registry. Imports nothing heavy until a run really
-starts: --help, --list, --print-config and config errors answer without torch, matplotlib or
-the user's code. Exit codes: 0 all passed, 1 a check failed or a scenario raised, 2 usage or
-config error, 130 interrupted.
+starts: --help and --list answer without torch, matplotlib or the user's code. Exit codes: 0
+all passed, 1 a check failed or a scenario raised, 2 usage or config error, 130 interrupted.
 """
 from __future__ import annotations
 
@@ -167,8 +166,10 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Call], int]] = {
 
 
 def list_scenarios(registry: Registry) -> str:
+    """A line per scenario; read from the files where the registry can (nothing imported)."""
+    about = getattr(registry, "about", lambda name: registry[name].about)
     width = max(map(len, registry))
-    return "\n".join(f"{name:<{width}}  {s.about}" for name, s in registry.items())
+    return "\n".join(f"{name:<{width}}  {about(name)}" for name in registry)
 
 
 def main(argv: list[str] | None, registry: Callable[[], Registry],
