@@ -124,6 +124,67 @@ r2 = check_function(Cube, inputs={"x": torch.randn(5, 3, requires_grad=True)},
 r2.passed'''
 
 
+# A scenario file that opens with its tutorial's code (issue 33): its notebook shows that code
+# cell by cell, taken from the file (written once, there), with the lab's hooks left out.
+TUTORIAL_START, LAB_START = "# == The tutorial", "# == The lab"
+# the lab's words in the tutorial's script, and the tutorial's own in their place
+PLAIN = {"ctx.device": "device", "ctx.steps(cfg.steps)": "range(steps)", "cfg.points": "2000",
+         "cfg.init": "(0.0, -1.0, 0.0, 0.3)", "cfg.lr": "5e-6"}
+
+
+def tutorial_cells(name: str) -> list[dict]:
+    """The tutorial's code of scenario `name`, as cells: each class and the script (`train`'s
+    body), the lab's hooks (lines ending in `# lab: ...`, and the lab's words for the
+    tutorial's numbers) taken out; then the instruments on what it trained. [] for a scenario
+    file that does not open with its tutorial."""
+    import ast
+    import textwrap
+
+    source = (ROOT / "demos" / "scenarios" / f"{name}.py").read_text(encoding="utf-8")
+    if TUTORIAL_START not in source:
+        return []
+    part = source.split(TUTORIAL_START, 1)[1].split(LAB_START, 1)[0]
+    tree = ast.parse(textwrap.dedent(part.split("\n", 1)[1]))
+    lines = part.split("\n", 1)[1].splitlines()
+    cells = [cell("markdown", "tutorial-intro", "## The tutorial's code\n\nAs the tutorial "
+                  f"writes it: the same code the scenario runs (`demos/scenarios/{name}.py`), "
+                  "without the lab's hooks. Change a line and run the cells again.")]
+    for node in tree.body:
+        text = "\n".join(lines[node.lineno - 1 - (len(node.decorator_list) if hasattr(
+            node, "decorator_list") else 0):node.end_lineno])
+        if isinstance(node, ast.ClassDef):
+            cells.append(cell("code", f"tutorial-{node.name}", "import math\n\nimport torch\n\n\n"
+                              + text if not any(c["id"].startswith("tutorial-") and
+                                                c["cell_type"] == "code" for c in cells)
+                              else text))
+        elif isinstance(node, ast.FunctionDef) and node.name == "train":
+            body = []
+            for ln in text.splitlines()[1:]:
+                indent = ln[:len(ln) - len(ln.lstrip())]
+                if "ctx.record(t, loss=loss)" in ln:  # the lab's loss curve: the tutorial prints
+                    body += [f"{indent}if t % 100 == 99:", f"{indent}    print(t, loss.item())"]
+                elif "# lab:" not in ln or "ctx.steps" in ln:
+                    body.append(ln.split("  # lab:")[0])
+            script = textwrap.dedent("\n".join(body))
+            script = script.split('"""', 2)[2].lstrip("\n") if script.startswith('"""') \
+                else script
+            for lab, plain in PLAIN.items():
+                script = script.replace(lab, plain)
+            script = script.rstrip().removesuffix("return a, b, c, d").rstrip()
+            cells.append(cell("code", "tutorial-script", 'device = torch.device("cpu")\n'
+                              "steps = 5 if dry_run else 2000\n\n" + script +
+                              "\n\nprint(f'Result: y = {a.item()} + {b.item()} * "
+                              "P3({c.item()} + {d.item()} x)')"))
+    cells += [cell("markdown", "instruments-intro", "The lab's instruments on the tutorial's "
+                   "own tensors: the graph of one more forward pass with the learned weights, "
+                   "its backward step by step (press **Next**), and what it saved."),
+              cell("code", "instruments", "from demos import graph\n\nloss = (a + b * "
+                   "LegendrePolynomial3.apply(c + d * x) - y).pow(2).sum()\ng = graph(loss, "
+                   '{"a": a, "b": b, "c": c, "d": d}, name="tutorial", output_dir=output_dir)\n'
+                   "g")]
+    return cells
+
+
 def cell(kind: str, cell_id: str, source: str, **extra) -> dict:
     base = {"cell_type": kind, "id": cell_id, "metadata": extra.pop("metadata", {}),
             "source": source.splitlines(keepends=True)}
@@ -142,6 +203,10 @@ def notebook(name: str) -> dict:
         cell("code", "parameters", 'dry_run = False        # True: a few steps only, to try '
              'the notebook in seconds\noutput_dir = "outputs"  # where the runs go: a folder '
              'per run, as the command line makes', metadata={"tags": ["parameters"]}),
+        *tutorial_cells(name),
+        *([cell("markdown", "run-intro", "## The lab's run\n\nThe scenario: the same code, "
+                "run and checked by the runner, as `python runner.py " + name + "` does.")]
+          if tutorial_cells(name) else []),
         cell("code", "run", f"from demos import {'' if name == 'custom_function' else 'compare, '}"
              f"run\n\nr = run({name!r}, dry_run=dry_run, output_dir=output_dir)\nr.passed"),
         cell("markdown", "numbers-intro", "What the run found: the entry's metrics and params "
@@ -178,7 +243,7 @@ executed: dict[str, Any] = {}  # name: the executed notebook, for the browser te
 # executed by test_notebooks.py; the rest by test_notebooks_in_browser.py (two test workers)
 FIRST_HALF = ["multiply_add", "computation_graph", "autograd_internals", "my_exp",
               "custom_function"]
-FAST = "computation_graph"  # the one notebook `make test` executes; the others are slow
+FAST = "legendre_fit"  # the one notebook `make test` runs (tutorial cells too); the rest: slow
 
 
 def tiered(names: list[str]) -> list[Any]:
@@ -239,6 +304,11 @@ def walks_its_example(name: str, folder) -> None:
               if o.output_type == "error"]
     assert errors == []
     assert result_of(nb, "run") == "True"  # the run passed
+    if tutorial_cells(name):  # the tutorial's own code ran in the kernel, then the instruments
+        printed = "".join(o.get("text", "") for c in nb.cells if c.get("id") == "tutorial-script"
+                          for o in c.outputs if o.output_type == "stream")
+        assert printed.startswith("Result: y = "), printed
+        assert 'class="backward" data-graph="tutorial"' in html_of(nb, "instruments")
     runs = sorted(p for p in (folder / "outputs").iterdir() if re.fullmatch(r"\d{4}-.*", p.name))
     first = json.loads((runs[0] / "summary.json").read_text())
     assert first["status"] == "passed" and first["dry_run"] is True
