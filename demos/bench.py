@@ -30,13 +30,13 @@ from pathlib import Path
 
 import torch
 
-from demos.documents.functions import MyReLU
 from demos.lab.core.files import dumps
 from demos.lab.core.threads import auto_threads, available_cores
 from demos.lab.pages.drawing import Artifacts
 from demos.lab.runner.context import Context
 from demos.scenarios import registry
 from demos.scenarios.legendre_fit import LegendrePolynomial3
+from demos.scenarios.my_relu import MyReLU
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,40 +47,30 @@ def sync(device: torch.device) -> None:
 
 
 def bare_legendre(device: torch.device, steps: int, points: int = 2000) -> float:
-    """Document 003's loop as written (today's API), timed like train_s; seconds."""
-    x = torch.linspace(-math.pi, math.pi, points, device=device)
-    y = torch.sin(x)
-    a, b, c, d = (torch.tensor(v, device=device, requires_grad=True) for v in (0., -1., 0., .3))
-    P3 = LegendrePolynomial3.apply
+    """Document 003's script as legendre_fit's file writes it (its `train`), with no lab
+    around it (demos.bench_documents.Bare), timed like train_s; seconds."""
+    from demos.bench_documents import Bare
+    from demos.scenarios import legendre_fit
+
+    cfg = legendre_fit.Config(scenario="legendre_fit", id="bare", steps=steps, points=points)
     start = time.perf_counter()
-    for _ in range(steps):
-        y_pred = a + b * P3(c + d * x)
-        loss = (y_pred - y).pow(2).sum()
-        loss.backward()
-        with torch.no_grad():
-            for p in (a, b, c, d):
-                p -= 5e-6 * p.grad
-                p.grad = None
+    legendre_fit.train(cfg, Bare(device))
     sync(device)
     return time.perf_counter() - start
 
 
 def bare_my_relu(device: torch.device, steps: int, N=64, D_in=1000, H=100, D_out=10) -> float:
-    """Document 004's two-layer net with MyReLU, as written (today's API); seconds."""
+    """Document 004's two-layer net as my_relu's file writes it (its `data` and `train`), with
+    no lab around it; seconds."""
+    from demos.bench_documents import Bare
+    from demos.scenarios import my_relu
+
     torch.manual_seed(0)
-    x, y = torch.randn(N, D_in).to(device), torch.randn(N, D_out).to(device)
-    w1 = torch.randn(D_in, H).to(device).requires_grad_()
-    w2 = torch.randn(H, D_out).to(device).requires_grad_()
-    relu = MyReLU.apply
+    cfg = my_relu.Config(scenario="my_relu", id="bare", steps=steps, N=N, D_in=D_in, H=H,
+                         D_out=D_out)
+    tensors = my_relu.data(cfg, Bare(device))
     start = time.perf_counter()
-    for _ in range(steps):
-        loss = (relu(x.mm(w1)).mm(w2) - y).pow(2).sum()
-        loss.backward()
-        with torch.no_grad():
-            w1 -= 1e-6 * w1.grad
-            w2 -= 1e-6 * w2.grad
-            w1.grad = None
-            w2.grad = None
+    my_relu.train(cfg, Bare(device), *tensors)
     sync(device)
     return time.perf_counter() - start
 
@@ -406,7 +396,6 @@ def compiled(device: torch.device, steps: int) -> list[dict]:
 
 
 def legendre_inputs(device):
-    from demos.scenarios.legendre_fit import LegendrePolynomial3
 
     x = torch.linspace(-math.pi, math.pi, 2000, device=device)
     return [x, torch.sin(x)] + [torch.tensor(v, device=device, requires_grad=True)
@@ -414,7 +403,6 @@ def legendre_inputs(device):
 
 
 def relu_inputs(device):
-    from demos.documents.functions import MyReLU
 
     g = torch.Generator().manual_seed(0)
     return [torch.randn(64, 1000, generator=g).to(device), torch.randn(64, 10, generator=g).to(

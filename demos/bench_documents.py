@@ -18,41 +18,36 @@ import torch
 import torch.nn.functional as F
 
 from demos.documents.datasets import Shuffles, lenet_images, standardize
-from demos.documents.functions import (
-    LinearFunction,
-    MultiplyAdd,
-    MyExp,
-    MyReLU,
-)
+from demos.documents.functions import LinearFunction, MultiplyAdd, MyExp
 from demos.documents.models import Net
-from demos.scenarios.legendre_fit import LegendrePolynomial3
+
+
+class Bare:
+    """What a scenario's tutorial code asks of `ctx`, doing nothing: the document's script as
+    the scenario file writes it, with no lab around it (steps: a range; record: nothing)."""
+
+    def __init__(self, device: torch.device | None = None):
+        self.device = device or torch.device("cpu")
+
+    def steps(self, n: int) -> range:
+        return range(n)
+
+    def record(self, *args: object, **values: object) -> None:
+        pass
 
 
 def legendre(steps: int = 2000, lr: float = 5e-6) -> None:  # document 003, example 2
-    x = torch.linspace(-math.pi, math.pi, 2000)
-    y = torch.sin(x)
-    a, b, c, d = (torch.full((), v, requires_grad=True) for v in (0.0, -1.0, 0.0, 0.3))
-    for _ in range(steps):
-        y_pred = a + b * LegendrePolynomial3.apply(c + d * x)
-        loss = (y_pred - y).pow(2).sum()
-        loss.backward()
-        with torch.no_grad():
-            for p in (a, b, c, d):
-                p -= lr * p.grad
-                p.grad = None
+    from demos.scenarios import legendre_fit  # its tutorial's code, as the scenario runs it
+
+    legendre_fit.train(legendre_fit.Config(scenario="legendre_fit", id="bare", steps=steps,
+                                           lr=lr), Bare())
 
 
 def my_relu(steps: int = 500, lr: float = 1e-6) -> None:  # document 004, last example
-    x, y = torch.randn(64, 1000), torch.randn(64, 10)
-    w1, w2 = torch.randn(1000, 100, requires_grad=True), torch.randn(100, 10, requires_grad=True)
-    for _ in range(steps):
-        loss = (MyReLU.apply(x.mm(w1)).mm(w2) - y).pow(2).sum()
-        loss.backward()
-        with torch.no_grad():
-            w1 -= lr * w1.grad
-            w2 -= lr * w2.grad
-            w1.grad = None
-            w2.grad = None
+    from demos.scenarios import my_relu as scenario  # its tutorial's code, as the scenario runs it
+
+    cfg = scenario.Config(scenario="my_relu", id="bare", steps=steps, lr=lr)
+    scenario.train(cfg, Bare(), *scenario.data(cfg, Bare()))
 
 
 def multiply_add(steps: int = 300, lr: float = 0.2) -> None:  # document 000

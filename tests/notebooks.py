@@ -127,61 +127,70 @@ r2.passed'''
 # A scenario file that opens with its tutorial's code (issue 33): its notebook shows that code
 # cell by cell, taken from the file (written once, there), with the lab's hooks left out.
 TUTORIAL_START, LAB_START = "# == The tutorial", "# == The lab"
-# the lab's words in the tutorial's script, and the tutorial's own in their place
-PLAIN = {"ctx.device": "device", "ctx.steps(cfg.steps)": "range(steps)", "cfg.points": "2000",
-         "cfg.init": "(0.0, -1.0, 0.0, 0.3)", "cfg.lr": "5e-6"}
+# what the notebook's instruments cell draws, after the tutorial's code ran: (loss, names)
+LOOK = {
+    "legendre_fit": ("(a + b * LegendrePolynomial3.apply(c + d * x) - y).pow(2).sum()",
+                     '{"a": a, "b": b, "c": c, "d": d}'),
+    "my_relu": ("(MyReLU.apply(x.mm(w1)).mm(w2) - y).pow(2).sum()", '{"w1": w1, "w2": w2}'),
+}
+
+
+def plain(code: str, defaults: Any) -> str:
+    """The tutorial's code without the lab's words: `cfg.<key>` is the key's default (the
+    tutorial's number), ctx.device the notebook's device, ctx.steps(...) a plain range."""
+    code = code.replace("ctx.steps(cfg.steps)", "range(steps)").replace("ctx.device", "device")
+    return re.sub(r"\bcfg\.(\w+)", lambda m: repr(getattr(defaults, m[1])), code)
 
 
 def tutorial_cells(name: str) -> list[dict]:
-    """The tutorial's code of scenario `name`, as cells: each class and the script (`train`'s
-    body), the lab's hooks (lines ending in `# lab: ...`, and the lab's words for the
-    tutorial's numbers) taken out; then the instruments on what it trained. [] for a scenario
-    file that does not open with its tutorial."""
+    """The tutorial's code of scenario `name`, as cells: each class, then each function's body
+    (its docstring and final return left out), the lab's hooks taken out (lines ending in
+    `# lab: ...`; its loss curve is the tutorial's print again); then the instruments on what
+    it trained. [] for a scenario file that does not open with its tutorial."""
     import ast
     import textwrap
 
     source = (ROOT / "demos" / "scenarios" / f"{name}.py").read_text(encoding="utf-8")
     if TUTORIAL_START not in source:
         return []
-    part = source.split(TUTORIAL_START, 1)[1].split(LAB_START, 1)[0]
-    tree = ast.parse(textwrap.dedent(part.split("\n", 1)[1]))
-    lines = part.split("\n", 1)[1].splitlines()
+    defaults = registry()[name].config(scenario=name, id=name)
+    lines = source.splitlines()
     cells = [cell("markdown", "tutorial-intro", "## The tutorial's code\n\nAs the tutorial "
                   f"writes it: the same code the scenario runs (`demos/scenarios/{name}.py`), "
                   "without the lab's hooks. Change a line and run the cells again.")]
-    for node in tree.body:
-        text = "\n".join(lines[node.lineno - 1 - (len(node.decorator_list) if hasattr(
-            node, "decorator_list") else 0):node.end_lineno])
+    start = source[:source.index(TUTORIAL_START)].count("\n")
+    end = source[:source.index(LAB_START)].count("\n")
+    nodes = [n for n in ast.parse(source).body if start < n.lineno <= end]
+    tutorial = source[source.index(TUTORIAL_START):source.index(LAB_START)]
+    head = ("import math\n\n" if "math." in tutorial else "") + (
+        "import torch\n\ndevice = torch.device(\"cpu\")\n"
+        f"steps = 5 if dry_run else {defaults.steps}\n\n\n")
+    for node in nodes:
         if isinstance(node, ast.ClassDef):
-            cells.append(cell("code", f"tutorial-{node.name}", "import math\n\nimport torch\n\n\n"
-                              + text if not any(c["id"].startswith("tutorial-") and
-                                                c["cell_type"] == "code" for c in cells)
-                              else text))
-        elif isinstance(node, ast.FunctionDef) and node.name == "train":
-            body = []
-            for ln in text.splitlines()[1:]:
+            text = "\n".join(lines[node.lineno - 1:node.end_lineno])
+        elif isinstance(node, ast.FunctionDef):
+            body = node.body[1:] if ast.get_docstring(node) else node.body
+            first = node.body[0].end_lineno if ast.get_docstring(node) else body[0].lineno - 1
+            if body and isinstance(body[-1], ast.Return):
+                body = body[:-1]
+            kept = []
+            for ln in lines[first:body[-1].end_lineno]:  # the comments above the first line too
                 indent = ln[:len(ln) - len(ln.lstrip())]
                 if "ctx.record(t, loss=loss)" in ln:  # the lab's loss curve: the tutorial prints
-                    body += [f"{indent}if t % 100 == 99:", f"{indent}    print(t, loss.item())"]
+                    kept += [f"{indent}if t % 100 == 99:", f"{indent}    print(t, loss.item())"]
                 elif "# lab:" not in ln or "ctx.steps" in ln:
-                    body.append(ln.split("  # lab:")[0])
-            script = textwrap.dedent("\n".join(body))
-            script = script.split('"""', 2)[2].lstrip("\n") if script.startswith('"""') \
-                else script
-            for lab, plain in PLAIN.items():
-                script = script.replace(lab, plain)
-            script = script.rstrip().removesuffix("return a, b, c, d").rstrip()
-            cells.append(cell("code", "tutorial-script", 'device = torch.device("cpu")\n'
-                              "steps = 5 if dry_run else 2000\n\n" + script +
-                              "\n\nprint(f'Result: y = {a.item()} + {b.item()} * "
-                              "P3({c.item()} + {d.item()} x)')"))
+                    kept.append(ln.split("  # lab:")[0])
+            text = plain(textwrap.dedent("\n".join(kept)), defaults)
+        else:
+            continue
+        cells.append(cell("code", f"tutorial-{node.name}", head + text))
+        head = ""
+    loss, names = LOOK[name]
     cells += [cell("markdown", "instruments-intro", "The lab's instruments on the tutorial's "
                    "own tensors: the graph of one more forward pass with the learned weights, "
                    "its backward step by step (press **Next**), and what it saved."),
-              cell("code", "instruments", "from demos import graph\n\nloss = (a + b * "
-                   "LegendrePolynomial3.apply(c + d * x) - y).pow(2).sum()\ng = graph(loss, "
-                   '{"a": a, "b": b, "c": c, "d": d}, name="tutorial", output_dir=output_dir)\n'
-                   "g")]
+              cell("code", "instruments", f"from demos import graph\n\nloss = {loss}\n"
+                   f'g = graph(loss, {names}, name="tutorial", output_dir=output_dir)\ng')]
     return cells
 
 
@@ -305,9 +314,9 @@ def walks_its_example(name: str, folder) -> None:
     assert errors == []
     assert result_of(nb, "run") == "True"  # the run passed
     if tutorial_cells(name):  # the tutorial's own code ran in the kernel, then the instruments
-        printed = "".join(o.get("text", "") for c in nb.cells if c.get("id") == "tutorial-script"
-                          for o in c.outputs if o.output_type == "stream")
-        assert printed.startswith("Result: y = "), printed
+        ran = [c for c in nb.cells if c.get("id", "").startswith("tutorial-")
+               and c.cell_type == "code"]
+        assert ran and all(c.execution_count for c in ran)  # each ran, without an error
         assert 'class="backward" data-graph="tutorial"' in html_of(nb, "instruments")
     runs = sorted(p for p in (folder / "outputs").iterdir() if re.fullmatch(r"\d{4}-.*", p.name))
     first = json.loads((runs[0] / "summary.json").read_text())

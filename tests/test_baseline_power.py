@@ -4,8 +4,8 @@ backward off by a constant factor, LeNet's optimizer or one of its layers)."""
 import pytest
 import torch.nn as nn
 
-from demos.documents.functions import MyReLU
 from demos.scenarios.legendre_fit import LegendrePolynomial3
+from demos.scenarios.my_relu import MyReLU
 from tests.conftest import BASELINE, CONFIGS, NO_SUPPORT, check, entry, run_captured
 from tests.fixtures.wrong_functions import P3MissingFactor, ReLUScaledBackward
 

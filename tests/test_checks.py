@@ -8,7 +8,6 @@ from demos.documents.functions import (
     LinearFunction,
     MultiplyAdd,
     MyExp,
-    MyReLU,
     exp_reference,
     legendre_p3_reference,
     linear_reference,
@@ -18,6 +17,7 @@ from demos.documents.functions import (
 from demos.lab.checks import gradients as checks
 from demos.lab.core.config import Expect, Target
 from demos.scenarios.legendre_fit import LegendrePolynomial3
+from demos.scenarios.my_relu import MyReLU
 from tests.fixtures.wrong_functions import (
     LinearNoBiasSum,
     MultiplyAddSwapped,

@@ -7,7 +7,6 @@ from demos.documents.functions import (
     LinearFunction,
     MultiplyAdd,
     MyExp,
-    MyReLU,
     exp_reference,
     legendre_p3_reference,
     linear_reference,
@@ -15,6 +14,7 @@ from demos.documents.functions import (
     relu_reference,
 )
 from demos.scenarios.legendre_fit import LegendrePolynomial3
+from demos.scenarios.my_relu import MyReLU
 
 
 def grads(fn, *inputs):
@@ -99,7 +99,7 @@ from demos.documents import functions as fns  # noqa: E402
 D = torch.float64
 TWINS = [  # classic, reference, inputs (requires_grad as the documents have them)
     (LegendrePolynomial3, fns.legendre_p3_reference, [(5,)], [True]),
-    (fns.MyReLU, fns.relu_reference, [(5,)], [True]),
+    (MyReLU, fns.relu_reference, [(5,)], [True]),
     (fns.MultiplyAdd, fns.multiply_add_reference, [(5,), (5,), (5,)], [True, False, True]),
     (fns.MyExp, fns.exp_reference, [(5,)], [True]),
     (fns.LinearFunction, fns.linear_reference, [(4, 3), (2, 3), (2,)], [True, True, True]),

@@ -13,20 +13,7 @@ def legendre_p3_reference(x):
     return 0.5 * (5 * x**3 - 3 * x)
 
 
-class MyReLU(torch.autograd.Function):
-    """ReLU(x) = max(x, 0), from the official two-layer-net example (document 004)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x.clamp(min=0)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        x, = ctx.saved_tensors
-        grad_x = grad_output.clone()
-        grad_x[x < 0] = 0  # ReLU'(x) = 1 where x > 0, else 0
-        return grad_x
+# MyReLU, document 004's, is in demos/scenarios/my_relu.py, where its tutorial uses it.
 
 
 def relu_reference(x):

@@ -1,14 +1,18 @@
 """my_relu: a two-layer net y_pred = MyReLU(x @ w1) @ w2 trained by hand-written SGD.
 
-Document 004, the official example at its end. MyReLU's backward zeroes the incoming
-gradient where its input was negative; w1 and w2 learn by plain gradient descent.
+Document 004, the official example at its end: PyTorch's tutorial "Learning PyTorch with
+Examples" (PyTorch: Defining new autograd functions, the two-layer net). The tutorial's code
+comes first, as it writes it: its Function, then its script as `data` and `train`. The lab's
+hooks in the loop end in `# lab: ...`; everything the lab adds is below "The lab".
 
-    python runner.py --config configs/my_relu.yaml
+    python runner.py my_relu
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import torch
 
 from demos.api import (
     TRAINING_FILES,
@@ -27,6 +31,86 @@ from demos.api import (
 if TYPE_CHECKING:
     from demos.api import Context
 
+# == The tutorial ================================================================================
+
+
+class MyReLU(torch.autograd.Function):
+    """
+    We can implement our own custom autograd Functions by subclassing
+    torch.autograd.Function and implementing the forward and backward passes
+    which operate on Tensors.
+    """
+
+    @staticmethod
+    def forward(ctx, input):
+        """
+        In the forward pass we receive a Tensor containing the input and return
+        a Tensor containing the output. ctx is a context object that can be used
+        to stash information for backward computation. You can cache arbitrary
+        objects for use in the backward pass using the ctx.save_for_backward method.
+        """
+        ctx.save_for_backward(input)
+        return input.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        """
+        In the backward pass we receive a Tensor containing the gradient of the loss
+        with respect to the output, and we need to compute the gradient of the loss
+        with respect to the input.
+        """
+        input, = ctx.saved_tensors
+        grad_input = grad_output.clone()
+        grad_input[input < 0] = 0  # ReLU'(x) = 1 where x > 0, else 0
+        return grad_input
+
+
+def data(cfg: Config, ctx: Context) -> tuple[torch.Tensor, ...]:
+    """The tutorial's tensors: x, y and the weights w1, w2 it starts from."""
+    # N is batch size; D_in is input dimension;
+    # H is hidden dimension; D_out is output dimension.
+    N, D_in, H, D_out = cfg.N, cfg.D_in, cfg.H, cfg.D_out
+
+    # Create random Tensors to hold input and outputs.
+    x = torch.randn(N, D_in, device=ctx.device)
+    y = torch.randn(N, D_out, device=ctx.device)
+
+    # Create random Tensors for weights.
+    w1 = torch.randn(D_in, H, device=ctx.device, requires_grad=True)
+    w2 = torch.randn(H, D_out, device=ctx.device, requires_grad=True)
+    return x, y, w1, w2
+
+
+def train(cfg: Config, ctx: Context, x, y, w1, w2) -> None:
+    """The tutorial's loop: w1 and w2 learn in place."""
+    learning_rate = cfg.lr
+    for t in ctx.steps(cfg.steps):  # lab: range(500), counted (and stopped if it diverges)
+        # To apply our Function, we use Function.apply method. We alias this as 'relu'.
+        relu = MyReLU.apply
+
+        # Forward pass: compute predicted y using operations; we compute
+        # ReLU using our custom autograd operation.
+        y_pred = relu(x.mm(w1)).mm(w2)
+
+        # Compute and print loss
+        loss = (y_pred - y).pow(2).sum()
+        ctx.record(t, loss=loss)  # lab: the loss curve (the tutorial prints it)
+
+        # Use autograd to compute the backward pass.
+        loss.backward()
+
+        # Update weights using gradient descent
+        with torch.no_grad():
+            w1 -= learning_rate * w1.grad
+            w2 -= learning_rate * w2.grad
+
+            # Manually zero the gradients after updating weights
+            w1.grad = None
+            w2.grad = None
+
+
+# == The lab: what the runner adds to the tutorial ===============================================
+
 
 @dataclass
 class Config(ScenarioConfig):
@@ -37,7 +121,6 @@ class Config(ScenarioConfig):
     D_out: int = param(10, "output dimension", ge=1, le=10**7)
     steps: int = param(500, "SGD steps", ge=1, le=10**9)
     lr: float = param(1e-6, "learning rate of the hand-written SGD", gt=0)
-    compile: bool = param(False, "run the loss (forward and backward) through torch.compile")
     support: list[Capability] = support_param()
 
     def validate(self, where: str) -> None:
@@ -53,35 +136,22 @@ class Config(ScenarioConfig):
 
 
 def sse(x, y, w1, w2, relu):
+    """The tutorial's loss as one function of its tensors (for the graph and parity)."""
     y_pred = relu(x.mm(w1)).mm(w2)  # (N, D_out)
     return (y_pred - y).pow(2).sum()
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    import torch
-
     from demos.api import gradcheck, parity, support
-    from demos.documents.functions import MyReLU, MyReLUModern, relu_reference
-    relu = MyReLU.apply
-    N, D_in, H, D_out = cfg.N, cfg.D_in, cfg.H, cfg.D_out
-    x = torch.randn(N, D_in).to(ctx.device)                     # (N, D_in)
-    y = torch.randn(N, D_out).to(ctx.device)                    # (N, D_out)
-    w1 = torch.randn(D_in, H).to(ctx.device).requires_grad_()   # (D_in, H)
-    w2 = torch.randn(H, D_out).to(ctx.device).requires_grad_()  # (H, D_out)
-    real = {"x": x, "y": y, "w1": w1.detach().clone().requires_grad_(),
-            "w2": w2.detach().clone().requires_grad_()}
+    from demos.documents.functions import MyReLUModern, relu_reference
 
-    ctx.forward(lambda: sse(x, y, w1, w2, relu), {"w1": w1, "w2": w2})
-    loss_fn = torch.compile(sse) if cfg.compile else sse
-    for t in ctx.steps(cfg.steps):
-        loss = loss_fn(x, y, w1, w2, relu)  # sum of (MyReLU(x @ w1) @ w2 - y)^2
-        ctx.record(t, loss=loss)
-        loss.backward()
-        with torch.no_grad():
-            w1 -= cfg.lr * w1.grad
-            w2 -= cfg.lr * w2.grad
-            w1.grad = None
-            w2.grad = None
+    relu = MyReLU.apply
+    x, y, w1, w2 = data(cfg, ctx)
+    real = {"x": x, "y": y, "w1": w1.detach().clone().requires_grad_(),
+            "w2": w2.detach().clone().requires_grad_()}  # the start, for parity
+    ctx.forward(lambda: sse(x, y, w1, w2, relu), {"w1": w1, "w2": w2})  # the loop's graph
+
+    train(cfg, ctx, x, y, w1, w2)  # the tutorial, recorded
 
     # gradcheck away from the kink at 0, where ReLU has no derivative
     g = torch.Generator().manual_seed(0)
