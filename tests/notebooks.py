@@ -132,6 +132,7 @@ LOOK = {
     "legendre_fit": ("(a + b * LegendrePolynomial3.apply(c + d * x) - y).pow(2).sum()",
                      '{"a": a, "b": b, "c": c, "d": d}'),
     "my_relu": ("(MyReLU.apply(x.mm(w1)).mm(w2) - y).pow(2).sum()", '{"w1": w1, "w2": w2}'),
+    "my_exp": ("MyExp.apply(inputs).sum()", '{"inputs": inputs}'),
 }
 
 
@@ -139,6 +140,7 @@ def plain(code: str, defaults: Any) -> str:
     """The tutorial's code without the lab's words: `cfg.<key>` is the key's default (the
     tutorial's number), ctx.device the notebook's device, ctx.steps(...) a plain range."""
     code = code.replace("ctx.steps(cfg.steps)", "range(steps)").replace("ctx.device", "device")
+    code = re.sub(r"ctx\.forward\(lambda: (.*?), \{[^}]*\}\)", r"\1", code)  # the forward itself
     return re.sub(r"\bcfg\.(\w+)", lambda m: repr(getattr(defaults, m[1])), code)
 
 
@@ -163,32 +165,36 @@ def tutorial_cells(name: str) -> list[dict]:
     nodes = [n for n in ast.parse(source).body if start < n.lineno <= end]
     tutorial = source[source.index(TUTORIAL_START):source.index(LAB_START)]
     head = ("import math\n\n" if "math." in tutorial else "") + (
-        "import torch\n\ndevice = torch.device(\"cpu\")\n"
-        f"steps = 5 if dry_run else {defaults.steps}\n\n\n")
+        "import torch\n\ndevice = torch.device(\"cpu\")\n" +
+        (f"steps = 5 if dry_run else {defaults.steps}\n" if "ctx.steps" in tutorial else "")
+        + "\n\n")
     for node in nodes:
         if isinstance(node, ast.ClassDef):
             text = "\n".join(lines[node.lineno - 1:node.end_lineno])
         elif isinstance(node, ast.FunctionDef):
             body = node.body[1:] if ast.get_docstring(node) else node.body
             first = node.body[0].end_lineno if ast.get_docstring(node) else body[0].lineno - 1
+            shown = ""
             if body and isinstance(body[-1], ast.Return):
+                if node is nodes[-1] and body[-1].value is not None:  # the script's end: shown
+                    shown = "\n\n" + ast.unparse(body[-1].value)
                 body = body[:-1]
             kept = []
             for ln in lines[first:body[-1].end_lineno]:  # the comments above the first line too
                 indent = ln[:len(ln) - len(ln.lstrip())]
                 if "ctx.record(t, loss=loss)" in ln:  # the lab's loss curve: the tutorial prints
                     kept += [f"{indent}if t % 100 == 99:", f"{indent}    print(t, loss.item())"]
-                elif "# lab:" not in ln or "ctx.steps" in ln:
+                elif "# lab:" not in ln or "ctx.steps" in ln or "ctx.forward" in ln:
                     kept.append(ln.split("  # lab:")[0])
-            text = plain(textwrap.dedent("\n".join(kept)), defaults)
+            text = plain(textwrap.dedent("\n".join(kept)), defaults) + shown
         else:
             continue
         cells.append(cell("code", f"tutorial-{node.name}", head + text))
         head = ""
     loss, names = LOOK[name]
     cells += [cell("markdown", "instruments-intro", "The lab's instruments on the tutorial's "
-                   "own tensors: the graph of one more forward pass with the learned weights, "
-                   "its backward step by step (press **Next**), and what it saved."),
+                   "own tensors: the graph of one more forward pass with them, its backward "
+                   "step by step (press **Next**), and what it saved."),
               cell("code", "instruments", f"from demos import graph\n\nloss = {loss}\n"
                    f'g = graph(loss, {names}, name="tutorial", output_dir=output_dir)\ng')]
     return cells

@@ -258,11 +258,11 @@ def test_list_help_and_config_errors_do_not_import_torch(tmp_path):
     """--help and --list never import torch. A config error imports only the scenario files
     the config names: those whose file opens with its tutorial's code (legendre_fit, which
     imports torch at its top) load torch; the others still answer without it."""
-    bad = write(tmp_path, "scenarios:\n- scenario: my_exp\n  inputs: 3\n")
+    bad = write(tmp_path, "scenarios:\n- scenario: multiply_add\n  steps: -3\n")
     for argv in (["--help"], ["--list"], ["--config", str(bad)],
-                 ["--config", str(CONFIGS / "my_exp.yaml"), "--print-config"],
+                 ["--config", str(CONFIGS / "multiply_add.yaml"), "--print-config"],
                  ["--config", str(CONFIGS / "custom_function.yaml"), "--print-config"],
-                 ["--config", str(CONFIGS / "my_relu.yaml"), "--set", "seed=-1"]):
+                 ["--config", str(CONFIGS / "computation_graph.yaml"), "--set", "seed=-1"]):
         code = ("import sys; from demos.cli import main\n"
                 "try: main(%r)\nexcept SystemExit: pass\n"
                 "heavy = [m for m in ('torch', 'matplotlib', 'numpy') if m in sys.modules]\n"
@@ -289,6 +289,24 @@ def test_the_registry_reads_names_and_descriptions_without_importing_a_scenario(
     r = registry()
     assert [r.about(n) for n in r] == [r[n].about for n in r]
     assert list(r) == sorted(r, key=lambda n: (r[n].document, n))
+
+
+def test_a_scenario_file_that_cannot_be_imported_is_one_line(tmp_path, monkeypatch):
+    """Listed from its file, it fails where it is asked for: a ConfigError naming it."""
+    from demos.lab.core.scenario import Scenarios
+    from demos.lab.core.schema import ConfigError
+
+    package = tmp_path / "some_scenarios"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "broken.py").write_text('class Config:\n    """It breaks."""\n\n'
+                                       'raise RuntimeError("boom")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = Scenarios("some_scenarios", package)
+    assert list(found) == ["broken"] and found.about("broken") == "It breaks."
+    with pytest.raises(ConfigError, match="scenario broken: its file could not be imported: "
+                                          "RuntimeError: boom"):
+        found["broken"]
 
 
 def test_list_names_every_scenario(capsys):

@@ -6,7 +6,6 @@ from torch.autograd import gradcheck
 from demos.documents.functions import (
     LinearFunction,
     MultiplyAdd,
-    MyExp,
     exp_reference,
     legendre_p3_reference,
     linear_reference,
@@ -14,6 +13,7 @@ from demos.documents.functions import (
     relu_reference,
 )
 from demos.scenarios.legendre_fit import LegendrePolynomial3
+from demos.scenarios.my_exp import MyExp
 from demos.scenarios.my_relu import MyReLU
 
 
@@ -101,7 +101,7 @@ TWINS = [  # classic, reference, inputs (requires_grad as the documents have the
     (LegendrePolynomial3, fns.legendre_p3_reference, [(5,)], [True]),
     (MyReLU, fns.relu_reference, [(5,)], [True]),
     (fns.MultiplyAdd, fns.multiply_add_reference, [(5,), (5,), (5,)], [True, False, True]),
-    (fns.MyExp, fns.exp_reference, [(5,)], [True]),
+    (MyExp, fns.exp_reference, [(5,)], [True]),
     (fns.LinearFunction, fns.linear_reference, [(4, 3), (2, 3), (2,)], [True, True, True]),
 ]
 

@@ -918,5 +918,6 @@ def test_an_environment_torch_refuses_is_one_line_and_exit_2(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "TORCH_LOGS": "nonsense"})
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert proc.stderr.startswith("error: torch could not be imported: ValueError: Invalid log "
-                                  "settings: nonsense")
+    # said where torch was first imported: a scenario file of the config, or the run's start
+    assert proc.stderr.startswith("error: ") and ("torch could not be imported: ValueError: "
+                                                  "Invalid log settings: nonsense") in proc.stderr

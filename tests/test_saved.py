@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from demos.documents.functions import LinearFunction, MyExp
+from demos.documents.functions import LinearFunction
 from demos.documents.functions import MyExpSavesInput as ExpSavesInput
 from demos.lab.instruments import saved
 from demos.lab.instruments.trace import record
 from demos.lab.instruments.walk import node_name
+from demos.scenarios.my_exp import MyExp
 
 
 class ExpKeepsAttribute(torch.autograd.Function):

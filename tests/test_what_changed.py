@@ -187,7 +187,7 @@ def test_every_required_idiom_has_a_row(idiom):
 def test_classic_functions_under_torch_func_and_forward_mode():
     from torch.func import vmap
 
-    from demos.documents.functions import MyExp
+    from demos.scenarios.my_exp import MyExp
     x = torch.ones(2, 3, dtype=torch.float64)
     error, _ = observe(lambda: vmap(MyExp.apply)(x))
     quoted(f"`{error}`")

@@ -40,19 +40,7 @@ def multiply_add_reference(w, x, b):
     return w * x + b
 
 
-class MyExp(torch.autograd.Function):
-    """y = exp(x), from document 003 (example 1): it saves its *output*, since exp' = exp."""
-
-    @staticmethod
-    def forward(ctx, x):
-        y = x.exp()
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        y, = ctx.saved_tensors
-        return grad_output * y  # d exp(x)/dx = exp(x) = y
+# MyExp, document 003's, is in demos/scenarios/my_exp.py, where its document uses it.
 
 
 class MyExpSavesInput(torch.autograd.Function):

@@ -1,14 +1,19 @@
 """my_exp: MyExp, a custom exp that saves its output for backward, from document 003.
 
-Since d exp(x)/dx = exp(x), backward needs the forward's *result*, not its input: MyExp saves
-the output. Its gradients must equal those of the built-in torch.exp, and e^x.
+Document 003, example 1 (PyTorch's own `Exp` of "Extending PyTorch"): since d exp(x)/dx =
+exp(x), backward needs the forward's *result*, not its input, so MyExp saves its output. The
+document's code comes first, as it writes it: the Function, then its script as `compare`, whose
+MyExp gradients must equal the built-in exp's. The lab's hooks end in `# lab: ...`; everything
+the lab adds is below "The lab".
 
-    python runner.py --config configs/my_exp.yaml
+    python runner.py my_exp
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import torch
 
 from demos.api import (
     Capability,
@@ -26,6 +31,40 @@ from demos.api import (
 if TYPE_CHECKING:
     from demos.api import Context
 
+# == The tutorial ================================================================================
+
+
+class MyExp(torch.autograd.Function):
+    """y = exp(x): it saves its *output*, since exp' = exp."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        y, = ctx.saved_tensors
+        return grad_output * y  # d exp(x)/dx = exp(x) = y
+
+
+def compare(cfg: Config, ctx: Context) -> tuple[torch.Tensor, ...]:
+    """The document's script: MyExp's gradients, then the built-in exp's, at the same inputs."""
+    inputs = torch.tensor(cfg.inputs, device=ctx.device, requires_grad=True)
+    outputs = ctx.forward(lambda: MyExp.apply(inputs), {"inputs": inputs})  # lab: drawn
+    outputs.backward(torch.ones(outputs.shape, device=ctx.device))
+    grad1 = inputs.grad
+    inputs.grad = None
+
+    outputs_builtin = inputs.exp()
+    outputs_builtin.sum().backward()
+    grad2 = inputs.grad
+    return inputs, outputs, grad1, grad2
+
+
+# == The lab: what the runner adds to the document ===============================================
+
 
 @dataclass
 class Config(ScenarioConfig):
@@ -41,28 +80,21 @@ class Config(ScenarioConfig):
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    import torch
-
     from demos.api import check, close, gradcheck, parity, support
-    from demos.documents.functions import MyExp, MyExpModern, MyExpSavesInput, exp_reference
-    inputs = torch.tensor(cfg.inputs, device=ctx.device, requires_grad=True)
-    # the forward, drawn, traced, and what backward keeps counted while it runs
-    outputs = ctx.forward(lambda: MyExp.apply(inputs), {"inputs": inputs})
-    saved_output = outputs.grad_fn.saved_tensors[0]
+    from demos.documents.functions import MyExpModern, MyExpSavesInput, exp_reference
+
+    # the document's script, its forward drawn, traced, and what backward keeps counted
+    inputs, outputs, grad1, grad2 = compare(cfg, ctx)
+    # what MyExp saved, read off one more forward (backward freed the script's)
+    probe = MyExp.apply(torch.tensor(cfg.inputs, device=ctx.device, requires_grad=True))
+    saved_output = probe.grad_fn.saved_tensors[0]
+    ctx.log.info("  MyExp grads %s; built-in exp grads %s", grad1.tolist(), grad2.tolist())
     # beside it, the choice the document does not make: save the input, recompute exp
     other = torch.tensor(cfg.inputs, device=ctx.device, requires_grad=True)
     kept = ctx.forward(lambda: MyExpSavesInput.apply(other), {"inputs": other},
                        name="graph_saves_input")
     saved_input = kept.grad_fn.saved_tensors[0]
-    outputs.backward(torch.ones(outputs.shape, device=ctx.device))
-    grad1 = inputs.grad
-    inputs.grad = None  # reset before the built-in exp's turn
-
-    outputs_builtin = inputs.exp()
-    outputs_builtin.sum().backward()
-    grad2 = inputs.grad
     e_to_x = torch.exp(torch.tensor(cfg.inputs, dtype=torch.float64))
-    ctx.log.info("  MyExp grads %s; built-in exp grads %s", grad1.tolist(), grad2.tolist())
     ctx.forward_mode(MyExpModern.apply,  # the twin has a jvp: forward mode, step by step
                      {"x": torch.tensor(cfg.inputs, dtype=torch.float64).requires_grad_()})
     matrix, supported = support.classic_and_twin(
@@ -75,7 +107,8 @@ def run(cfg: Config, ctx: Context) -> Result:
             close("grads equal the built-in exp's", grad1, grad2),
             close("grads equal e^x", grad1, e_to_x.to(grad1), rtol=1e-6),
             check("MyExp saved its output, not its input",
-                  torch.equal(saved_output, outputs.detach()),
+                  torch.equal(saved_output, probe.detach()) and
+                  torch.equal(probe.detach(), outputs.detach()),
                   "saved_tensors[0] == exp(inputs)"),
             check("the contrast saved its input, for backward to compute exp again",
                   torch.equal(saved_input, other.detach()), "saved_tensors[0] == inputs"),

@@ -244,7 +244,10 @@ class Scenarios(Mapping[str, Scenario]):
         if name not in self._loaded:
             import importlib
 
-            module = importlib.import_module(f"{self._package}.{name}")
+            try:
+                module = importlib.import_module(f"{self._package}.{name}")
+            except Exception as e:  # torch refusing its environment (TORCH_LOGS=...), say
+                raise ConfigError(import_failure(name, e)) from None
             scenario = getattr(module, "SCENARIO", None)
             if not isinstance(scenario, Scenario) or scenario.name != name:
                 raise TypeError(f"{module.__file__} must end with SCENARIO = Scenario("
@@ -274,6 +277,20 @@ class Scenarios(Mapping[str, Scenario]):
     def about(self, name: str) -> str:
         """Its one line (its Config's docstring), read from its file."""
         return self._about[name]
+
+
+def import_failure(name: str, e: BaseException) -> str:
+    """One line for a scenario file that could not be imported: torch's own failure (its
+    environment) said as the runner says it where it imports torch, anything else named."""
+    import os
+    import traceback
+
+    why = " ".join(str(e).split()[:40])  # one line; torch's messages run long
+    frames = traceback.extract_tb(e.__traceback__)
+    if any(f"{os.sep}torch{os.sep}" in f.filename for f in frames):
+        return (f"torch could not be imported: {type(e).__name__}: {why} (check the TORCH_* "
+                f"environment variables)")
+    return f"scenario {name}: its file could not be imported: {type(e).__name__}: {why}"
 
 
 def read_declaration(path: Path) -> tuple[str, str]:
