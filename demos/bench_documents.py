@@ -18,8 +18,9 @@ import torch
 import torch.nn.functional as F
 
 from demos.documents.datasets import Shuffles, lenet_images, standardize
-from demos.documents.functions import LinearFunction, MultiplyAdd
+from demos.documents.functions import LinearFunction
 from demos.documents.models import Net
+from demos.scenarios.multiply_add import MultiplyAdd
 from demos.scenarios.my_exp import MyExp
 
 

@@ -133,6 +133,7 @@ LOOK = {
                      '{"a": a, "b": b, "c": c, "d": d}'),
     "my_relu": ("(MyReLU.apply(x.mm(w1)).mm(w2) - y).pow(2).sum()", '{"w1": w1, "w2": w2}'),
     "my_exp": ("MyExp.apply(inputs).sum()", '{"inputs": inputs}'),
+    "multiply_add": ("MultiplyAdd.apply(w, x, b).sum()", '{"w": w, "x": x, "b": b}'),
 }
 
 

@@ -5,7 +5,6 @@ from torch.autograd import gradcheck
 
 from demos.documents.functions import (
     LinearFunction,
-    MultiplyAdd,
     exp_reference,
     legendre_p3_reference,
     linear_reference,
@@ -13,6 +12,7 @@ from demos.documents.functions import (
     relu_reference,
 )
 from demos.scenarios.legendre_fit import LegendrePolynomial3
+from demos.scenarios.multiply_add import MultiplyAdd
 from demos.scenarios.my_exp import MyExp
 from demos.scenarios.my_relu import MyReLU
 
@@ -100,7 +100,7 @@ D = torch.float64
 TWINS = [  # classic, reference, inputs (requires_grad as the documents have them)
     (LegendrePolynomial3, fns.legendre_p3_reference, [(5,)], [True]),
     (MyReLU, fns.relu_reference, [(5,)], [True]),
-    (fns.MultiplyAdd, fns.multiply_add_reference, [(5,), (5,), (5,)], [True, False, True]),
+    (MultiplyAdd, fns.multiply_add_reference, [(5,), (5,), (5,)], [True, False, True]),
     (MyExp, fns.exp_reference, [(5,)], [True]),
     (fns.LinearFunction, fns.linear_reference, [(4, 3), (2, 3), (2,)], [True, True, True]),
 ]
@@ -153,6 +153,6 @@ def test_the_modern_twin_works_under_every_transform(classic, reference, shapes,
 def test_the_classic_functions_are_refused_by_torch_func(classic):
     """Why the twins exist: torch.func wants setup_context, forward mode wants jvp."""
     x = torch.randn(2, 3, dtype=D) if classic is fns.LinearFunction else torch.randn(3, dtype=D)
-    args = {fns.MultiplyAdd: (x, x, x), fns.LinearFunction: (x, x)}.get(classic, (x,))
+    args = {MultiplyAdd: (x, x, x), fns.LinearFunction: (x, x)}.get(classic, (x,))
     with pytest.raises(RuntimeError, match="must override the setup_context staticmethod"):
         vmap(classic.apply)(*[a.unsqueeze(0) for a in args])

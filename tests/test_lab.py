@@ -4,13 +4,13 @@ import logging
 import pytest
 import torch
 
-from demos.documents.functions import MultiplyAdd
 from demos.lab.core.files import write_csv
 from demos.lab.instruments import render as graphs
 from demos.lab.pages import plots
 from demos.lab.runner.context import Context
 from demos.scenarios.legendre_fit import Config as LegendreFit
 from demos.scenarios.legendre_fit import LegendrePolynomial3
+from demos.scenarios.multiply_add import MultiplyAdd
 
 
 def context(tmp_path, log_every=1):

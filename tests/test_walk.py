@@ -3,9 +3,9 @@ import sys
 
 import torch
 
-from demos.documents.functions import MultiplyAdd
 from demos.lab.instruments.walk import explain, leaves, nodes
 from demos.scenarios.legendre_fit import LegendrePolynomial3
+from demos.scenarios.multiply_add import MultiplyAdd
 from tests.fixtures.user_fns import SinCos
 
 

@@ -20,20 +20,8 @@ def relu_reference(x):
     return torch.relu(x)
 
 
-class MultiplyAdd(torch.autograd.Function):
-    """y = w * x + b elementwise, from document 000; x gets no gradient."""
-
-    @staticmethod
-    def forward(ctx, w, x, b):
-        ctx.save_for_backward(x)
-        return w * x + b
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        x, = ctx.saved_tensors
-        grad_w = grad_output * x  # dy/dw = x
-        grad_b = grad_output * 1  # dy/db = 1
-        return grad_w, None, grad_b
+# MultiplyAdd, document 000's, is in demos/scenarios/multiply_add.py, where its document uses
+# it.
 
 
 def multiply_add_reference(w, x, b):

@@ -1,16 +1,20 @@
 """multiply_add: y = w * x + b as a custom Function; its grads, graph nodes and a short fit.
 
-Document 000. Backward returns (g * x, None, g): x gets no gradient. The document then
-inspects the graph by hand: out.grad_fn is MultiplyAddBackward, its next_functions are
-(AccumulateGrad of w, None, AccumulateGrad of b), and each AccumulateGrad's .variable is
-the leaf itself.
+Document 000. Backward returns (g * x, None, g): x gets no gradient. The document's code comes
+first, as it writes it: the Function, then its script as `document`, one forward and one
+backward; the lab's hooks end in `# lab: ...`. Below "The lab": the document's walk by hand
+(out.grad_fn is MultiplyAddBackward, its next_functions are (AccumulateGrad of w, None,
+AccumulateGrad of b), each AccumulateGrad's .variable is the leaf itself), held as checks, and
+a short fit of the layer.
 
-    python runner.py --config configs/multiply_add.yaml
+    python runner.py multiply_add
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import torch
 
 from demos.api import (
     TRAINING_FILES,
@@ -29,6 +33,38 @@ from demos.api import (
 
 if TYPE_CHECKING:
     from demos.api import Context
+
+# == The tutorial ================================================================================
+
+
+class MultiplyAdd(torch.autograd.Function):
+    """y = w * x + b elementwise; x gets no gradient."""
+
+    @staticmethod
+    def forward(ctx, w, x, b):
+        ctx.save_for_backward(x)
+        return w * x + b
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, = ctx.saved_tensors
+        grad_w = grad_output * x  # dy/dw = x
+        grad_b = grad_output * 1  # dy/db = 1
+        return grad_w, None, grad_b
+
+
+def document(ctx: Context) -> tuple[torch.Tensor, ...]:
+    """The document's script: one forward, one backward, the leaves' grads."""
+    w = torch.tensor([[1., 2], [3, 4]], device=ctx.device, requires_grad=True)
+    x = torch.rand(2, 2, device=ctx.device)
+    b = torch.tensor([[4., 3], [2, 1]], device=ctx.device, requires_grad=True)
+
+    out = ctx.forward(lambda: MultiplyAdd.apply(w, x, b), {"w": w, "x": x, "b": b})  # lab: drawn
+    out.backward(torch.ones(2, 2, device=ctx.device), retain_graph=True)
+    return out, w, x, b
+
+
+# == The lab: what the runner adds to the document ===============================================
 
 
 @dataclass
@@ -79,19 +115,12 @@ def inspect(out, w, b, ctx: Context) -> tuple[dict, list[Check]]:
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    import torch
-
     from demos.api import check, close, gradcheck, parity, support
-    from demos.documents.functions import MultiplyAdd, MultiplyAddModern, multiply_add_reference
+    from demos.documents.functions import MultiplyAddModern, multiply_add_reference
     multiply_add = MultiplyAdd.apply
     dev = ctx.device
-    w = torch.tensor([[1., 2], [3, 4]], device=dev, requires_grad=True)  # (2, 2)
-    x = torch.rand(2, 2, device=dev)                                     # (2, 2), no grad
-    b = torch.tensor([[4., 3], [2, 1]], device=dev, requires_grad=True)  # (2, 2)
 
-    # drawn, traced and its saves counted before backward, which frees the saved x
-    out = ctx.forward(lambda: multiply_add(w, x, b), {"w": w, "x": x, "b": b})
-    out.backward(torch.ones(2, 2, device=dev), retain_graph=True)
+    out, w, x, b = document(ctx)  # the document's script, its forward drawn and traced
     facts, found = inspect(out, w, b, ctx)
     found += [
         close("w.grad equals x", w.grad, x),
