@@ -134,6 +134,7 @@ LOOK = {
     "my_relu": ("(MyReLU.apply(x.mm(w1)).mm(w2) - y).pow(2).sum()", '{"w1": w1, "w2": w2}'),
     "my_exp": ("MyExp.apply(inputs).sum()", '{"inputs": inputs}'),
     "multiply_add": ("MultiplyAdd.apply(w, x, b).sum()", '{"w": w, "x": x, "b": b}'),
+    "autograd_internals": ("(a + b) * d", '{"a": a, "b": b, "d": d}'),
 }
 
 

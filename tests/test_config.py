@@ -260,7 +260,7 @@ def test_list_help_and_config_errors_do_not_import_torch(tmp_path):
     imports torch at its top) load torch; the others still answer without it."""
     bad = write(tmp_path, "scenarios:\n- scenario: computation_graph\n  x: nope\n")
     for argv in (["--help"], ["--list"], ["--config", str(bad)],
-                 ["--config", str(CONFIGS / "autograd_internals.yaml"), "--print-config"],
+                 ["--config", str(CONFIGS / "linear_function.yaml"), "--print-config"],
                  ["--config", str(CONFIGS / "custom_function.yaml"), "--print-config"],
                  ["--config", str(CONFIGS / "computation_graph.yaml"), "--set", "seed=-1"]):
         code = ("import sys; from demos.cli import main\n"

@@ -3,9 +3,10 @@
 a = 2, b = 3, c = a + b, d = 4, e = c * d. e.grad_fn (MulBackward0) points through
 next_functions to c.grad_fn (AddBackward0) and to the AccumulateGrad of d; each AccumulateGrad's
 .variable is the leaf object itself, whose .grad backward() fills. c, not a leaf, keeps no grad
-unless asked to with c.retain_grad().
+unless asked to with c.retain_grad(). The document's code comes first, as it writes it, as
+`document`; the lab's hooks end in `# lab: ...`; the walk, held as checks, is below "The lab".
 
-    python runner.py --config configs/autograd_internals.yaml
+    python runner.py autograd_internals
 """
 from __future__ import annotations
 
@@ -13,10 +14,28 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import torch
+
 from demos.api import Result, Scenario, ScenarioConfig, graph_files, param, run_alone
 
 if TYPE_CHECKING:
     from demos.api import Context
+
+# == The tutorial ================================================================================
+
+
+def document(cfg: Config, ctx: Context) -> tuple[torch.Tensor, ...]:
+    """The document's script: e = (a + b) * d, and one backward from e."""
+    a = torch.tensor(cfg.a, device=ctx.device, requires_grad=True)
+    b = torch.tensor(cfg.b, device=ctx.device, requires_grad=True)
+    c = a + b
+    d = torch.tensor(cfg.d, device=ctx.device, requires_grad=True)
+    e = ctx.forward(lambda: c * d, {"a": a, "b": b, "c": c, "d": d})  # lab: drawn and traced
+    e.backward()
+    return a, b, c, d, e
+
+
+# == The lab: what the runner adds to the document ===============================================
 
 
 @dataclass
@@ -28,17 +47,14 @@ class Config(ScenarioConfig):
 
 
 def leaves(cfg, ctx):
-    import torch
-
     return (torch.tensor(v, device=ctx.device, requires_grad=True) for v in (cfg.a, cfg.b, cfg.d))
 
 
 def run(cfg: Config, ctx: Context) -> Result:
     from demos.api import check, node_name
 
-    a, b, d = leaves(cfg, ctx)
-    c = a + b  # AddBackward0 saves no tensor: the saves are the multiplication's
-    e = ctx.forward(lambda: c * d, {"a": a, "b": b, "c": c, "d": d})
+    a, b, c, d, e = document(cfg, ctx)  # the document's script, its forward drawn and traced
+    # the walk: after backward the nodes are still there (only what they saved is freed)
     (add, _), (acc_d, _) = e.grad_fn.next_functions
     (acc_a, _), (acc_b, _) = add.next_functions
     walk = {
@@ -48,7 +64,6 @@ def run(cfg: Config, ctx: Context) -> Result:
         "AccumulateGrad.variable is the leaf": [acc_a.variable is a, acc_b.variable is b,
                                                 acc_d.variable is d],
     }
-    e.backward()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         c_grad = c.grad  # a non-leaf: None, and today torch warns about the access
