@@ -72,8 +72,7 @@ def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
     before, cwd, env = settings(), os.getcwd(), dict(os.environ)
     try:
         with torch.random.fork_rng(devices=[]):
-            return {name: Row(status, detail)
-                    for name, status, detail in rows_of(fn, inputs, reference, device, rows)}
+            return dict(rows_of(fn, inputs, reference, device, rows))
     finally:
         use(before)
         if os.getcwd() != cwd:
@@ -108,7 +107,7 @@ def use(values: tuple) -> None:
 
 def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             reference: Callable[..., Any] | None, device: torch.device | None,
-            rows: Sequence[str]) -> Iterator[tuple[str, str, str]]:
+            rows: Sequence[str]) -> Iterator[tuple[str, Row]]:
     device = device or torch.device("cpu")
     xs = {k: v.detach().to(device=device, dtype=torch.float64).clone()  # never the caller's
           .requires_grad_(v.requires_grad) for k, v in inputs.items()}
@@ -127,7 +126,7 @@ def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             fresh = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in xs.items()}
             # called at once; the defaults bind this iteration's name and fresh copies
             row = attempt(lambda name=name, fresh=fresh: runs[name](fn, fresh))
-        yield name, row.status, row.detail
+        yield name, row
 
 
 GRADIENT_ROWS = ("backward", "double_backward", "forward_ad", "func_grad")
@@ -262,7 +261,8 @@ def jvp_by_reverse(f: Callable, primals: Sequence[torch.Tensor],
     """J·v of the plain-torch `f` at `primals` by reverse mode alone: g(u) = Jᵀu is linear in u,
     so the gradient of <g(u), v> with respect to u is J·v. The reference's own forward AD
     would give the same, but the first forward-mode pass through a decomposed op (x**3) imports
-    torch's compiler stack: about 0.7 s, for a number reverse mode gives in milliseconds. An
+    torch's compiler stack: seconds (1.7 s on the development machine), for a number reverse
+    mode gives in milliseconds. An
     output that does not depend on the inputs differentiably (a constant, integer indices, a
     detached mask) has the tangent forward mode gives it: zeros."""
     xs = [p.detach().clone().requires_grad_() for p in primals]  # f may change them in place

@@ -356,7 +356,7 @@ def run_sweep(args: Any, registry: Registry, output_dir: Path, stop: StopRequest
     plan = make_plan(args, registry)
     folder = sweep_folder(args, plan, output_dir)
     axes = "; ".join(f"{k} = {', '.join(v)}" for k, v in plan.axes)
-    if getattr(args, "plan_only", False):  # a scheduler runs the points; aggregate knows them
+    if args.plan_only:  # a scheduler runs the points; aggregate knows them
         import shlex
         for name, sets in plan.points:
             say(shlex.join(plan.command(name, sets, folder)))

@@ -285,12 +285,22 @@ def import_failure(name: str, e: BaseException) -> str:
     import os
     import traceback
 
-    why = " ".join(str(e).split()[:40])  # one line; torch's messages run long
     frames = traceback.extract_tb(e.__traceback__)
     if any(f"{os.sep}torch{os.sep}" in f.filename for f in frames):
-        return (f"torch could not be imported: {type(e).__name__}: {why} (check the TORCH_* "
-                f"environment variables)")
-    return f"scenario {name}: its file could not be imported: {type(e).__name__}: {why}"
+        return torch_refused(e)
+    return f"scenario {name}: its file could not be imported: {type(e).__name__}: {one_line(e)}"
+
+
+def torch_refused(e: BaseException) -> str:
+    """One line for torch's own import failing (TORCH_LOGS=nonsense, say): the runner's words
+    wherever torch is first imported (a scenario file's top, or the run's start)."""
+    return (f"torch could not be imported: {type(e).__name__}: {one_line(e)} (check the "
+            f"TORCH_* environment variables)")
+
+
+def one_line(e: BaseException) -> str:
+    """An exception's message on one line, cut to 40 words: torch's messages run long."""
+    return " ".join(str(e).split()[:40])
 
 
 def read_declaration(path: Path) -> tuple[str, str]:

@@ -21,7 +21,7 @@ from demos.lab.core import config as config_mod
 from demos.lab.core.console import say, silence
 from demos.lab.core.layout import INDEX, check_output_dir
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from demos.lab.core.scenario import Registry
+from demos.lab.core.scenario import Registry, torch_refused
 from demos.lab.core.schema import ConfigError, did_you_mean
 from demos.lab.core.signals import StartUp, StopRequest, signal_handler, stop_if_requested
 from demos.lab.runner.options import (
@@ -268,9 +268,7 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
         )
         from demos.lab.runner.run import execute
     except Exception as e:  # e.g. TORCH_LOGS=nonsense: torch refuses its environment
-        why = " ".join(str(e).split()[:40])  # one line; torch's messages run long
-        raise ConfigError(f"torch could not be imported: {type(e).__name__}: {why} (check "
-                          f"the TORCH_* environment variables)") from None
+        raise ConfigError(torch_refused(e)) from None
 
     try:
         device, note = resolve_device(cfg.device)
