@@ -133,7 +133,7 @@ test-slow: setup browser
 	$(PY) -m pytest -q -n auto --dist loadfile -m slow
 
 bench: setup
-	$(PY) -m demos.bench --out outputs/bench.json
+	$(PY) -m tests.bench --out outputs/bench.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -135,63 +135,119 @@ LOOK = {
     "my_exp": ("MyExp.apply(inputs).sum()", '{"inputs": inputs}'),
     "multiply_add": ("MultiplyAdd.apply(w, x, b).sum()", '{"w": w, "x": x, "b": b}'),
     "autograd_internals": ("(a + b) * d", '{"a": a, "b": b, "d": d}'),
+    "lenet": ("F.cross_entropy(net(images[test_ids[:8]]), labels[test_ids[:8]])",
+              "dict(net.named_parameters())"),
 }
 
 
-def plain(code: str, defaults: Any) -> str:
+def plain(code: str, defaults: Any, small: dict) -> str:
     """The tutorial's code without the lab's words: `cfg.<key>` is the key's default (the
-    tutorial's number), ctx.device the notebook's device, ctx.steps(...) a plain range."""
-    code = code.replace("ctx.steps(cfg.steps)", "range(steps)").replace("ctx.device", "device")
-    code = re.sub(r"ctx\.forward\(lambda: (.*?), \{[^}]*\}\)", r"\1", code)  # the forward itself
-    return re.sub(r"\bcfg\.(\w+)", lambda m: repr(getattr(defaults, m[1])), code)
+    tutorial's number), or a variable of the notebook's first cell where a dry run makes it
+    smaller (`small`); ctx.device the notebook's device, ctx.seed 0 (the runs' seed),
+    ctx.steps(...) a plain range, ctx.forward(lambda: f, names) just f."""
+    code = code.replace("ctx.device", "device").replace("ctx.seed", "0")
+    code = re.sub(r"ctx\.steps\((.*?)(?:, start=\w+)?\)", r"range(\1)", code)  # (a resume's)
+    code = re.sub(r"ctx\.forward\(lambda: (.*?), (?:\{[^}]*\}|dict\(.*\))\)$", r"\1", code,
+                  flags=re.M)  # the forward itself
+    return re.sub(r"\bcfg\.(\w+)", lambda m: m[1] if m[1] in small else
+                  repr(getattr(defaults, m[1])), code)
+
+
+def printed(line: str) -> list[str]:
+    """A line of the tutorial's code in the notebook: the lab's hooks (`# lab: ...`) left out
+    but the records they keep, printed (the loss every 100 steps, as the tutorial does; the
+    values of an `always` record)."""
+    indent, code = line[:len(line) - len(line.lstrip())], line.split("  # lab:")[0].strip()
+    if code == "ctx.record(t, loss=loss)":
+        return [f"{indent}if t % 100 == 99:", f"{indent}    print(t, loss.item())"]
+    if code.startswith("ctx.record(t, always=True,"):
+        import ast
+
+        keywords = ast.parse(code).body[0].value.keywords
+        shown = ", ".join(f"{k.arg} {{{ast.unparse(k.value)}:.4g}}" for k in keywords
+                          if k.arg != "always")
+        return [f'{indent}print(f"{shown}")']
+    if "# lab:" not in line or "ctx.steps" in line or "ctx.forward" in line:
+        return [line.split("  # lab:")[0]]
+    return []
+
+
+def imports(tree: Any, start: int, used: str) -> str:
+    """The scenario file's imports above its tutorial that the notebook's code uses (the names
+    it uses, of a `from` import), one per line."""
+    import ast
+
+    lines: dict[int, list[str]] = {0: [], 1: [], 2: []}  # Python's, torch's, the lab's
+    for node in tree.body:
+        if node.lineno > start or not isinstance(node, (ast.Import, ast.ImportFrom)) or \
+                getattr(node, "module", "") in ("__future__", "demos.api", "typing"):
+            continue
+        names = [a for a in node.names
+                 if re.search(rf"\b{re.escape(a.asname or a.name)}\b", used)]
+        if names:
+            node.names = names
+            top = ast.unparse(node).split()[1].split(".")[0]
+            group = 0 if top in sys.stdlib_module_names else 2 if top == "demos" else 1
+            lines[group].append(ast.unparse(node))
+    return "\n\n".join("\n".join(group) for group in lines.values() if group)
 
 
 def tutorial_cells(name: str) -> list[dict]:
-    """The tutorial's code of scenario `name`, as cells: each class, then each function's body
-    (its docstring and final return left out), the lab's hooks taken out (lines ending in
-    `# lab: ...`; its loss curve is the tutorial's print again); then the instruments on what
-    it trained. [] for a scenario file that does not open with its tutorial."""
+    """The tutorial's code of scenario `name`, as cells: each class, and each function that the
+    rest calls, as it is; each other function's body (the script: its docstring and final
+    return left out, its parameters with defaults set first), the lab's hooks taken out (lines
+    ending in `# lab: ...`; its records printed instead); then the instruments on what it
+    trained. [] for a scenario file that does not open with its tutorial."""
     import ast
     import textwrap
 
     source = (ROOT / "demos" / "scenarios" / f"{name}.py").read_text(encoding="utf-8")
     if TUTORIAL_START not in source:
         return []
-    defaults = registry()[name].config(scenario=name, id=name)
+    scenario = registry()[name]
+    defaults = scenario.config(scenario=name, id=name)
     lines = source.splitlines()
     cells = [cell("markdown", "tutorial-intro", "## The tutorial's code\n\nAs the tutorial "
                   f"writes it: the same code the scenario runs (`demos/scenarios/{name}.py`), "
                   "without the lab's hooks. Change a line and run the cells again.")]
     start = source[:source.index(TUTORIAL_START)].count("\n")
     end = source[:source.index(LAB_START)].count("\n")
-    nodes = [n for n in ast.parse(source).body if start < n.lineno <= end]
+    tree = ast.parse(source)
+    nodes = [n for n in tree.body if start < n.lineno <= end]
     tutorial = source[source.index(TUTORIAL_START):source.index(LAB_START)]
-    head = ("import math\n\n" if "math." in tutorial else "") + (
-        "import torch\n\ndevice = torch.device(\"cpu\")\n" +
-        (f"steps = 5 if dry_run else {defaults.steps}\n" if "ctx.steps" in tutorial else "")
-        + "\n\n")
+    small = {k: v for k, v in scenario.dry_run.items() if f"cfg.{k}" in tutorial}
+    called = {n.name for n in nodes if isinstance(n, ast.FunctionDef)
+              and re.search(rf"\b{n.name}\(", tutorial.replace(f"def {n.name}(", ""))}
+    scripts = [n for n in nodes if isinstance(n, ast.FunctionDef) and n.name not in called]
+    texts = []
     for node in nodes:
-        if isinstance(node, ast.ClassDef):
+        if isinstance(node, ast.ClassDef) or getattr(node, "name", None) in called:
             text = "\n".join(lines[node.lineno - 1:node.end_lineno])
         elif isinstance(node, ast.FunctionDef):
             body = node.body[1:] if ast.get_docstring(node) else node.body
             first = node.body[0].end_lineno if ast.get_docstring(node) else body[0].lineno - 1
             shown = ""
             if body and isinstance(body[-1], ast.Return):
-                if node is nodes[-1] and body[-1].value is not None:  # the script's end: shown
+                if node is scripts[-1] and body[-1].value is not None:  # the script's end
                     shown = "\n\n" + ast.unparse(body[-1].value)
                 body = body[:-1]
+            args = node.args.args[len(node.args.args) - len(node.args.defaults):]
             kept = []
             for ln in lines[first:body[-1].end_lineno]:  # the comments above the first line too
-                indent = ln[:len(ln) - len(ln.lstrip())]
-                if "ctx.record(t, loss=loss)" in ln:  # the lab's loss curve: the tutorial prints
-                    kept += [f"{indent}if t % 100 == 99:", f"{indent}    print(t, loss.item())"]
-                elif "# lab:" not in ln or "ctx.steps" in ln or "ctx.forward" in ln:
-                    kept.append(ln.split("  # lab:")[0])
-            text = plain(textwrap.dedent("\n".join(kept)), defaults) + shown
+                kept += printed(ln)
+            text = plain(textwrap.dedent("\n".join(kept)), defaults, small)
+            text = "".join(f"{a.arg} = {ast.unparse(d)}\n" for a, d in
+                           zip(args, node.args.defaults)
+                           if re.search(rf"\b{a.arg}\b", text)) + text + shown
         else:
             continue
-        cells.append(cell("code", f"tutorial-{node.name}", head + text))
+        texts.append((node.name, text))
+    used = "\n".join(text for _, text in texts)
+    head = (imports(tree, start, used) + '\n\ndevice = torch.device("cpu")\n' +
+            "".join(f"{k} = {v!r} if dry_run else {getattr(defaults, k)!r}\n"
+                    for k, v in small.items()) + "\n\n")
+    for node_name, text in texts:
+        cells.append(cell("code", f"tutorial-{node_name}", head + text))
         head = ""
     loss, names = LOOK[name]
     cells += [cell("markdown", "instruments-intro", "The lab's instruments on the tutorial's "

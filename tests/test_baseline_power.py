@@ -63,15 +63,15 @@ def test_lenet_with_sgd_instead_of_adam_fails_on_its_accuracy(tmp_path):
 
 @pytest.mark.slow
 def test_lenet_without_a_layer_fails_on_its_parameter_count(tmp_path, monkeypatch):
-    import demos.documents.models
+    import demos.scenarios.lenet
 
-    class NoFc2(demos.documents.models.Net):  # fc2 gone: fc1 feeds fc3 directly
+    class NoFc2(demos.scenarios.lenet.Net):  # fc2 gone: fc1 feeds fc3 directly
         def __init__(self):
             super().__init__()
             self.fc2 = nn.Identity()
             self.fc3 = nn.Linear(120, 10)
 
-    monkeypatch.setattr(demos.documents.models, "Net", NoFc2)
+    monkeypatch.setattr(demos.scenarios.lenet, "Net", NoFc2)
     run, e = against_baseline(tmp_path, "lenet")
     assert run.code == 1 and "metrics.parameters" in failed_baseline(e)
     assert check(e, "baseline metrics.parameters")["detail"].startswith("old 81194, new 71390")

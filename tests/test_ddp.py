@@ -1,4 +1,4 @@
-"""lenet under torchrun: two real processes on the CPU over loopback (gloo), the checks that
+"""lenet_ddp under torchrun: two real processes on the CPU over loopback (gloo), the checks that
 make data-parallel training trustworthy, each shown failing, and no rank left hanging."""
 import json
 import os
@@ -48,7 +48,7 @@ def test_two_processes_train_lenet_as_one(ddp_run):
     assert s["command"][:2] == ["torchrun", "--nproc-per-node=2"]  # what starts it again
     index = (run_dir.parent / "index.html").read_text()
     assert "torchrun: 2 processes" in index
-    e = entry(s, "lenet")
+    e = entry(s, "lenet_ddp")
     assert e["status"] == "passed", text
     assert statuses(e) == dict.fromkeys(CHECKS, True)
     assert "identical on all 2 ranks" in check(e, CHECKS[0])["detail"]
@@ -59,7 +59,7 @@ def test_two_processes_train_lenet_as_one(ddp_run):
     assert sorted(p.name for p in run_dir.iterdir() if p.is_file()) == [
         "config.yaml", "rank1.log", "report.html", "run.log", "summary.json"]
     rank1 = (run_dir / "rank1.log").read_text()
-    assert "rank 1 of 2 (gloo)" in rank1 and "lenet done: 460 steps" in rank1
+    assert "rank 1 of 2 (gloo)" in rank1 and "lenet_ddp done: 460 steps" in rank1
     assert "start my_exp" not in rank1 and entry(s, "my_exp")["status"] == "passed"
     assert code == 1 and "FAILED" in text  # the mistakes below fail, as they must
 
@@ -110,11 +110,12 @@ def ranks_of(torchrun_pid: int) -> list[int]:
 @pytest.mark.parametrize("how", ["SIGINT to torchrun", "rank 1 killed"])
 def test_no_rank_is_left_hanging(tmp_path, how):
     proc = torchrun("--config", CONFIGS / "lenet_ddp.yaml", "--set",
-                    "scenarios.lenet.epochs=1000", "--output-dir", tmp_path)
+                    "scenarios.lenet_ddp.epochs=1000", "--output-dir", tmp_path)
     deadline = time.time() + 60
-    while time.time() < deadline and "lenet done" not in str(list(tmp_path.glob("*/run.log"))):
+    while time.time() < deadline and \
+            "lenet_ddp done" not in str(list(tmp_path.glob("*/run.log"))):
         logs = list(tmp_path.glob("*/rank1.log"))
-        if logs and "DDP" not in logs[0].read_text() and "start lenet" in logs[0].read_text():
+        if logs and "DDP" not in logs[0].read_text() and "start lenet_ddp" in logs[0].read_text():
             break
         time.sleep(0.2)
     time.sleep(0.3)  # (a signal before the loop stops it at its first step just the same)
@@ -133,7 +134,7 @@ def test_no_rank_is_left_hanging(tmp_path, how):
     assert time.time() - start < 45 and proc.returncode != 0, out + err
     s = json.loads((only_run_dir(tmp_path) / "summary.json").read_text())
     assert s["status"] in ("interrupted", "failed"), s["status"]
-    assert entry(s, "lenet")["status"] in ("interrupted", "error")
+    assert entry(s, "lenet_ddp")["status"] in ("interrupted", "error")
 
 
 def test_torchrun_environment():
@@ -156,7 +157,7 @@ def test_a_global_batch_the_ranks_cannot_share_is_a_config_error(tmp_path, monke
                         ("MASTER_PORT", "29500")):
         monkeypatch.setenv(name, value)
     code = main(["--config", str(CONFIGS / "lenet_ddp.yaml"), "--set",
-                 "scenarios.lenet.batch_size=63", "--output-dir", str(tmp_path)])
+                 "scenarios.lenet_ddp.batch_size=63", "--output-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and err == (f"error: {CONFIGS / 'lenet_ddp.yaml'}: scenarios[0].batch_size: "
                                  f"63 is the global batch; it must divide among the 2 "

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from demos.documents.models import Net
+from demos.scenarios.lenet import Net
 from tests import docs
 
 SECTION = docs.section(docs.page("checks.md"), "What changed since the documents")

@@ -40,8 +40,17 @@ def state(cfg: Any, ctx: Context, net: torch.nn.Module, opt: torch.optim.Optimiz
           step: int) -> dict:
     """What continuing needs: weights and optimizer (the shuffles follow from the seed), and
     where: after `step` steps, in epoch `epoch` (mid-epoch when the run was interrupted)."""
+    net = getattr(net, "_orig_mod", net)  # torch.compile's module: the one it compiled
     return {"epoch": epoch, "step": step, "model": net.state_dict(),
             "optimizer": opt.state_dict(), "config": settings(cfg, ctx)}
+
+
+def every(cfg: Any, ctx: Context, net: torch.nn.Module, opt: torch.optim.Optimizer, epoch: int,
+          step: int) -> None:
+    """After epoch `epoch` (step `step`): checkpoint_epoch<N>.pt, where cfg.checkpoint_every
+    divides N."""
+    if cfg.checkpoint_every and epoch % cfg.checkpoint_every == 0:
+        ctx.save_state(f"checkpoint_epoch{epoch}.pt", state(cfg, ctx, net, opt, epoch, step))
 
 
 def check_optimizer(opt: torch.optim.Optimizer) -> None:

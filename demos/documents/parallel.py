@@ -53,6 +53,7 @@ class DDPTraining:
 
     def __init__(self, cfg: Any, ctx: Context, net: torch.nn.Module, make_optimizer: Callable,
                  train: torch.Tensor):
+        """`make_optimizer(net, lr)`: the optimizer over a net's parameters, at `lr`."""
         world = ctx.world
         self.cfg, self.ctx, self.net, self.make_optimizer = cfg, ctx, net, make_optimizer
         self.model = wrap(net, ctx, cfg.bucket_cap_mb)  # rank 0's weights, on every rank
@@ -81,8 +82,8 @@ class DDPTraining:
                                  train: torch.Tensor) -> tuple[bool, str]:
         """Whether DDP's first steps equal one process's on the same global batches, and the
         detail (see `equivalence`). Rank 0 only: the others need not wait for it."""
-        one = reference(self.cfg, self.ctx, self.start, self.make_optimizer, x, labels, train,
-                        self.k)
+        one = reference(self.cfg, self.ctx, type(self.net), self.start, self.make_optimizer, x,
+                        labels, train, self.k)
         return equivalence(self.kept, one, flat_state(self.start), self.k)
 
     def inspection(self) -> dict[str, Any]:
@@ -138,17 +139,16 @@ def global_order(n: int, size: int, seed: int, epoch: int) -> torch.Tensor:
     return torch.cat([perm, perm[:padded - n]])
 
 
-def reference(cfg: Any, ctx: Context, start: dict, make_optimizer: Callable, x: torch.Tensor,
-              labels: torch.Tensor, train: torch.Tensor, steps: int) -> dict[str, Any]:
+def reference(cfg: Any, ctx: Context, make_net: Callable[[], torch.nn.Module], start: dict,
+              make_optimizer: Callable, x: torch.Tensor, labels: torch.Tensor,
+              train: torch.Tensor, steps: int) -> dict[str, Any]:
     """One process on the same global batches, in the same order, from the same weights: its
     gradient at the first step and its weights after `steps`; and whether every global batch
     was exactly what the ranks' slices put together (the samplers neither overlap nor skip)."""
     import torch.nn.functional as F
 
-    from demos.documents.models import Net
-
     size, seed = ctx.world.size, ctx.seed
-    net = Net().to(ctx.device)
+    net = make_net().to(ctx.device)
     net.load_state_dict(start)
     opt = make_optimizer(net, cfg.lr)
     ranks = [RankShuffles(train, size, r, seed) for r in range(size)]

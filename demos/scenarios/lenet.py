@@ -1,19 +1,26 @@
 """lenet: the document's LeNet-style CNN as an nn.Module, trained on real handwritten digits.
 
-Document 004, first example: conv 1->6 3x3, conv 6->16 3x3 (each ReLU + 2x2 max-pool),
-fc 16*6*6 -> 120 -> 84 -> 10, input 1x32x32. The shipped 8x8 digits are upscaled to 32x32;
-MNIST's 28x28 images (dataset: mnist) are padded to 32x32, as LeNet-5 did. The
-document's one-step walk-through (a random input, MSE against a random target, backward,
-one SGD step) is replayed as checks. The data is demos/documents/datasets.py's, the checkpoint
-format demos/documents/checkpoint.py's, DDP under torchrun demos/documents/parallel.py's.
+Document 004, first example (PyTorch's "Neural Networks" tutorial of its time): conv 1->6 3x3,
+conv 6->16 3x3 (each ReLU + 2x2 max-pool), fc 16*6*6 -> 120 -> 84 -> 10, input 1x32x32. The
+tutorial's code comes first: its Net, its one-step walk-through (a random input, MSE against a
+random target, backward, one SGD step) as `walk_through`, then the loop that trains it on the
+digits, written as pytorch/examples' mnist writes one (`data`, `train`). The lab's hooks end in
+`# lab: ...`; everything the lab adds (the config, the checks, checkpoints, the accuracy plot) is
+below "The lab". The data is demos/documents/datasets.py's (the shipped 8x8 digits upscaled to
+32x32, or MNIST's 28x28 padded to 32x32, as LeNet-5 did), the checkpoint format
+demos/documents/checkpoint.py's. Data-parallel training under torchrun is `lenet_ddp`.
 
     python runner.py --config configs/lenet.yaml
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
 
 from demos.api import (
     TRAINING_FILES,
@@ -26,11 +33,119 @@ from demos.api import (
     run_alone,
 )
 from demos.documents import checkpoint
-from demos.documents.datasets import DataError, Shuffles, find_mnist_files
+from demos.documents.datasets import (
+    DataError,
+    Shuffles,
+    find_mnist_files,
+    lenet_images,
+    standardize,
+)
 
 if TYPE_CHECKING:
     from demos.api import Check, Context
-    from demos.documents.models import Net
+
+# == The tutorial ================================================================================
+
+
+class Net(nn.Module):
+
+    def __init__(self):
+        super().__init__()
+        # 1 input image channel, 6 output channels, 3x3 square convolution kernel
+        self.conv1 = nn.Conv2d(1, 6, 3)
+        self.conv2 = nn.Conv2d(6, 16, 3)
+        # an affine operation: y = Wx + b
+        self.fc1 = nn.Linear(16 * 6 * 6, 120)  # 6*6 from image dimension
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
+
+    def forward(self, x):                           # (B, 1, 32, 32)
+        # Max pooling over a (2, 2) window
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)  # (B, 6, 15, 15)
+        # If the size is a square you can only specify a single number
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)  # (B, 16, 6, 6)
+        x = torch.flatten(x, 1)                     # (B, 576)
+        x = F.relu(self.fc1(x))                     # (B, 120)
+        x = F.relu(self.fc2(x))                     # (B, 84)
+        return self.fc3(x)                          # (B, 10)
+
+
+def walk_through(ctx: Context) -> dict[str, Any]:
+    """The tutorial's one step on a new Net: what the checks read of it (the tutorial prints
+    it), with the net and its input."""
+    net = Net().to(ctx.device)
+    params = list(net.parameters())
+
+    input = torch.randn(1, 1, 32, 32, device=ctx.device)
+    out = ctx.forward(lambda: net(input), dict(net.named_parameters()))  # lab: drawn, traced
+
+    target = torch.randn(10, device=ctx.device)  # a dummy target, for example
+    target = target.view(1, -1)  # make it the same shape as output
+    criterion = nn.MSELoss()
+    loss = criterion(out, target)
+
+    net.zero_grad()     # zeroes the gradient buffers of all parameters
+    before = net.conv1.bias.grad  # conv1.bias.grad before backward: None
+    loss.backward()
+    after = net.conv1.bias.grad   # conv1.bias.grad after backward: six numbers
+
+    weight = net.conv1.weight.detach().clone()  # lab: to see the step change it
+    # create your optimizer
+    optimizer = optim.SGD(net.parameters(), lr=0.01)
+    optimizer.step()    # Does the update
+
+    return {"net": net, "input": input, "params": params, "before": before, "after": after,
+            "weight": weight}
+
+
+def test_accuracy(net, images, labels, test_ids, chunk=1024):
+    """The share of test images classified right, `chunk` images per forward pass."""
+    with torch.no_grad():
+        right = sum((net(images[c]).argmax(1) == labels[c]).sum() for c in test_ids.split(chunk))
+    return right.float() / len(test_ids)
+
+
+def setup(cfg: Config, ctx: Context) -> tuple[Any, ...]:
+    """The digits (standardized), their labels, the train and test indices into them and each
+    epoch's shuffled order of the training images, on the device; the Net and its optimizer."""
+    g = torch.Generator().manual_seed(ctx.seed)
+    images, labels, train_ids, test_ids = lenet_images(
+        cfg.dataset, g, root=cfg.root, synthetic_size=cfg.synthetic_size,
+        test_fraction=cfg.test_fraction, max_images=cfg.max_images)
+    images = standardize(images, train_ids).to(ctx.device)
+    labels = labels.to(ctx.device)
+    train_ids, test_ids = train_ids.to(ctx.device), test_ids.to(ctx.device)
+    shuffles = Shuffles(train_ids, g)
+
+    net = Net().to(ctx.device)
+    optimizer = optim.Adam(net.parameters(), lr=cfg.lr)
+    if cfg.optimizer == "sgd":  # lab: the config's other optimizer
+        optimizer = optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum)  # lab: sgd
+    return images, labels, train_ids, test_ids, shuffles, net, optimizer
+
+
+def train(cfg: Config, ctx: Context, net: Net, optimizer: optim.Optimizer, images, labels,
+          train_ids, test_ids, shuffles: Shuffles, start: int = 0) -> None:
+    """The training loop: a mini-batch per step, the test accuracy after each epoch."""
+    n_batches = -(-len(train_ids) // cfg.batch_size)
+    for t in ctx.steps(cfg.epochs * n_batches, start=start):  # lab: every epoch's batches
+        epoch, i = divmod(t, n_batches)
+        batch = shuffles(epoch)[i * cfg.batch_size:(i + 1) * cfg.batch_size]
+
+        optimizer.zero_grad()
+        output = net(images[batch])
+        loss = F.cross_entropy(output, labels[batch])
+        loss.backward()
+        optimizer.step()
+        ctx.record(t, loss=loss)  # lab: the loss curve
+
+        if i == n_batches - 1:  # the epoch's end: the share of test images it gets right
+            accuracy = test_accuracy(net, images, labels, test_ids)
+            ctx.record(t, always=True, epoch=epoch + 1, test_accuracy=accuracy)  # lab: a curve
+            checkpoint.every(cfg, ctx, net, optimizer, epoch + 1, t + 1)  # lab: checkpoint_every
+
+
+# == The lab: what the runner adds to the tutorial ===============================================
 
 
 @dataclass
@@ -59,25 +174,6 @@ class Config(ScenarioConfig):
     resume: str | None = param(None, "continue from this checkpoint (a .pt saved by lenet): "
                                      "weights, optimizer and shuffling state", path="file")
     compile: bool = param(False, "run the network through torch.compile")
-    bucket_cap_mb: float = param(25.0, "under torchrun: the size of DDP's gradient buckets, in "
-                                       "MiB (smaller: more buckets, all-reduced as backward "
-                                       "reaches them)", gt=0, le=10**4)
-    mistake: Literal["none", "no_allreduce", "local_batch", "rank_lr", "rank0_raises"] = param(
-        "none", "under torchrun: a deliberate DDP mistake, to see the checks catch it: "
-                "no_allreduce (gradients stay local), local_batch (each rank takes the whole "
-                "batch), rank_lr (the ranks but 0 step with twice the lr); or rank0_raises "
-                "(rank 0 alone fails at step 3: no rank is left waiting)")
-
-    def check_world(self, size: int, where: str) -> None:
-        """Under torchrun with `size` processes: what data-parallel training needs."""
-        if self.batch_size % size:
-            raise ConfigError(f"{where}.batch_size: {self.batch_size} is the global batch; it "
-                              f"must divide among the {size} processes")
-        if self.resume is not None:
-            raise ConfigError(f"{where}.resume: not under torchrun (resume a single process)")
-        if self.compile:
-            raise ConfigError(f"{where}.compile: not under torchrun (DDP and torch.compile "
-                              f"need their own settings; run it as one process)")
 
     def validate(self, where: str) -> None:
         problem = None if self.resume is None else checkpoint.file_problem(self.resume)
@@ -97,41 +193,25 @@ class Config(ScenarioConfig):
             raise ConfigError(f"{where}.root: {e}") from None
 
 
-def recomputed(net: Net, input: Any, ctx: Context) -> None:
-    """Beside the walk-through's graph, the same forward under activation checkpointing
-    (recomputation): backward keeps only the net's input and runs the forward again, where the
-    plain graph keeps every layer's activations. The two ledgers of what backward keeps (in
-    explain.txt) show the trade."""
-    from torch.utils.checkpoint import checkpoint
-
-    leaf = input.detach().clone().requires_grad_()  # checkpoint needs an input that does
-    ctx.forward(lambda: checkpoint(net, leaf, use_reentrant=True),
-                {"input": leaf, **dict(net.named_parameters())}, name="graph_recomputed")
-
-
-def walk_through(net: Net, ctx: Context) -> list[Check]:
-    """The document's single step: forward, MSE, backward, one SGD step; as checks."""
-    import copy
-
-    import torch
-    import torch.nn.functional as F
-
+def walked(ctx: Context) -> list[Check]:
+    """The tutorial's walk-through, on the side: it draws from the random generator nothing
+    training does (so the trained Net starts from the weights it would alone). Its checks:
+    the Net's parameters, and what backward and the step did; its graph beside the same
+    forward under activation checkpointing (see `recomputed`)."""
     from demos.api import check
-    net = copy.deepcopy(net)
-    input = torch.randn(1, 1, 32, 32, device=ctx.device)
-    target = torch.randn(1, 10, device=ctx.device)
-    out = ctx.forward(lambda: net(input), dict(net.named_parameters()))
-    loss = F.mse_loss(out, target)
-    net.zero_grad()
-    before = net.conv1.bias.grad
-    loss.backward()
-    after = net.conv1.bias.grad
-    weight = net.conv1.weight.detach().clone()
-    torch.optim.SGD(net.parameters(), lr=0.01).step()
-    recomputed(net, input, ctx)
+
+    devices = [ctx.device] if ctx.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        seen = walk_through(ctx)
+    net, before, after, weight = seen["net"], seen["before"], seen["after"], seen["weight"]
+    recomputed(net, seen["input"], ctx)
+    ctx.log.info("%s", net)
     ctx.log.info("  conv1.bias.grad before backward: %s; after: %s", before,
                  None if after is None else [round(v, 6) for v in after.tolist()])
+    n_tensors, n_params = len(seen["params"]), sum(p.numel() for p in seen["params"])
     return [
+        check("10 parameter tensors", n_tensors == 10, f"{n_tensors} tensors"),
+        check("81,194 parameters", n_params == 81194, f"{n_params:,} parameters"),
         check("conv1.bias.grad is None before backward", before is None, f"{before}"),
         check("conv1.bias.grad is set after backward",
               after is not None and after.shape == (6,) and bool(after.abs().sum() > 0),
@@ -143,136 +223,55 @@ def walk_through(net: Net, ctx: Context) -> list[Check]:
     ]
 
 
-EVAL_CHUNK = 1024  # test images per forward pass: bounded memory, whatever the test split
+def recomputed(net: Net, input: Any, ctx: Context) -> None:
+    """Beside the walk-through's graph, the same forward under activation checkpointing
+    (recomputation): backward keeps only the net's input and runs the forward again, where the
+    plain graph keeps every layer's activations. The two ledgers of what backward keeps (in
+    explain.txt) show the trade."""
+    from torch.utils.checkpoint import checkpoint as recompute
 
-
-def accuracy(model, x, labels, test):
-    """The share of test images classified right, in chunks; a tensor (no sync here)."""
-    import torch
-
-    with torch.no_grad():
-        right = sum((model(x[c]).argmax(1) == labels[c]).sum() for c in test.split(EVAL_CHUNK))
-    return right.float() / len(test)
-
-
-def train_steps(cfg: Config, ctx: Context, model, opt, x, labels, shuffles: Shuffles, test,
-                n_batches: int, start: int, net: Net, batch_size: int, sync=contextlib.nullcontext,
-                after_step=None) -> None:
-    """The training loop: a mini-batch per step, the test accuracy after each epoch.
-
-    Under torchrun, `batch_size` is this rank's share, `sync` is DDP's no_sync for the
-    no_allreduce mistake, and `after_step(t)` keeps the weights the equivalence check needs.
-    """
-    import torch.nn.functional as F
-
-    order = None
-    for t in ctx.steps(cfg.epochs * n_batches, start=start):
-        epoch, i = divmod(t, n_batches)
-        if order is None or i == 0:
-            order = shuffles(epoch)
-        batch = order[i * batch_size:(i + 1) * batch_size]
-        with sync():
-            loss = F.cross_entropy(model(x[batch]), labels[batch])
-            ctx.record(t, loss=loss)
-            opt.zero_grad()
-            loss.backward()  # under DDP: buckets all-reduced as their grads accumulate
-        opt.step()
-        if after_step is not None:
-            after_step(t)
-        if i == n_batches - 1:
-            ctx.record(t, always=True, epoch=epoch + 1,
-                       test_accuracy=accuracy(model, x, labels, test))
-            if cfg.checkpoint_every and (epoch + 1) % cfg.checkpoint_every == 0:
-                ctx.save_state(f"checkpoint_epoch{epoch + 1}.pt",
-                               checkpoint.state(cfg, ctx, net, opt, epoch + 1, t + 1))
+    leaf = input.detach().clone().requires_grad_()  # checkpoint needs an input that does
+    ctx.forward(lambda: recompute(net, leaf, use_reentrant=True),
+                {"input": leaf, **dict(net.named_parameters())}, name="graph_recomputed")
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    import torch
+    from demos.api import Interrupted, one_line
 
-    from demos.api import Interrupted, check, one_line
-    from demos.documents.datasets import lenet_images, standardize
-    from demos.documents.models import Net
-
-    net = Net().to(ctx.device)
-    ctx.log.info("%s", net)
-    n_tensors = len(list(net.parameters()))
-    n_params = sum(p.numel() for p in net.parameters())
-    found = [check("10 parameter tensors", n_tensors == 10, f"{n_tensors} tensors"),
-             check("81,194 parameters", n_params == 81194, f"{n_params:,} parameters")]
-    found += walk_through(net, ctx)
-
-    g = torch.Generator().manual_seed(ctx.seed)
-    x, labels, train, test = lenet_images(cfg.dataset, g, root=cfg.root,
-                                          synthetic_size=cfg.synthetic_size,
-                                          test_fraction=cfg.test_fraction,
-                                          max_images=cfg.max_images)
-    x = standardize(x, train).to(ctx.device)
-    labels, train, test = labels.to(ctx.device), train.to(ctx.device), test.to(ctx.device)
-    n_test = len(test)
-    n_batches = -(-len(train) // cfg.batch_size)
-
-    def make_optimizer(module, lr):
-        if cfg.optimizer == "adam":
-            return torch.optim.Adam(module.parameters(), lr=lr)
-        return torch.optim.SGD(module.parameters(), lr=lr, momentum=cfg.momentum)
-
-    if ctx.world.active:
-        return run_parallel(cfg, ctx, net, make_optimizer, x, labels, train, test, found)
-    if cfg.mistake != "none":
-        ctx.warn_once(f"{cfg.id}: mistake {cfg.mistake} takes effect under torchrun only")
-    opt = make_optimizer(net, cfg.lr)
-    start = checkpoint.resume(cfg, ctx, net, opt, n_batches, one_line) if cfg.resume else 0
+    found = walked(ctx)
+    images, labels, train_ids, test_ids, shuffles, net, optimizer = setup(cfg, ctx)
+    n_batches = -(-len(train_ids) // cfg.batch_size)
+    start = checkpoint.resume(cfg, ctx, net, optimizer, n_batches, one_line) if cfg.resume else 0
     model = torch.compile(net) if cfg.compile else net  # shares net's parameters
-
     try:
-        train_steps(cfg, ctx, model, opt, x, labels, Shuffles(train, g), test, n_batches,
-                    start, net, cfg.batch_size)
+        train(cfg, ctx, model, optimizer, images, labels, train_ids, test_ids, shuffles, start)
     except Interrupted as stop:  # keep what was earned: a checkpoint to resume from, the checks
-        ctx.save_state("checkpoint.pt", checkpoint.state(cfg, ctx, net, opt,
-                                                         ctx.steps_run // n_batches, ctx.steps_run))
-        stop.result = Result(metrics={"parameters": float(n_params)}, checks=found)
+        ctx.save_state("checkpoint.pt", checkpoint.state(cfg, ctx, net, optimizer,
+                                                         ctx.steps_run // n_batches,
+                                                         ctx.steps_run))
+        stop.result = Result(metrics={"parameters": parameters(net)}, checks=found)
         raise
-    ctx.save_state("checkpoint.pt", checkpoint.state(cfg, ctx, net, opt, cfg.epochs,
+    ctx.save_state("checkpoint.pt", checkpoint.state(cfg, ctx, net, optimizer, cfg.epochs,
                                                      cfg.epochs * n_batches))
-    return finish(cfg, ctx, net, train, n_test, found)
+    return finish(cfg, ctx, net, train_ids, len(test_ids), found)
 
 
-def finish(cfg: Config, ctx: Context, net: Net, train, n_test: int, found: list[Check],
+def parameters(net: nn.Module) -> float:
+    return float(sum(p.numel() for p in net.parameters()))
+
+
+def finish(cfg: Config, ctx: Context, net: Net, train_ids, n_test: int, found: list[Check],
            **extra) -> Result:
     """The accuracy plot and the result, after training."""
     epochs = [row for row in ctx.history() if "test_accuracy" in row]
     ctx.plot("accuracy.png", [r["epoch"] for r in epochs],
              {"test accuracy": [r["test_accuracy"] for r in epochs]},
-             title=f"LeNet on {len(train)} {cfg.dataset} images, tested on {n_test}",
+             title=f"LeNet on {len(train_ids)} {cfg.dataset} images, tested on {n_test}",
              xlabel="epoch", ylabel="test accuracy", logy=False, markers=True)
-    n_params = sum(p.numel() for p in net.parameters())
     return Result(
         metrics={"final_loss": ctx.last("loss"), "test_accuracy": ctx.last("test_accuracy"),
-                 "parameters": float(n_params)},
+                 "parameters": parameters(net)},
         checks=found, **extra)
-
-
-def run_parallel(cfg: Config, ctx: Context, net: Net, make_optimizer, x, labels, train, test,
-                 found: list[Check]) -> Result:
-    """Under torchrun: DDP, each rank its slice of every global batch; then the checks that
-    make it trustworthy (see demos.documents.parallel). Every rank runs this; rank 0 reports."""
-    from demos.api import check, same_everywhere
-    from demos.documents.parallel import DDPTraining, flat
-
-    ddp = DDPTraining(cfg, ctx, net, make_optimizer, train)
-    train_steps(cfg, ctx, ddp.model, ddp.opt, x, labels, ddp.shuffles, test, ddp.n_batches, 0,
-                net, ddp.batch, ddp.sync, ddp.after_step)
-    ctx.save_state("checkpoint.pt", checkpoint.state(cfg, ctx, net, ddp.opt, cfg.epochs,
-                                                     cfg.epochs * ddp.n_batches))
-    same, detail = same_everywhere(ctx.world, flat(net))  # every rank takes part
-    inspection = ddp.inspection()
-    found.append(check("weights identical on every rank", same, detail))
-    if ctx.world.primary:
-        found.append(check("DDP equals one process over the first steps",
-                           *ddp.compare_with_one_process(x, labels, train)))
-    ctx.log.info("  DDP: %s", inspection["DDP"])
-    return finish(cfg, ctx, net, train, len(test), found, inspection=inspection)
 
 
 SCENARIO = Scenario(
@@ -280,7 +279,7 @@ SCENARIO = Scenario(
     metrics=("final_loss", "test_accuracy", "parameters"),
     files=(*TRAINING_FILES, *graph_files("graph", "graph_recomputed"), "explain.txt",
            "accuracy.png", "checkpoint.pt"),
-    dry_run={"epochs": 1}, data_parallel=True)
+    dry_run={"epochs": 1})
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Benchmark: the runner's training loop against the documents' bare loop; start-up; scale.
 
-    python -m demos.bench                 # a few minutes on 2 CPU cores; make bench runs it
-    python -m demos.bench --quick         # fewer repetitions, smaller scale table
-    python -m demos.bench --device cuda --out bench.json
+    python -m tests.bench                 # a few minutes on 2 CPU cores; make bench runs it
+    python -m tests.bench --quick         # fewer repetitions, smaller scale table
+    python -m tests.bench --device cuda --out bench.json
 
 The runner's loop is the real scenario (demos/scenarios/<name>.py) run through the runner's
 Context, timed by its own `train_s` (the loop alone). The bare loop is the document's code at
@@ -48,9 +48,9 @@ def sync(device: torch.device) -> None:
 
 def bare_legendre(device: torch.device, steps: int, points: int = 2000) -> float:
     """Document 003's script as legendre_fit's file writes it (its `train`), with no lab
-    around it (demos.bench_documents.Bare), timed like train_s; seconds."""
-    from demos.bench_documents import Bare
+    around it (tests.bench_documents.Bare), timed like train_s; seconds."""
     from demos.scenarios import legendre_fit
+    from tests.bench_documents import Bare
 
     cfg = legendre_fit.Config(scenario="legendre_fit", id="bare", steps=steps, points=points)
     start = time.perf_counter()
@@ -62,8 +62,8 @@ def bare_legendre(device: torch.device, steps: int, points: int = 2000) -> float
 def bare_my_relu(device: torch.device, steps: int, N=64, D_in=1000, H=100, D_out=10) -> float:
     """Document 004's two-layer net as my_relu's file writes it (its `data` and `train`), with
     no lab around it; seconds."""
-    from demos.bench_documents import Bare
     from demos.scenarios import my_relu
+    from tests.bench_documents import Bare
 
     torch.manual_seed(0)
     cfg = my_relu.Config(scenario="my_relu", id="bare", steps=steps, N=N, D_in=D_in, H=H,
@@ -192,14 +192,14 @@ def timed_pair(order: tuple[str, str], commands: dict[str, list[str]]) -> dict[s
 
 def all_yaml(device: str, repeats: int, import_torch_s: float) -> dict:
     """configs/all.yaml (every artifact and check on) against the documents' own work done bare
-    in one process (demos/bench_documents.py), both at one thread, in alternating pairs: the
+    in one process (tests/bench_documents.py), both at one thread, in alternating pairs: the
     median of the pairs' ratios. Also each run's share that is training (train_s) and import."""
     runs, phases = [], []
     for i in range(repeats):
         with tempfile.TemporaryDirectory() as out:
             order = ("bare", "all") if i % 2 == 0 else ("all", "bare")
             wall = timed_pair(order, {
-                "bare": [sys.executable, "-m", "demos.bench_documents"],
+                "bare": [sys.executable, "-m", "tests.bench_documents"],
                 "all": [sys.executable, str(ROOT / "runner.py"), "--config",
                         str(ROOT / "configs" / "all.yaml"), "--no-progress", "--device", device,
                         "--threads", "1", "--output-dir", out]})
@@ -219,7 +219,7 @@ def all_yaml(device: str, repeats: int, import_torch_s: float) -> dict:
 
 def single_run(repeats: int) -> dict:
     """`python runner.py legendre_fit` (its config, every check and artifact) against document
-    003's own script bare (`python -m demos.bench_documents legendre`), at one thread, in
+    003's own script bare (`python -m tests.bench_documents legendre`), at one thread, in
     alternating pairs: idle, then beside one busy core. The median of the pairs' ratios."""
     out: dict = {}
     for load in ("idle", "one busy core"):
@@ -229,7 +229,7 @@ def single_run(repeats: int) -> dict:
             for i in range(repeats):
                 with tempfile.TemporaryDirectory() as folder:
                     wall = timed_pair(("bare", "run") if i % 2 == 0 else ("run", "bare"), {
-                        "bare": [sys.executable, "-m", "demos.bench_documents", "legendre"],
+                        "bare": [sys.executable, "-m", "tests.bench_documents", "legendre"],
                         "run": [sys.executable, str(ROOT / "runner.py"), "legendre_fit",
                                 "--no-progress", "--threads", "1", "--output-dir", folder]})
                 runs.append({"bare_s": round(wall["bare"], 2), "wall_s": round(wall["run"], 2),
@@ -245,7 +245,7 @@ def single_run(repeats: int) -> dict:
 
 def print_single(s: dict) -> None:
     print("\npython runner.py legendre_fit / document 003's script bare "
-          "(python -m demos.bench_documents legendre), 1 thread, alternating pairs:")
+          "(python -m tests.bench_documents legendre), 1 thread, alternating pairs:")
     print("| load | bare s | runner s | ratio |\n|---|---|---|---|")
     for load, r in s.items():
         for run in r["runs"]:
@@ -418,7 +418,7 @@ def machine(device: torch.device) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m demos.bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions, smaller tables")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow start)")
@@ -499,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_whole_run(w: dict) -> None:
     print("\nconfigs/all.yaml (every check and artifact) / the documents' own work bare in one "
-          "process (python -m demos.bench_documents), 1 thread, alternating pairs:")
+          "process (python -m tests.bench_documents), 1 thread, alternating pairs:")
     print("| bare s | all.yaml s | all.yaml / bare | of which train_s |\n|---|---|---|---|")
     for r in w["runs"]:
         print(f"| {r['bare_s']} | {r['wall_s']} | {r['ratio']} | {r['train_s']} |")

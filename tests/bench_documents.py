@@ -1,25 +1,21 @@
-"""The documents' own work, bare, in one Python process: the floor `python -m demos.bench
+"""The documents' own work, bare, in one Python process: the floor `python -m tests.bench
 --only whole-run` measures configs/all.yaml against (issue 26).
 
 Each example as its document writes it (today's API), at the sizes configs/all.yaml runs:
 legendre 2000 steps, MyReLU 500, MultiplyAdd 300, LeNet 15 epochs of Adam on the digits, the
 graphs of documents 001 and 002, MyExp, LinearFunction with gradcheck, a cube Function with
 gradcheck and gradgradcheck. No plots, renders, checks beyond the documents' own, or report.
-One thread, as the bench runs all.yaml. Run as `python -m demos.bench_documents [NAME ...]`
+One thread, as the bench runs all.yaml. Run as `python -m tests.bench_documents [NAME ...]`
 (one example alone: `legendre`, the floor of `python runner.py legendre_fit`); it prints its
 wall time from the interpreter's start.
 """
 from __future__ import annotations
 
-import math
 import time
 
 import torch
-import torch.nn.functional as F
 
-from demos.documents.datasets import Shuffles, lenet_images, standardize
 from demos.documents.functions import LinearFunction
-from demos.documents.models import Net
 from demos.scenarios.multiply_add import MultiplyAdd
 from demos.scenarios.my_exp import MyExp
 
@@ -28,11 +24,13 @@ class Bare:
     """What a scenario's tutorial code asks of `ctx`, doing nothing: the document's script as
     the scenario file writes it, with no lab around it (steps: a range; record: nothing)."""
 
+    seed = 0
+
     def __init__(self, device: torch.device | None = None):
         self.device = device or torch.device("cpu")
 
-    def steps(self, n: int) -> range:
-        return range(n)
+    def steps(self, n: int, start: int = 0) -> range:
+        return range(start, n)
 
     def record(self, *args: object, **values: object) -> None:
         pass
@@ -69,23 +67,12 @@ def multiply_add(steps: int = 300, lr: float = 0.2) -> None:  # document 000
                 p.grad = None
 
 
-def lenet(epochs: int = 15, batch_size: int = 64, lr: float = 2e-3) -> None:  # doc 004, first
-    g = torch.Generator().manual_seed(0)
-    x, labels, train, test = lenet_images("digits", g)
-    x = standardize(x, train)
-    net = Net()
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
-    shuffles = Shuffles(train, g)
-    n_batches = math.ceil(len(train) / batch_size)
-    for epoch in range(epochs):
-        order = shuffles(epoch)
-        for i in range(n_batches):
-            batch = order[i * batch_size:(i + 1) * batch_size]
-            opt.zero_grad()
-            F.cross_entropy(net(x[batch]), labels[batch]).backward()
-            opt.step()
-        with torch.no_grad():
-            (net(x[test]).argmax(1) == labels[test]).float().mean()
+def lenet(epochs: int = 15) -> None:  # document 004, first example
+    from demos.scenarios import lenet as scenario  # its tutorial's code, as the scenario runs it
+
+    cfg = scenario.Config(scenario="lenet", id="bare", epochs=epochs)
+    images, labels, train_ids, test_ids, shuffles, net, optimizer = scenario.setup(cfg, Bare())
+    scenario.train(cfg, Bare(), net, optimizer, images, labels, train_ids, test_ids, shuffles)
 
 
 def graphs() -> None:  # documents 001 and 002: h = w*x + b three ways; e = (a + b) * d
