@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from demos.documents.functions import LinearFunction
+from demos.scenarios.linear_function import LinearFunction
 from demos.scenarios.multiply_add import MultiplyAdd
 from demos.scenarios.my_exp import MyExp
 

@@ -135,6 +135,9 @@ LOOK = {
     "my_exp": ("MyExp.apply(inputs).sum()", '{"inputs": inputs}'),
     "multiply_add": ("MultiplyAdd.apply(w, x, b).sum()", '{"w": w, "x": x, "b": b}'),
     "autograd_internals": ("(a + b) * d", '{"a": a, "b": b, "d": d}'),
+    "computation_graph": ("w * x + b", '{"x": x, "w": w, "b": b}'),
+    "linear_function": ("(model(x) - y).pow(2).mean()",
+                        '{**dict(model.named_parameters()), "x": x}'),
     "lenet": ("F.cross_entropy(net(images[test_ids[:8]]), labels[test_ids[:8]])",
               "dict(net.named_parameters())"),
 }
@@ -147,7 +150,8 @@ def plain(code: str, defaults: Any, small: dict) -> str:
     ctx.steps(...) a plain range, ctx.forward(lambda: f, names) just f."""
     code = code.replace("ctx.device", "device").replace("ctx.seed", "0")
     code = re.sub(r"ctx\.steps\((.*?)(?:, start=\w+)?\)", r"range(\1)", code)  # (a resume's)
-    code = re.sub(r"ctx\.forward\(lambda: (.*?), (?:\{[^}]*\}|dict\(.*\))\)$", r"\1", code,
+    names = r"(?:\{[^}]*\}|dict\(.*?\)\)|\w+)"  # a dict, dict(...) or a name
+    code = re.sub(rf"ctx\.forward\(lambda: (.*?), {names}(?:, name=[^)]*)?\)$", r"\1", code,
                   flags=re.M)  # the forward itself
     return re.sub(r"\bcfg\.(\w+)", lambda m: m[1] if m[1] in small else
                   repr(getattr(defaults, m[1])), code)
@@ -167,9 +171,28 @@ def printed(line: str) -> list[str]:
         shown = ", ".join(f"{k.arg} {{{ast.unparse(k.value)}:.4g}}" for k in keywords
                           if k.arg != "always")
         return [f'{indent}print(f"{shown}")']
-    if "# lab:" not in line or "ctx.steps" in line or "ctx.forward" in line:
+    if "# lab:" not in line or "ctx.steps" in line or "= ctx.forward" in line:
         return [line.split("  # lab:")[0]]
     return []
+
+
+def lab_statements(body: list[Any], lines: list[str]) -> tuple[set[int], set[int]]:
+    """The line numbers of the lab's statements of more than one line (their first line ends
+    in `# lab: ...`), to leave out; and of the blocks of a `with ...:  # lab: ...` (its
+    header left out), to dedent."""
+    import ast
+
+    dropped: set[int] = set()
+    unwrapped: set[int] = set()
+    for statement in (n for top in body for n in ast.walk(top) if isinstance(n, ast.stmt)):
+        if "# lab:" not in lines[statement.lineno - 1]:
+            continue
+        if isinstance(statement, ast.With):
+            dropped.update(range(statement.lineno, statement.body[0].lineno))
+            unwrapped.update(range(statement.body[0].lineno, statement.end_lineno + 1))
+        elif statement.end_lineno > statement.lineno and not isinstance(statement, ast.For):
+            dropped.update(range(statement.lineno, statement.end_lineno + 1))
+    return dropped, unwrapped
 
 
 def imports(tree: Any, start: int, used: str) -> str:
@@ -217,7 +240,7 @@ def tutorial_cells(name: str) -> list[dict]:
     tutorial = source[source.index(TUTORIAL_START):source.index(LAB_START)]
     small = {k: v for k, v in scenario.dry_run.items() if f"cfg.{k}" in tutorial}
     called = {n.name for n in nodes if isinstance(n, ast.FunctionDef)
-              and re.search(rf"\b{n.name}\(", tutorial.replace(f"def {n.name}(", ""))}
+              and re.search(rf"(?<![.\w]){n.name}\(", tutorial.replace(f"def {n.name}(", ""))}
     scripts = [n for n in nodes if isinstance(n, ast.FunctionDef) and n.name not in called]
     texts = []
     for node in nodes:
@@ -233,8 +256,12 @@ def tutorial_cells(name: str) -> list[dict]:
                 body = body[:-1]
             args = node.args.args[len(node.args.args) - len(node.args.defaults):]
             kept = []
-            for ln in lines[first:body[-1].end_lineno]:  # the comments above the first line too
-                kept += printed(ln)
+            dropped, unwrapped = lab_statements(body, lines)
+            for number in range(first + 1, body[-1].end_lineno + 1):  # comments above too
+                ln = lines[number - 1]
+                if number in unwrapped:  # the body of a `with ...:  # lab:`, dedented
+                    ln = ln[4:]
+                kept += [] if number in dropped else printed(ln)
             text = plain(textwrap.dedent("\n".join(kept)), defaults, small)
             text = "".join(f"{a.arg} = {ast.unparse(d)}\n" for a, d in
                            zip(args, node.args.defaults)

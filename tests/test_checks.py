@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from demos.documents.functions import (
-    LinearFunction,
     exp_reference,
     legendre_p3_reference,
     linear_reference,
@@ -15,6 +14,7 @@ from demos.documents.functions import (
 from demos.lab.checks import gradients as checks
 from demos.lab.core.config import Expect, Target
 from demos.scenarios.legendre_fit import LegendrePolynomial3
+from demos.scenarios.linear_function import LinearFunction
 from demos.scenarios.multiply_add import MultiplyAdd
 from demos.scenarios.my_exp import MyExp
 from demos.scenarios.my_relu import MyReLU

@@ -4,7 +4,6 @@ import torch
 from torch.autograd import gradcheck
 
 from demos.documents.functions import (
-    LinearFunction,
     exp_reference,
     legendre_p3_reference,
     linear_reference,
@@ -12,6 +11,7 @@ from demos.documents.functions import (
     relu_reference,
 )
 from demos.scenarios.legendre_fit import LegendrePolynomial3
+from demos.scenarios.linear_function import LinearFunction
 from demos.scenarios.multiply_add import MultiplyAdd
 from demos.scenarios.my_exp import MyExp
 from demos.scenarios.my_relu import MyReLU
@@ -102,7 +102,7 @@ TWINS = [  # classic, reference, inputs (requires_grad as the documents have the
     (MyReLU, fns.relu_reference, [(5,)], [True]),
     (MultiplyAdd, fns.multiply_add_reference, [(5,), (5,), (5,)], [True, False, True]),
     (MyExp, fns.exp_reference, [(5,)], [True]),
-    (fns.LinearFunction, fns.linear_reference, [(4, 3), (2, 3), (2,)], [True, True, True]),
+    (LinearFunction, fns.linear_reference, [(4, 3), (2, 3), (2,)], [True, True, True]),
 ]
 
 
@@ -152,7 +152,7 @@ def test_the_modern_twin_works_under_every_transform(classic, reference, shapes,
 @pytest.mark.parametrize("classic", [t[0] for t in TWINS], ids=[t[0].__name__ for t in TWINS])
 def test_the_classic_functions_are_refused_by_torch_func(classic):
     """Why the twins exist: torch.func wants setup_context, forward mode wants jvp."""
-    x = torch.randn(2, 3, dtype=D) if classic is fns.LinearFunction else torch.randn(3, dtype=D)
-    args = {MultiplyAdd: (x, x, x), fns.LinearFunction: (x, x)}.get(classic, (x,))
+    x = torch.randn(2, 3, dtype=D) if classic is LinearFunction else torch.randn(3, dtype=D)
+    args = {MultiplyAdd: (x, x, x), LinearFunction: (x, x)}.get(classic, (x,))
     with pytest.raises(RuntimeError, match="must override the setup_context staticmethod"):
         vmap(classic.apply)(*[a.unsqueeze(0) for a in args])

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from demos.documents.functions import LinearFunction
 from demos.documents.functions import MyExpSavesInput as ExpSavesInput
 from demos.lab.instruments import saved
 from demos.lab.instruments.trace import record
 from demos.lab.instruments.walk import node_name
+from demos.scenarios.linear_function import LinearFunction
 from demos.scenarios.my_exp import MyExp
 
 

@@ -8,6 +8,7 @@ import torch
 from demos.documents import functions as fns
 from demos.lab.checks import support
 from demos.scenarios.legendre_fit import LegendrePolynomial3
+from demos.scenarios.linear_function import LinearFunction
 from demos.scenarios.multiply_add import MultiplyAdd
 from demos.scenarios.my_exp import MyExp
 from demos.scenarios.my_relu import MyReLU
@@ -55,7 +56,7 @@ DOCUMENTS = [  # the documents' Functions, their references and inputs (as the s
     (MyReLU, fns.relu_reference, {"x": (5,)}, ()),
     (MultiplyAdd, fns.multiply_add_reference, {"w": (5,), "x": (5,), "b": (5,)}, ("x",)),
     (MyExp, fns.exp_reference, {"x": (5,)}, ()),
-    (fns.LinearFunction, fns.linear_reference, {"input": (4, 3), "weight": (2, 3), "bias": (2,)},
+    (LinearFunction, fns.linear_reference, {"input": (4, 3), "weight": (2, 3), "bias": (2,)},
      ()),
 ]
 

@@ -86,8 +86,9 @@ def test_a_modern_functions_inputs_are_named_from_its_forward_without_ctx():
     classic forward(ctx, ...) skips ctx); the forward-mode graphs of the twins draw them."""
     import torch
 
-    from demos.documents.functions import LinearFunction, LinearFunctionModern
+    from demos.documents.functions import LinearFunctionModern
     from demos.lab.instruments.walk import input_names
+    from demos.scenarios.linear_function import LinearFunction
     x, w, b = (torch.randn(*s, requires_grad=True) for s in ((4, 3), (2, 3), (2,)))
     for fn in (LinearFunction, LinearFunctionModern):
         assert input_names(fn.apply(x, w, b).grad_fn) == ["input", "weight", "bias"], fn

@@ -5,8 +5,9 @@ Their plain-torch twins (`*_reference`) are the ground truth for the parity chec
 """
 import torch
 
-# LegendrePolynomial3, document 003's, is in demos/scenarios/legendre_fit.py, where its tutorial
-# uses it; its twin and its plain-torch reference are here.
+# The documents' classic Functions are in their scenarios' files, where their tutorials use them
+# (LegendrePolynomial3 in legendre_fit.py, LinearFunction in linear_function.py, ...); their
+# twins and their plain-torch references are here.
 
 
 def legendre_p3_reference(x):
@@ -48,30 +49,6 @@ class MyExpSavesInput(torch.autograd.Function):
 
 def exp_reference(x):
     return torch.exp(x)
-
-
-class LinearFunction(torch.autograd.Function):
-    """y = input @ weight.T + bias, from document 004; computes only the grads asked for."""
-
-    @staticmethod
-    def forward(ctx, input, weight, bias=None):
-        ctx.save_for_backward(input, weight, bias)
-        output = input.mm(weight.t())               # (N, out)
-        if bias is not None:
-            output += bias.unsqueeze(0).expand_as(output)
-        return output
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        input, weight, bias = ctx.saved_tensors
-        grad_input = grad_weight = grad_bias = None
-        if ctx.needs_input_grad[0]:
-            grad_input = grad_output.mm(weight)     # dy/dinput = weight
-        if ctx.needs_input_grad[1]:
-            grad_weight = grad_output.t().mm(input)  # dy/dweight = input
-        if bias is not None and ctx.needs_input_grad[2]:
-            grad_bias = grad_output.sum(0)          # dy/dbias = 1, summed over the batch
-        return grad_input, grad_weight, grad_bias
 
 
 def linear_reference(input, weight, bias=None):
