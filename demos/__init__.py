@@ -1,6 +1,6 @@
 """autograd-demos: the classic PyTorch autograd examples as a lab you can run, see and check.
 
-The Python API (demos.interactive), loaded on first use so that `import demos` stays cheap:
+The Python API (demos.python_api), loaded on first use so that `import demos` stays cheap:
 
     from demos import run
     r = run("my_exp")          # as `python runner.py my_exp`; r.passed, r.folder, r["my_exp"]
@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 
 if TYPE_CHECKING:
-    from demos.interactive import (
+    from demos.python_api import (
         Comparison,
         ConfigError,
         EntryResult,
@@ -36,10 +36,10 @@ __all__ = ["run", "check_function", "graph", "forward_mode", "compare", "load", 
 
 
 def __getattr__(name: str) -> Any:
-    """A name of __all__, from demos.interactive, imported now (PEP 562)."""
+    """A name of __all__, from demos.python_api, imported now (PEP 562)."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("demos.interactive"), name)
+    value = getattr(importlib.import_module("demos.python_api"), name)
     globals()[name] = value
     return value
 

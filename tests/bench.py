@@ -32,7 +32,7 @@ import torch
 
 from demos.lab.core.files import dumps
 from demos.lab.core.threads import auto_threads, available_cores
-from demos.lab.pages.drawing import Artifacts
+from demos.lab.pages.artifacts import Artifacts
 from demos.lab.runner.context import Context
 from demos.scenarios import registry
 from demos.scenarios.legendre_fit import LegendrePolynomial3

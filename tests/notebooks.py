@@ -203,7 +203,7 @@ def imports(tree: Any, start: int, used: str) -> str:
     lines: dict[int, list[str]] = {0: [], 1: [], 2: []}  # Python's, torch's, the lab's
     for node in tree.body:
         if node.lineno > start or not isinstance(node, (ast.Import, ast.ImportFrom)) or \
-                getattr(node, "module", "") in ("__future__", "demos.api", "typing"):
+                getattr(node, "module", "") in ("__future__", "demos.scenario_api", "typing"):
             continue
         names = [a for a in node.names
                  if re.search(rf"\b{re.escape(a.asname or a.name)}\b", used)]
@@ -397,7 +397,7 @@ def result_of(nb, cell_id: str) -> str:
 
 def walks_its_example(name: str, folder) -> None:
     """Execute the notebook `name` in `folder` and check what its cells show."""
-    from demos.interactive import yaml_text
+    from demos.python_api import yaml_text
 
     nb = execute(name, folder)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs

@@ -1,5 +1,5 @@
-"""demos.api, the one surface a scenario file imports: cheap to import, every name there, the
-scenarios use nothing else of the machinery; and `python -m demos.scenarios.<name>`."""
+"""demos.scenario_api, the one surface a scenario file imports: cheap to import, every name
+there, the scenarios use nothing else of the machinery; and `python -m demos.scenarios.<name>`."""
 import ast
 import os
 import subprocess
@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-import demos.api as api
+import demos.scenario_api as api
 from demos.scenarios import registry
 from tests.conftest import ROOT, only_run_dir, summary
 
@@ -16,7 +16,7 @@ SCENARIOS = sorted((ROOT / "demos" / "scenarios").glob("*.py"))
 
 
 def test_importing_the_api_and_every_scenario_imports_no_torch():
-    code = ("import sys, demos.api, demos.scenarios as s; s.registry(); "
+    code = ("import sys, demos.scenario_api, demos.scenarios as s; s.registry(); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('torch', 'numpy', 'matplotlib')))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
@@ -27,7 +27,7 @@ def test_importing_the_api_and_every_scenario_imports_no_torch():
 def test_every_name_resolves_and_the_lazy_ones_are_the_type_checking_imports():
     assert all(getattr(api, name) is not None for name in api.__all__)
     assert set(api.LAZY) <= set(api.__all__)
-    tree = ast.parse((ROOT / "demos" / "api.py").read_text())
+    tree = ast.parse((ROOT / "demos" / "scenario_api.py").read_text())
     block = next(n for n in tree.body if isinstance(n, ast.If)
                  and getattr(n.test, "id", None) == "TYPE_CHECKING")
     typed = {}
@@ -46,7 +46,7 @@ def test_a_scenario_imports_the_machinery_from_demos_api_only(path):
     modules += [a.name for n in ast.walk(ast.parse(path.read_text()))
                 if isinstance(n, ast.Import) for a in n.names]
     assert [m for m in modules if m.startswith("demos.") and  # (or another scenario's code)
-            not m.startswith(("demos.api", "demos.documents", "demos.scenarios"))] == []
+            not m.startswith(("demos.scenario_api", "demos.documents", "demos.scenarios"))] == []
 
 
 def test_a_scenario_file_runs_alone_on_its_defaults(tmp_path):

@@ -252,7 +252,7 @@ def test_training_steps_never_sync_the_gpu(tmp_path, name):
     """Every training step runs under torch.cuda.set_sync_debug_mode('error')."""
     import logging
 
-    from demos.lab.pages.drawing import Artifacts
+    from demos.lab.pages.artifacts import Artifacts
     from demos.lab.runner.context import Context
 
     scenario = registry()[name]

@@ -413,7 +413,7 @@ def test_every_page_shows_control_characters_escaped(tmp_path):
 def test_drawing_leaves_the_callers_mplbackend_as_it_was(tmp_path, monkeypatch):
     """The runner draws with Agg, but it does not change MPLBACKEND for the rest of the
     process (a notebook's inline backend stays the notebook's)."""
-    from demos.lab.pages import drawing, plots  # noqa: F401  (importing them changed it once)
+    from demos.lab.pages import artifacts, plots  # noqa: F401  (importing them changed it once)
 
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     plots.line_plot(tmp_path / "p.png", [0, 1], {"a": [1.0, 2.0]}, title="t", xlabel="x",

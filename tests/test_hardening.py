@@ -71,14 +71,14 @@ def test_a_diverged_fit_plot_says_where_it_stopped_and_what_it_could_not_draw(tm
     """fit.png of a diverged legendre_fit: its title gives the steps run, not the steps asked
     for, and its coefficients in a few characters (they are huge or not numbers); the fit,
     with nothing finite to draw, says so in the legend (drawn in this process, to see it)."""
-    from demos.lab.pages import drawing, plots
+    from demos.lab.pages import artifacts, plots
 
     figures = {}
 
     def line_plot(path, *args, **kwargs):
         figures[path.name] = plots.line_figure(*args, **kwargs)
 
-    monkeypatch.setattr(drawing, "pool", lambda: None)
+    monkeypatch.setattr(artifacts, "pool", lambda: None)
     monkeypatch.setattr(plots, "line_plot", line_plot)
     code = run_main(tmp_path, "--config", CONFIGS / "legendre_fit.yaml", "--set",
                     "scenarios.legendre_fit.lr=1e-3", "--set", "scenarios.legendre_fit.support=[]")
@@ -792,8 +792,7 @@ def test_a_plot_that_cannot_be_written_makes_its_entry_an_error(tmp_path, monkey
     """Plots are drawn beside the run; one the disk has no room for fails its entry."""
     import errno
 
-    from demos.lab.pages import drawing as artifacts
-    from demos.lab.pages import plots
+    from demos.lab.pages import artifacts, plots
     def no_room(path, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(artifacts, "pool", lambda: None)  # drawn here, where the patch holds
@@ -848,7 +847,7 @@ def test_group_signals_leave_the_helper_and_the_resource_tracker_alone(tmp_path)
     code = """if 1:
         import signal
         from multiprocessing import resource_tracker
-        from demos.lab.pages import drawing as artifacts
+        from demos.lab.pages import artifacts
         def ignored(pid):
             mask = [int(l.split()[1], 16) for l in open(f"/proc/{pid}/status")
                     if l.startswith("SigIgn:")][0]

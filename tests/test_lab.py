@@ -127,7 +127,7 @@ def die_in_the_helper(path):
 
 
 def test_a_helper_that_dies_loses_no_file(tmp_path):
-    from demos.lab.pages import drawing as artifacts
+    from demos.lab.pages import artifacts
     warnings = []
     work = artifacts.Artifacts(warnings.append)
     work.submit("a", die_in_the_helper, tmp_path / "a.txt")
@@ -140,7 +140,7 @@ def test_a_helper_that_dies_loses_no_file(tmp_path):
 
 
 def test_a_file_that_cannot_be_written_is_a_warning(tmp_path):
-    from demos.lab.pages import drawing as artifacts
+    from demos.lab.pages import artifacts
     warnings = []
     work = artifacts.Artifacts(warnings.append)
     work.submit("x.png", plots.line_plot, tmp_path / "missing" / "x.png", [0, 1], {"y": [1, 2]},

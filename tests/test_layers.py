@@ -54,7 +54,7 @@ def test_a_scenario_reaching_past_demos_api_is_caught(tmp_path):
     scenario.write_text(scenario.read_text() + "\nfrom demos.lab.core import schema  # noqa\n")
     proc = lint(tmp_path, tmp_path)
     assert proc.returncode == 1, proc.stdout
-    assert "through demos.api alone BROKEN" in proc.stdout
+    assert "through demos.scenario_api alone BROKEN" in proc.stdout
     assert "demos.scenarios.my_exp -> demos.lab.core.schema" in proc.stdout
 
 

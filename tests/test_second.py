@@ -1,11 +1,11 @@
-"""The second backward (demos/lab/instruments/second.py): traced from the sum of the gradients
-of a create_graph backward, each node marked by the pass that made it, and checked against
+"""The second backward (demos/lab/instruments/second_backward.py): traced from the sum of the
+gradients of a create_graph backward, each node marked by the pass that made it, and checked against
 torch.autograd.grad and a reference's second derivatives; wrong backwards fail it."""
 from __future__ import annotations
 
 import torch
 
-from demos.lab.instruments import second
+from demos.lab.instruments import second_backward
 from demos.lab.instruments.trace import record
 from demos.lab.instruments.walk import node_name
 
@@ -51,37 +51,38 @@ def cube(x):
 
 def trace_of(fn):
     inputs = {"x": torch.tensor([1.0, 2.0, -0.5], dtype=D, requires_grad=True)}
-    first = second.first_pass(fn.apply, inputs)
-    traced = record(first.root, second.labels(first), "second") if first.root is not None \
+    first = second_backward.first_pass(fn.apply, inputs)
+    traced = record(first.root, second_backward.labels(first), "second") if first.root is not None \
         else None
-    return first, traced, second.first_pass(cube, inputs)
+    return first, traced, second_backward.first_pass(cube, inputs)
 
 
 def test_the_second_pass_of_a_right_backward_agrees_and_marks_its_passes():
     first, traced, ref = trace_of(Cube)
-    check = second.agrees(traced, first, ref)
+    check = second_backward.agrees(traced, first, ref)
     assert check.passed, check.detail
     assert "and the reference's" in check.detail
     # d/dx of sum(3 x^2) = 6x, where x is
     assert torch.equal(traced.grads[id(first.inputs["x"])],
                        torch.tensor([6.0, 12.0, -3.0], dtype=D))
-    passes = {node_name(s.fn): second.made_by(first, s.fn) for s in traced.steps}
-    assert passes["AccumulateGrad"] == second.FORWARD
-    assert second.FIRST in passes.values() and passes["SumBackward0"] == second.ROOT
-    assert "made by the first backward" in second.explain(first, traced)
+    passes = {node_name(s.fn): second_backward.made_by(first, s.fn) for s in traced.steps}
+    assert passes["AccumulateGrad"] == second_backward.FORWARD
+    assert second_backward.FIRST in passes.values()
+    assert passes["SumBackward0"] == second_backward.ROOT
+    assert "made by the first backward" in second_backward.explain(first, traced)
 
 
 def test_a_backward_off_the_graph_has_no_second_backward():
     first, traced, ref = trace_of(CubeDetached)
-    check = second.agrees(traced, first, ref)
+    check = second_backward.agrees(traced, first, ref)
     assert first.root is None and not check.passed
     assert check.detail.startswith("the first backward built no graph")
 
 
 def test_a_wrong_second_derivative_differs_from_the_reference():
     first, traced, ref = trace_of(CubeHalfSecond)
-    check = second.agrees(traced, first, ref)
+    check = second_backward.agrees(traced, first, ref)
     assert not check.passed
     assert check.detail.startswith("second derivatives of x differ from the reference's: "
                                    "[3, 6, -1.5] against [6, 12, -3]")
-    assert second.agrees(traced, first).passed  # without a reference, it cannot know
+    assert second_backward.agrees(traced, first).passed  # without a reference, it cannot know

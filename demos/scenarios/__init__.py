@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from demos.api import Scenarios
+from demos.scenario_api import Scenarios
 
 _found: Scenarios | None = None
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from demos.api import Result, Scenario, ScenarioConfig, graph_files, param, run_alone
+from demos.scenario_api import Result, Scenario, ScenarioConfig, graph_files, param, run_alone
 
 if TYPE_CHECKING:
-    from demos.api import Context
+    from demos.scenario_api import Context
 
 # == The tutorial ================================================================================
 
@@ -51,7 +51,7 @@ def leaves(cfg, ctx):
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    from demos.api import check, node_name
+    from demos.scenario_api import check, node_name
 
     a, b, c, d, e = document(cfg, ctx)  # the document's script, its forward drawn and traced
     # the walk: after backward the nodes are still there (only what they saved is freed)

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from demos.api import Result, Scenario, ScenarioConfig, graph_files, param, run_alone
+from demos.scenario_api import Result, Scenario, ScenarioConfig, graph_files, param, run_alone
 
 if TYPE_CHECKING:
-    from demos.api import Check, Context
+    from demos.scenario_api import Check, Context
 
 # == The tutorial ================================================================================
 
@@ -77,13 +77,13 @@ class Config(ScenarioConfig):
 
 def contains(graph_of, t) -> bool:
     """Whether backward from `graph_of` reaches the tensor `t` (as a leaf it accumulates)."""
-    from demos.api import leaves
+    from demos.scenario_api import leaves
 
     return any(leaf is t for leaf in leaves(graph_of))
 
 
 def with_requires_grad(cfg: Config, ctx: Context) -> tuple[list[Check], float]:
-    from demos.api import check, close, node_name
+    from demos.scenario_api import check, close, node_name
 
     x, w, b, h = requires_grad(cfg, ctx)
     return [
@@ -100,7 +100,7 @@ def with_requires_grad(cfg: Config, ctx: Context) -> tuple[list[Check], float]:
 
 
 def with_no_grad(cfg: Config, ctx: Context) -> list[Check]:
-    from demos.api import check, node_name
+    from demos.scenario_api import check, node_name
 
     x, w, b, h = no_grad(cfg, ctx)
     mul = h.grad_fn.next_functions[0][0]  # the nodes stay after backward (their saves go)
@@ -119,7 +119,7 @@ def with_no_grad(cfg: Config, ctx: Context) -> list[Check]:
 
 
 def with_detach(cfg: Config, ctx: Context) -> list[Check]:
-    from demos.api import check
+    from demos.scenario_api import check
 
     x, x_detached, w, b, h, h2, after_h2 = detach(cfg, ctx)
     in_h, in_h2 = contains(h, x), contains(h2, x) or contains(h2, x_detached)

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from demos.api import (
+from demos.scenario_api import (
     Capability,
     ConfigError,
     Result,
@@ -32,7 +32,7 @@ from demos.api import (
 if TYPE_CHECKING:
     import torch
 
-    from demos.api import Context
+    from demos.scenario_api import Context
 
 
 @dataclass
@@ -134,7 +134,7 @@ def prepare(cfg: Config, where: str) -> None:
     """Load the Function (and the reference) once the run starts; check what they are."""
     import torch
 
-    from demos.api import load_object
+    from demos.scenario_api import load_object
 
     fn = load_object(cfg.function, f"{where}.function")
     if not (isinstance(fn, type) and issubclass(fn, torch.autograd.Function)):
@@ -169,7 +169,7 @@ def make_inputs(cfg: Config, seed: int, device: torch.device) -> dict[str, torch
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
-    from demos.api import (
+    from demos.scenario_api import (
         backward_structure,
         compare_to_reference,
         gradcheck,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from demos.api import (
+from demos.scenario_api import (
     TRAINING_FILES,
     Capability,
     ConfigError,
@@ -30,7 +30,7 @@ from demos.api import (
 )
 
 if TYPE_CHECKING:
-    from demos.api import Context
+    from demos.scenario_api import Context
 
 # == The tutorial ================================================================================
 
@@ -145,8 +145,8 @@ def sse(x, y, a, b, c, d, P3=p3):
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    from demos.api import gradcheck, parity, support
     from demos.documents.functions import LegendrePolynomial3Modern
+    from demos.scenario_api import gradcheck, parity, support
 
     x = torch.linspace(-math.pi, math.pi, cfg.points, device=ctx.device)  # (points,)
     y = torch.sin(x)

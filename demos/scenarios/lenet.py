@@ -22,7 +22,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
 
-from demos.api import (
+from demos.documents import checkpoint
+from demos.documents.datasets import (
+    DataError,
+    Shuffles,
+    find_mnist_files,
+    lenet_images,
+    standardize,
+)
+from demos.scenario_api import (
     TRAINING_FILES,
     ConfigError,
     Result,
@@ -32,17 +40,9 @@ from demos.api import (
     param,
     run_alone,
 )
-from demos.documents import checkpoint
-from demos.documents.datasets import (
-    DataError,
-    Shuffles,
-    find_mnist_files,
-    lenet_images,
-    standardize,
-)
 
 if TYPE_CHECKING:
-    from demos.api import Check, Context
+    from demos.scenario_api import Check, Context
 
 # == The tutorial ================================================================================
 
@@ -198,7 +198,7 @@ def walked(ctx: Context) -> list[Check]:
     training does (so the trained Net starts from the weights it would alone). Its checks:
     the Net's parameters, and what backward and the step did; its graph beside the same
     forward under activation checkpointing (see `recomputed`)."""
-    from demos.api import check
+    from demos.scenario_api import check
 
     devices = [ctx.device] if ctx.device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
@@ -236,7 +236,7 @@ def recomputed(net: Net, input: Any, ctx: Context) -> None:
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    from demos.api import Interrupted, one_line
+    from demos.scenario_api import Interrupted, one_line
 
     found = walked(ctx)
     images, labels, train_ids, test_ids, shuffles, net, optimizer = setup(cfg, ctx)

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 import torch
 import torch.nn.functional as F
 
-from demos.api import ConfigError, Result, Scenario, param, run_alone
 from demos.documents import checkpoint
+from demos.scenario_api import ConfigError, Result, Scenario, param, run_alone
 from demos.scenarios import lenet
 
 if TYPE_CHECKING:
-    from demos.api import Context
     from demos.documents.parallel import DDPTraining
+    from demos.scenario_api import Context
 
 
 def train(cfg: Config, ctx: Context, ddp: DDPTraining, images, labels, test_ids) -> None:
@@ -81,8 +81,8 @@ class Config(lenet.Config):
 def run(cfg: Config, ctx: Context) -> Result:
     """Every rank runs this; rank 0 reports. Then the checks that make it trustworthy: the
     weights are the same on every rank, and DDP's first steps equal one process's."""
-    from demos.api import check, same_everywhere
     from demos.documents.parallel import DDPTraining, flat
+    from demos.scenario_api import check, same_everywhere
 
     if not ctx.world.active:
         mistake = "" if cfg.mistake == "none" else f" (mistake {cfg.mistake} takes effect there)"

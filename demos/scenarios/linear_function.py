@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn as nn
 
-from demos.api import (
+from demos.scenario_api import (
     TRAINING_FILES,
     Capability,
     Check,
@@ -33,7 +33,7 @@ from demos.api import (
 )
 
 if TYPE_CHECKING:
-    from demos.api import Context
+    from demos.scenario_api import Context
 
 # == The tutorial ================================================================================
 
@@ -167,7 +167,7 @@ class Config(ScenarioConfig):
 
 def only_input_grad(ctx: Context) -> Check:
     """With only the input requiring grad, backward computes no weight or bias grad."""
-    from demos.api import check
+    from demos.scenario_api import check
 
     input = torch.randn(4, 3, device=ctx.device, requires_grad=True)
     weight, bias = torch.randn(2, 3, device=ctx.device), torch.randn(2, device=ctx.device)
@@ -182,8 +182,8 @@ def only_input_grad(ctx: Context) -> Check:
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    from demos.api import check, gradcheck, parity, support
     from demos.documents.functions import LinearFunctionModern, linear_reference
+    from demos.scenario_api import check, gradcheck, parity, support
 
     input, weight, bias, true_w, true_b, x, y = data(cfg, ctx)
     doc = {"input": input, "weight": weight, "bias": bias}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from demos.api import (
+from demos.scenario_api import (
     TRAINING_FILES,
     Capability,
     Check,
@@ -32,7 +32,7 @@ from demos.api import (
 )
 
 if TYPE_CHECKING:
-    from demos.api import Context
+    from demos.scenario_api import Context
 
 # == The tutorial ================================================================================
 
@@ -91,7 +91,7 @@ def node_name(fn) -> str:
 
 def inspect(out, w, b, ctx: Context) -> tuple[dict, list[Check]]:
     """The document's walk from out.grad_fn, as recorded facts and checks."""
-    from demos.api import check
+    from demos.scenario_api import check
     fn = out.grad_fn
     nexts = [nf for nf, _ in fn.next_functions]
     facts = {
@@ -115,8 +115,8 @@ def inspect(out, w, b, ctx: Context) -> tuple[dict, list[Check]]:
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    from demos.api import check, close, gradcheck, parity, support
     from demos.documents.functions import MultiplyAddModern, multiply_add_reference
+    from demos.scenario_api import check, close, gradcheck, parity, support
     multiply_add = MultiplyAdd.apply
     dev = ctx.device
 

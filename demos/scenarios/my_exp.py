@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from demos.api import (
+from demos.scenario_api import (
     Capability,
     ConfigError,
     Result,
@@ -29,7 +29,7 @@ from demos.api import (
 )
 
 if TYPE_CHECKING:
-    from demos.api import Context
+    from demos.scenario_api import Context
 
 # == The tutorial ================================================================================
 
@@ -80,8 +80,8 @@ class Config(ScenarioConfig):
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    from demos.api import check, close, gradcheck, parity, support
     from demos.documents.functions import MyExpModern, MyExpSavesInput, exp_reference
+    from demos.scenario_api import check, close, gradcheck, parity, support
 
     # the document's script, its forward drawn, traced, and what backward keeps counted
     inputs, outputs, grad1, grad2 = compare(cfg, ctx)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from demos.api import (
+from demos.scenario_api import (
     TRAINING_FILES,
     Capability,
     ConfigError,
@@ -29,7 +29,7 @@ from demos.api import (
 )
 
 if TYPE_CHECKING:
-    from demos.api import Context
+    from demos.scenario_api import Context
 
 # == The tutorial ================================================================================
 
@@ -142,8 +142,8 @@ def sse(x, y, w1, w2, relu):
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    from demos.api import gradcheck, parity, support
     from demos.documents.functions import MyReLUModern, relu_reference
+    from demos.scenario_api import gradcheck, parity, support
 
     relu = MyReLU.apply
     x, y, w1, w2 = data(cfg, ctx)

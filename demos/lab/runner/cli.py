@@ -179,8 +179,8 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
 
     `stop` is the caller's, when it noted signals already (see demos.cli). `config`: the
     config's data, for a run whose config is made in memory (its --config names it in
-    messages; see demos.api.run_alone); `typed`: the command line to record, where it is not
-    `argv`."""
+    messages; see demos.scenario_api.run_alone); `typed`: the command line to record, where it
+    is not `argv`."""
     argv = sys.argv[1:] if argv is None else argv
     code, stop = 0, stop or StopRequest()
     try:
@@ -252,7 +252,7 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
           call: Call) -> int:
     """Load torch, resolve the device, prepare the entries (user code loads now), and run:
     alone, or as one rank under torchrun."""
-    from demos.lab.pages import drawing as artifacts
+    from demos.lab.pages import artifacts
     from demos.lab.runner import torchrun as distributed
 
     stop = call.stop
@@ -303,7 +303,7 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
         if device.type == "cuda":
             note = f"{note}; under torchrun each rank takes the GPU of its local rank: {device}"
         if not world.primary:
-            from demos.lab.runner.follower import follow
+            from demos.lab.runner.other_ranks import follow
             try:
                 return follow(cfg, registry, device, world, stop)
             finally:
@@ -342,10 +342,10 @@ def leave(code: int) -> NoReturn:
     Python has no public call that runs the exit handlers and stops there, hence atexit's
     _run_exitfuncs (the interpreter's own exit runs them the same way).
     """
-    from demos.lab.pages import drawing
+    from demos.lab.pages import artifacts
 
     if code not in (EXIT_OK, EXIT_FAILED):  # no run, or an interrupted one: nothing to draw
-        drawing.kill()
+        artifacts.kill()
     late = StopRequest()
     late.deferred = True  # noted only: the exit handlers finish the helper's drawing
     with signal_handler(StartUp(late)):  # a signal now: the run is whole; say so, exit 130

@@ -22,9 +22,9 @@ from demos.lab.core.results import Check, Result
 from demos.lab.core.scenario import ScenarioConfig
 from demos.lab.core.signals import StopRequest
 from demos.lab.instruments import render as graphs
-from demos.lab.instruments import saved, second, trace, walk
+from demos.lab.instruments import saved, second_backward, trace, walk
 from demos.lab.pages import plots
-from demos.lab.pages.drawing import Artifacts
+from demos.lab.pages.artifacts import Artifacts
 from demos.lab.runner.device import check_device
 from demos.lab.runner.looking import look, look_forward
 from demos.lab.runner.recorder import Diverged, Recorder  # noqa: F401 (re-exported)
@@ -76,7 +76,7 @@ class Context:
         self.world = world
         self.check_device = check_device(device)
         self.warn_once = warn_once or log.warning
-        # plots and graph renders: drawn beside the run (see demos.lab.pages.drawing)
+        # plots and graph renders: drawn beside the run (see demos.lab.pages.artifacts)
         self._artifacts = artifacts or Artifacts(self.warn_once)
         self._recorder = recorder or Recorder(device, cfg.log_every, finite_every, forbid_sync)
         self._findings = findings or Findings()
@@ -202,7 +202,7 @@ class Context:
                         reference: Callable[..., Any] | None = None,
                         name: str = "second_backward") -> None:
         """The backward of a gradient, drawn and traced like the first (see
-        demos.lab.instruments.second): `run(*inputs)` and a create_graph=True backward on
+        demos.lab.instruments.second_backward): `run(*inputs)` and a create_graph=True backward on
         fresh copies of `inputs`, then a traced backward from the sum of the gradients. Its
         graph marks the nodes the first backward made (plum) apart from the forward's; its
         steps go to backward.json (each with the pass that made its node) and explain.txt; the
@@ -210,26 +210,26 @@ class Context:
         to the reference formula's second derivatives."""
         if not self.world.primary:
             return
-        first = second.first_pass(run, inputs)
-        ref = second.first_pass(reference, inputs) if reference is not None else None
+        first = second_backward.first_pass(run, inputs)
+        ref = second_backward.first_pass(reference, inputs) if reference is not None else None
         traced = None
         if first.root is not None:
-            named = second.labels(first)
+            named = second_backward.labels(first)
             source = graphs.make_graph(first.root, named)
             marks = "".join(f"\t{id(fn)} [fillcolor=plum]\n" for fn in walk.nodes(first.root)
-                            if second.made_by(first, fn) == second.FIRST)
+                            if second_backward.made_by(first, fn) == second_backward.FIRST)
             source = source.rstrip().removesuffix("}") + marks + "}\n"
             traced = trace.record(first.root, named, title=name)
             if traced is not None:
                 data = trace.to_json(traced)
                 for step, s in zip(data["steps"], traced.steps):
-                    step["pass"] = second.made_by(first, s.fn)
+                    step["pass"] = second_backward.made_by(first, s.fn)
                 self._findings.backward.append(data)
                 self._findings.trace_checks.append(trace.agrees(traced))
             self._artifacts.submit(f"{self.cfg.id}/{name}.pdf/.svg", graphs.render_files,
                                    source, self.dir / name, shutil.which("dot"))
-        self._findings.trace_checks.append(second.agrees(traced, first, ref, name))
-        self._findings.explanations.append(second.explain(first, traced) + (
+        self._findings.trace_checks.append(second_backward.agrees(traced, first, ref, name))
+        self._findings.explanations.append(second_backward.explain(first, traced) + (
             "\n" + trace.explain(traced) if traced is not None else ""))
 
     def forward_mode(self, run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],

@@ -21,7 +21,7 @@ from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Tim
 from demos.lab.core.scenario import LOSS, Scenario, ScenarioConfig
 from demos.lab.core.signals import StopRequest
 from demos.lab.pages import plots
-from demos.lab.pages.drawing import Artifacts
+from demos.lab.pages.artifacts import Artifacts
 from demos.lab.runner.context import Context, Diverged, Findings, Interrupted
 from demos.lab.runner.recorder import Recorder
 from demos.lab.runner.torchrun import SINGLE, World

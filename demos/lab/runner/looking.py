@@ -21,7 +21,7 @@ from demos.lab.core.layout import GRADS, STEPS_GIF
 from demos.lab.core.results import Check
 from demos.lab.instruments import forward, saved, trace, walk
 from demos.lab.instruments import render as graphs
-from demos.lab.pages.drawing import Artifacts
+from demos.lab.pages.artifacts import Artifacts
 
 
 @dataclass

@@ -34,7 +34,7 @@ from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import StopRequest, handle_signals
 from demos.lab.core.text import no_surrogates
-from demos.lab.pages.drawing import Artifacts
+from demos.lab.pages.artifacts import Artifacts
 from demos.lab.runner import outputs
 from demos.lab.runner import torchrun as distributed
 from demos.lab.runner.device import global_state, restore_global_state, torch_settings

@@ -1,4 +1,5 @@
-"""What a scenario file imports: `from demos.api import ...`, the one surface of the machinery.
+"""What a scenario file imports: `from demos.scenario_api import ...`, the one surface of the
+machinery.
 
 Importing this module is cheap (no torch): a scenario imports the names it declares itself with
 at its top, and the checks inside its `run`, where torch is loaded anyway; those are imported on

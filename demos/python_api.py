@@ -438,7 +438,7 @@ def looked(call: str, name: str, output_dir: str | os.PathLike[str],
     from demos.lab.comparing.sweep import NAME_RE
     from demos.lab.core.files import write_atomic, write_json
     from demos.lab.core.layout import make_run_dir
-    from demos.lab.pages.drawing import Artifacts
+    from demos.lab.pages.artifacts import Artifacts
 
     if not NAME_RE.fullmatch(text_of("name", name)):
         raise ConfigError(f"{call}: name {short(name)}: must be a folder-safe file name "
