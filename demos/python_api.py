@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from demos.lab.core.layout import BACKWARD, CONFIG, EXPLAIN, GRADS, REPORT, SUMMARY
+from demos.lab.core.overrides import setting
 from demos.lab.core.results import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -320,20 +321,20 @@ def run(target: str | os.PathLike[str] | Mapping[str, Any], *,
     command line's options of the same names; `quiet` keeps the console lines (not the
     warnings) out of the output. Raises ConfigError for a config or usage error (nothing
     ran), RunInterrupted for Ctrl-C (the run's folder whole)."""
-    argv, config = config_argv(target)
-    sets = assignments(set)
+    from demos.lab.runner.options import RunRequest
+
+    config, data = config_of(target)
+    sets = settings(set)
     if keys:
-        one_entry(argv, config, keys)
-        sets = [*(f"scenarios[0].{k}={yaml_text(k, v)}" for k, v in keys.items()), *sets]
-    argv += [f"--set={a}" for a in sets]
-    if only is not None:
-        argv.append(f"--only={words('only', only)}")
-    for option, value in (("--device", device), ("--seed", seed), ("--threads", threads),
-                          ("--run-name", run_name), ("--baseline", baseline),
-                          ("--save-baseline", save_baseline), ("--output-dir", output_dir)):
-        if value is not None:  # --option=VALUE: a value may start with "-"
-            argv.append(f"{option}={text_of(option, value)}")
-    return execute(argv + (["--dry-run"] if dry_run else []), config, quiet)
+        one_entry(config, data, keys)
+        sets = [*(setting(f"scenarios[0].{k}", v) for k, v in keys.items()), *sets]
+    request = RunRequest(config=config, sets=sets, only=ids("only", only), dry_run=dry_run,
+                         device=option("device", device), seed=whole("seed", seed),
+                         threads=option("threads", threads), run_name=option("run_name", run_name),
+                         baseline=option("baseline", baseline),
+                         save_baseline=option("save_baseline", save_baseline),
+                         output_dir=text_of("--output-dir", output_dir))
+    return execute(request, data, quiet)
 
 
 def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | None = None,
@@ -460,30 +461,34 @@ def compare(*runs: RunResult | str | os.PathLike[str],
             baseline: str | os.PathLike[str] | None = None,
             output_dir: str | os.PathLike[str] = "outputs", quiet: bool = False) -> Comparison:
     """Runs side by side, as `runner.py compare` does: what differs beyond tolerance."""
-    argv = ["compare", f"--output-dir={text_of('output_dir', output_dir)}"]
-    if baseline is not None:
-        argv.append(f"--baseline={text_of('baseline', baseline)}")
-    argv += ["--", *(text_of("compare", r.folder if isinstance(r, RunResult) else r)
-                     for r in runs)]
+    import argparse
+
+    from demos.lab.runner import cli
+
+    request = argparse.Namespace(  # compare's options, as the command line's parser makes them
+        command="compare", output_dir=text_of("output_dir", output_dir),
+        baseline=None if baseline is None else text_of("baseline", baseline),
+        runs=[text_of("compare", r.folder if isinstance(r, RunResult) else r) for r in runs])
     kept: list[Any] = []
     with LOCK, caller_kept(quiet):
-        dispatch(argv, None, kept.append)
+        perform(cli.compare_command, request, kept.append)
     if not kept:  # compare_runs raised before it made anything
         raise ConfigError("compare: nothing was compared")
     made = kept[0]
     return Comparison(made.folder, made.found.agree, made.to_json(), made.html)
 
 
-# -- how a call becomes a command line ------------------------------------------------------
+# -- how a call becomes a run's request ---------------------------------------------------
 
 
-def config_argv(target: Any) -> tuple[list[str], Any]:
-    """The run's first arguments, and the config's data when it is made in memory."""
-    from demos.lab.runner.cli import COMMANDS, CONFIGS
+def config_of(target: Any) -> tuple[str, Any]:
+    """The run's config: its file (or the name messages give one made in memory), and its
+    data where it is made in memory (None: read from the file)."""
+    from demos.lab.runner.cli import COMMANDS, CONFIGS, by_name
     from demos.scenarios import registry
 
     if isinstance(target, Mapping):
-        return ["run", "--config", "<config from Python>"], dict(target)
+        return "<config from Python>", dict(target)
     if not isinstance(target, (str, os.PathLike)):
         raise ConfigError(f"run: expected a scenario's name, a config file or a config's data "
                           f"(a mapping), got {type(target).__name__}")
@@ -492,29 +497,29 @@ def config_argv(target: Any) -> tuple[list[str], Any]:
         shipped = CONFIGS / f"{text}.yaml"
         if shipped.is_file():  # as `runner.py NAME` finds it
             shown = os.path.relpath(shipped) if shipped.is_relative_to(Path.cwd()) else shipped
-            return ["run", f"--config={shown}"], None
-        return ["run", f"--config=<{text} defaults>"], {"scenarios": [{"scenario": text}]}
+            return str(shown), None
+        return f"<{text} defaults>", {"scenarios": [{"scenario": text}]}
     if text.endswith((".yaml", ".yml")) or os.sep in text or os.path.exists(text):
-        return ["run", f"--config={text}"], None
+        return text, None
     if text.startswith("-") or text in COMMANDS:  # the command line's words, not a config
         raise ConfigError(f"run: {text}: not a scenario or a config file (the command line's "
                           f"options and commands are run()'s arguments and demos' functions)")
-    return [text], None  # the command line's "not a command or a scenario; did you mean"
+    by_name([text], registry)  # the command line's "not a command or a scenario; did you mean"
+    raise ConfigError(f"run: {text}: not a scenario or a config file")
 
 
-def one_entry(argv: list[str], config: Any, keys: Mapping[str, Any]) -> None:
+def one_entry(config: str, data: Any, keys: Mapping[str, Any]) -> None:
     """Keyword keys are the one entry's: refused, naming set=, for a config of several."""
     import yaml
 
-    path = argv[1].removeprefix("--config=") if config is None and len(argv) == 2 else None
-    source = path or "the config"
-    if path is not None:
+    source = "the config" if data is not None else config
+    if data is None:
         try:
-            with open(path, encoding="utf-8") as f:
-                config = yaml.safe_load(f)
+            with open(config, encoding="utf-8") as f:
+                data = yaml.safe_load(f)
         except (OSError, yaml.YAMLError):
             return  # the run says what is wrong with the file
-    entries = config.get("scenarios") if isinstance(config, dict) else None
+    entries = data.get("scenarios") if isinstance(data, dict) else None
     if isinstance(entries, list) and len(entries) > 1:
         key = next(iter(keys))
         raise ConfigError(f"{key}=: {source} has "
@@ -522,25 +527,40 @@ def one_entry(argv: list[str], config: Any, keys: Mapping[str, Any]) -> None:
                           f"...}}")
 
 
-def assignments(set: Any) -> list[str]:
-    """--set's KEY=VALUE texts: a mapping's values written as YAML; texts as they are."""
+def settings(set: Any) -> list[Any]:
+    """set=: a mapping's items as Settings (their values go into the config as they are), or
+    --set's KEY=VALUE texts as they are."""
     if isinstance(set, str):
         return [text_of("set", set)]
     if isinstance(set, Mapping):
-        return [f"{text_of('set', k)}={yaml_text(k, v)}" for k, v in set.items()]
+        return [setting(text_of("set", k), v) for k, v in set.items()]
     if isinstance(set, Sequence):
         return [text_of("set", a) for a in set]
     raise ConfigError(f"set: a mapping of KEY: VALUE, or a list of 'KEY=VALUE' texts, got "
                       f"{type(set).__name__}")
 
 
-def words(name: str, value: Any) -> str:
-    """`only`'s ids as the command line's comma-separated list."""
+def ids(name: str, value: Any) -> list[str] | None:
+    """`only`'s ids: one, or a list of them."""
+    if value is None:
+        return None
     if isinstance(value, str):
-        return text_of(name, value)
+        return [text_of(name, value)]
     if isinstance(value, Sequence):
-        return ",".join(text_of(name, v) for v in value)
+        return [",".join(text_of(name, v) for v in value)]
     raise ConfigError(f"{name}: an entry's id or a list of them, got {type(value).__name__}")
+
+
+def option(name: str, value: Any) -> str | None:
+    """An option's value as the command line's text (None: not given)."""
+    return None if value is None else text_of(f"--{name.replace('_', '-')}", value)
+
+
+def whole(name: str, value: Any) -> int | None:
+    """A whole-number option (None: not given)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise ConfigError(f"--{name}: expected a whole number, got {short(value)}")
 
 
 def text_of(name: str, value: Any) -> str:
@@ -565,20 +585,6 @@ def short(obj: Any) -> str:
     """An object named in a message, one line, not too long."""
     text = " ".join(repr(obj).split())
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def yaml_text(key: str, value: Any) -> str:
-    """A Python value as --set's YAML (1e-05 as 1.0e-05, lists in flow style)."""
-    import yaml
-
-    if hasattr(value, "tolist") and not isinstance(value, (str, bytes, list, dict)):
-        value = value.tolist()  # a numpy scalar or array, a tensor: plain numbers and lists
-    try:
-        text = yaml.safe_dump(value, default_flow_style=True, width=10**9)
-    except yaml.YAMLError:
-        raise ConfigError(f"--set {key}: a value of type {type(value).__name__} has no YAML "
-                          f"form; give a number, text, a list or a mapping") from None
-    return text.removesuffix("\n").removesuffix("\n...").strip()
 
 
 HOLDER = "demos_objects"  # the module in sys.modules that holds check_function's objects
@@ -646,10 +652,13 @@ def input_specs(inputs: Any) -> list[dict[str, Any]]:
 LOCK = threading.RLock()  # one run at a time in a process: torch's settings are the process's
 
 
-def execute(argv: list[str], config: Any, quiet: bool) -> RunResult:
+def execute(request: Any, data: Any, quiet: bool) -> RunResult:
+    """The run `request` asks for (its config's `data`, where made in memory), here."""
+    from demos.lab.runner import cli
+
     kept: list[Any] = []
     with LOCK, caller_kept(quiet):
-        code = dispatch(argv, config, kept.append)
+        code = perform(cli.run_command, request, kept.append, data, [PROG, *request.argv()])
     if not kept or kept[0].final is None:  # no run was made (cannot be: a run or an error)
         raise ConfigError("run: no run was made")
     r = kept[0]
@@ -659,27 +668,19 @@ def execute(argv: list[str], config: Any, quiet: bool) -> RunResult:
     return result
 
 
-def dispatch(argv: list[str], config: Any, keep: Callable[[Any], None]) -> int:
-    """The command line's dispatch, in this process: signals as a notebook needs them."""
+def perform(command: Callable[..., int], request: Any, keep: Callable[[Any], None],
+            data: Any = None, recorded: list[str] | None = None) -> int:
+    """A command of the command line on the request made here, in this process: signals as a
+    notebook needs them."""
     from demos.lab.core.signals import StopRequest
     from demos.lab.runner import cli
     from demos.scenarios import registry
 
     stop = StopRequest()
     stop.embedded = True  # Ctrl-C alone; Ctrl-C again raises here, never ends the process
+    call = cli.Call(registry, stop, recorded or [PROG, request.command], data, keep)
     with LOCK:  # another thread's run first: they would share torch's state and stdout
-        return cli.dispatch(argv, registry, PROG, stop, config, typed(argv), keep)
-
-
-def typed(argv: list[str]) -> list[str]:
-    """The command line a run records, as a person types it: `--output-dir outputs`, with
-    `=` only where the value starts with "-"."""
-    out: list[str] = []
-    for token in argv:
-        option, eq, value = token.partition("=")
-        split = option.startswith("--") and eq and value and not value.startswith("-")
-        out += [option, value] if split else [token]
-    return out
+        return cli.perform(command, request, call)
 
 
 @contextlib.contextmanager

@@ -397,7 +397,7 @@ def result_of(nb, cell_id: str) -> str:
 
 def walks_its_example(name: str, folder) -> None:
     """Execute the notebook `name` in `folder` and check what its cells show."""
-    from demos.python_api import yaml_text
+    from demos.lab.core.overrides import yaml_text
 
     nb = execute(name, folder)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
@@ -427,7 +427,7 @@ def walks_its_example(name: str, folder) -> None:
     else:
         assert len(runs) == 2 and "compare" in html_of(nb, "compare")
         second = json.loads((runs[1] / "summary.json").read_text())
-        assert second["sets"] == [f"scenarios[0].{k}={yaml_text('', v)}"
+        assert second["sets"] == [f"scenarios[0].{k}={yaml_text(v)}"
                                   for k, v in WALKS[name].change.items()]
 
 

@@ -101,7 +101,7 @@ def test_keys_of_a_config_of_several_entries_are_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"lr=: .*all.yaml has 9 entries; name one: "
                                           r"set=\{'scenarios.<id>.lr': \.\.\.\}"):
         run(CONFIGS / "all.yaml", lr=1e-5, output_dir=tmp_path)
-    with pytest.raises(ConfigError, match="no YAML form"):
+    with pytest.raises(ConfigError, match="--set seed: a value of type object is not config data"):
         run("my_exp", set={"seed": object()}, output_dir=tmp_path)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Collection, Literal, Sequence
 
 from demos.lab.core.layout import reserved
-from demos.lab.core.overrides import apply_set
+from demos.lab.core.overrides import Setting, apply_set
 from demos.lab.core.safe_yaml import read_yaml
 from demos.lab.core.scenario import Expect, Registry, ScenarioConfig, Target  # noqa: F401 (re-exported)
 from demos.lab.core.schema import (
@@ -60,12 +60,13 @@ class RunConfig:
                               f"got {show(self.device)}")
 
 
-def load(path: str, registry: Registry, sets: Sequence[str] = ()) -> RunConfig:
+def load(path: str, registry: Registry, sets: Sequence[str | Setting] = ()) -> RunConfig:
     """Read, override and validate a run config; raise ConfigError('<file>: <key>: ...')."""
     return load_data(read_yaml(path), path, registry, sets)
 
 
-def load_data(raw: Any, path: str, registry: Registry, sets: Sequence[str] = ()) -> RunConfig:
+def load_data(raw: Any, path: str, registry: Registry,
+              sets: Sequence[str | Setting] = ()) -> RunConfig:
     """Override and validate parsed config data read from `path`.
 
     Validation only: nothing is imported or run. Relative paths are made absolute (see
@@ -74,12 +75,12 @@ def load_data(raw: Any, path: str, registry: Registry, sets: Sequence[str] = ())
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level: must be a mapping with a 'scenarios' list, "
                           f"got {show(raw)}")
-    set_paths: dict[str, str] = {}
+    set_paths: dict[str, str | Setting] = {}
     for assignment in sets:
         key_path = apply_set(raw, assignment)
         if key_path in set_paths:  # two spellings (scenarios.<id>.k, scenarios[i].k), or twice
-            raise ConfigError(f"--set {visible(assignment)}: the same key as --set "
-                              f"{visible(set_paths[key_path])} ({key_path}); give it once")
+            raise ConfigError(f"--set {visible(str(assignment))}: the same key as --set "
+                              f"{visible(str(set_paths[key_path]))} ({key_path}); give it once")
         set_paths[key_path] = assignment
     bases = Bases(os.path.dirname(os.path.abspath(path)), set(set_paths))
     try:
@@ -88,7 +89,7 @@ def load_data(raw: Any, path: str, registry: Registry, sets: Sequence[str] = ())
         msg = str(e)
         for key_path, assignment in set_paths.items():
             if msg.startswith(key_path + ":") or msg.startswith(key_path + "."):
-                msg += f" (from --set {visible(assignment)})"
+                msg += f" (from --set {visible(str(assignment))})"
         raise ConfigError(f"{path}: {msg}") from None
 
 
@@ -214,11 +215,11 @@ def shrink(run: RunConfig, registry: Registry,
         for e in run.scenarios])
 
 
-def explicit(run: RunConfig, sets: Sequence[str]) -> set[tuple[str, str]]:
+def explicit(run: RunConfig, sets: Sequence[str | Setting]) -> set[tuple[str, str]]:
     """The (entry id, key) pairs that `--set`s give explicitly, by id or by number."""
     ids, out = [e.id for e in run.scenarios], set()
     for assignment in sets:
-        parts = assignment.partition("=")[0].strip().split(".")
+        parts = str(assignment).partition("=")[0].strip().split(".")
         numbered = re.fullmatch(r"scenarios\[(\d+)\]", parts[0])
         if numbered and len(parts) >= 2 and int(numbered[1]) < len(ids):
             out.add((str(ids[int(numbered[1])]), parts[1]))

@@ -3,9 +3,10 @@ entry addressed by its id (`scenarios.<id>.lr`) or its number (`scenarios[0].lr`
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from demos.lab.core.safe_yaml import check_size, yaml_error
+from demos.lab.core.safe_yaml import parse_text
 from demos.lab.core.schema import ConfigError, did_you_mean, join, show
 from demos.lab.core.text import visible
 
@@ -14,27 +15,63 @@ def entry_id(raw: Any) -> Any:
     return raw.get("id", raw.get("scenario")) if isinstance(raw, dict) else None
 
 
-def apply_set(raw: dict, assignment: str) -> str:
-    """Apply one `--set KEY=VALUE` to the raw config; return the key path it sets."""
+@dataclass(frozen=True)
+class Setting:
+    """A `--set` given as a key path and a Python value (the Python API's keys and `set=`),
+    not as text to parse: the value goes into the config as it is. Its text, `KEY=VALUE` with
+    the value as YAML, is for messages and the records (summary.json's sets, the command line
+    that makes the same run). Make one with `setting`."""
+    key: str
+    value: Any
+
+    def __str__(self) -> str:
+        return f"{self.key}={yaml_text(self.value)}"
+
+
+def setting(key: str, value: Any) -> Setting:
+    """`key` set to `value`: numbers, text, booleans, None, and lists and mappings of them
+    (a tuple is a list; a NumPy value or a tensor its .tolist()); anything else, a ConfigError
+    naming the key."""
+    return Setting(key, plain(value, f"--set {key}"))
+
+
+def plain(value: Any, where: str) -> Any:
+    """`value` as a config's data, the kinds YAML gives (see `setting`)."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes, list, dict)):
+        value = value.tolist()  # a NumPy scalar or array, a tensor: plain numbers and lists
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [plain(v, where) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: plain(v, f"{where}.{k}") for k, v in value.items()}
+    raise ConfigError(f"{where}: a value of type {type(value).__name__} is not config data; "
+                      f"give a number, text, a list or a mapping")
+
+
+def yaml_text(value: Any) -> str:
+    """A config value as YAML on one line (1e-05 as 1.0e-05, lists in flow style)."""
     import yaml
 
-    shown = visible(assignment)
-    key, sep, text = assignment.partition("=")
+    text = yaml.safe_dump(value, default_flow_style=True, width=10**9)
+    return text.removesuffix("\n").removesuffix("\n...").strip()
+
+
+def apply_set(raw: dict, assignment: str | Setting) -> str:
+    """Apply one `--set KEY=VALUE` (or a Setting) to the raw config; return the key path it
+    sets."""
+
+    shown = visible(str(assignment))
+    if isinstance(assignment, Setting):
+        key, sep, value = assignment.key, "=", assignment.value
+    else:
+        key, sep, text = assignment.partition("=")
     parts = key.strip().split(".")
     if not sep or not all(parts):
         raise ConfigError(f"--set {shown}: expected KEY=VALUE, e.g. seed=3 or "
                           f"scenarios.<id>.lr=1e-5")
-    try:
-        parsed = yaml.compose(text, Loader=yaml.SafeLoader) if text.strip() else None
-        if parsed is not None:
-            check_size(parsed)
-        value = yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"--set {shown}: {yaml_error(e)}") from None
-    except RecursionError:
-        raise ConfigError(f"--set {shown}: nested too deeply") from None
-    except ConfigError as e:
-        raise ConfigError(f"--set {shown}: {e}") from None
+    if not isinstance(assignment, Setting):
+        value = parse_text(text, f"--set {shown}")
     node: Any = raw
     path = ""
     numbered = re.fullmatch(r"scenarios\[(\d+)\]", parts[0])  # the form errors name keys by

@@ -54,7 +54,6 @@ def nearby(path: str) -> str:
 
 def parse_yaml(data: bytes, path: str) -> Any:
     """YAML text -> data, refusing alias bombs and deep nesting before anything is built."""
-    import yaml
 
     if b"\x00" in data:
         raise ConfigError(f"{path}: binary file, not YAML")
@@ -62,18 +61,29 @@ def parse_yaml(data: bytes, path: str) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    return parse_text(text, path, empty="empty file")
+
+
+def parse_text(text: str, where: str, empty: str | None = None) -> Any:
+    """YAML text -> data, its node graph's size checked before anything is built; a problem
+    is a ConfigError that begins with `where`. No document at all (blank, comments): None, or
+    the error `empty` where given."""
+    import yaml
+
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)  # the node graph: aliases shared
         if node is None:
-            raise ConfigError("empty file")
+            if empty is not None:
+                raise ConfigError(empty)
+            return None
         check_size(node)
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: {yaml_error(e)}") from None
+        raise ConfigError(f"{where}: {yaml_error(e)}") from None
     except RecursionError:
-        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+        raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
     except ConfigError as e:
-        raise ConfigError(f"{path}: {e}") from None
+        raise ConfigError(f"{where}: {e}") from None
 
 
 def check_size(root: Any) -> None:

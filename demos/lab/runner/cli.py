@@ -25,6 +25,7 @@ from demos.lab.core.scenario import Registry, torch_refused
 from demos.lab.core.schema import ConfigError, did_you_mean
 from demos.lab.core.signals import StartUp, StopRequest, signal_handler, stop_if_requested
 from demos.lab.runner.options import (
+    RunRequest,
     check_overrides,
     check_path,
     check_run,
@@ -47,7 +48,7 @@ class Call:
 
 # The commands.
 
-def run_command(args: argparse.Namespace, call: Call) -> int:
+def run_command(args: RunRequest, call: Call) -> int:
     """`run`: the config once; or, with --ensemble, once per variant for a baseline's bands."""
     if args.list:
         say(list_scenarios(call.registry()))
@@ -81,7 +82,7 @@ def run_command(args: argparse.Namespace, call: Call) -> int:
     return run_once(args, registry, base, call)
 
 
-def run_once(args: argparse.Namespace, registry: Registry, base: Any, call: Call) -> int:
+def run_once(args: RunRequest, registry: Registry, base: Any, call: Call) -> int:
     """The config, loaded now (again, under --watch), and run once."""
     cfg = configured = (config_mod.load(args.config, registry, args.sets) if call.config is None
                         else config_mod.load_data(call.config, args.config, registry, args.sets))
@@ -143,7 +144,7 @@ def compare_command(args: argparse.Namespace, call: Call) -> int:
     return code
 
 
-def device_there(args: argparse.Namespace, registry: Registry) -> None:
+def device_there(args: RunRequest | argparse.Namespace, registry: Registry) -> None:
     """A sweep's or an ensemble's device, before any point starts: a device this machine does
     not have is one line, exit 2, as for a run (auto and cpu always are; torch loads only to
     check another)."""
@@ -160,7 +161,7 @@ def device_there(args: argparse.Namespace, registry: Registry) -> None:
         raise ConfigError(f"{where} {spec}: {e}") from None
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace, Call], int]] = {
+COMMANDS: dict[str, Callable[[Any, Call], int]] = {
     "run": run_command, "sweep": sweep_command, "aggregate": aggregate_command,
     "compare": compare_command}  # their options: demos.lab.runner.options.COMMANDS
 
@@ -207,9 +208,19 @@ def dispatch(argv: list[str], registry: Callable[[], Registry], prog: str, stop:
     error: nothing ran) and KeyboardInterrupt (a signal outside the run's own handler), for
     main to say, or for demos.run to raise in its caller. `keep`: see Call."""
     typed = argv if typed is None else typed
-    with signal_handler(StartUp(stop), stop.signals):  # the run installs its own when it starts
+    with signal_handler(StartUp(stop), stop.signals):
         args = parse(by_name(argv, registry), prog)
-        code = COMMANDS[args.command](args, Call(registry, stop, [prog, *typed], config, keep))
+    request = RunRequest.of(args) if args.command == "run" else args
+    return perform(COMMANDS[args.command], request,
+                   Call(registry, stop, [prog, *typed], config, keep))
+
+
+def perform(command: Callable[[Any, Call], int], request: Any, call: Call) -> int:
+    """`command` (of COMMANDS) on its request: the command line's, or one the Python API
+    built. Raises as dispatch does."""
+    stop = call.stop
+    with signal_handler(StartUp(stop), stop.signals):  # the run installs its own when it starts
+        code = command(request, call)
         if stop.requested and code != EXIT_INTERRUPTED:  # came after the run's handler
             raise KeyboardInterrupt
     return code
@@ -248,8 +259,7 @@ def by_name(argv: list[str], registry: Callable[[], Registry]) -> list[str]:
 
 # The run itself: torch loads here.
 
-def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
-          call: Call) -> int:
+def start(args: RunRequest, cfg, configured, registry: Registry, base, call: Call) -> int:
     """Load torch, resolve the device, prepare the entries (user code loads now), and run:
     alone, or as one rank under torchrun."""
     from demos.lab.pages import artifacts
@@ -316,7 +326,8 @@ def start(args: argparse.Namespace, cfg, configured, registry: Registry, base,
     try:
         return execute(cfg, registry, device, note, Path(args.output_dir), source=args.config,
                        command=call.command, progress=progress, dry_run=args.dry_run,
-                       open_report=args.open, stop=stop, sets=args.sets, baseline=base,
+                       open_report=args.open, stop=stop, sets=[str(s) for s in args.sets],
+                       baseline=base,
                        save_baseline=args.save_baseline, run_name=args.run_name, world=world,
                        notes=notes, keep=call.keep)
     finally:

@@ -5,9 +5,12 @@ cheap: --help answers from here."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, NoReturn
 
 from demos.lab.core.config import DEVICE_RE
+from demos.lab.core.overrides import Setting
 from demos.lab.core.schema import MAX_INT, ConfigError, did_you_mean, show
 
 
@@ -125,6 +128,52 @@ def compare_options(p: argparse.ArgumentParser) -> None:
                    help="judge the runs by this baseline's tolerances and bands")
     p.add_argument("--output-dir", metavar="DIR", default="outputs",
                    help="where the compare_<time> folder goes (default: outputs)")
+
+
+@dataclass
+class RunRequest:
+    """A run, as asked for: the command line's `run` with its options (`RunRequest.of(args)`),
+    or the Python API's call, which builds one directly (no command line in between). The
+    fields are run's options (see run_options). `sets`: --set's KEY=VALUE texts, or Settings,
+    whose values go into the config as they are."""
+    config: str | None = None  # the config file, or the name messages give a config in memory
+    sets: list[str | Setting] = field(default_factory=list)
+    only: list[str] | None = None
+    dry_run: bool = False
+    device: str | None = None
+    seed: int | None = None
+    threads: str | None = None
+    output_dir: str = "outputs"
+    run_name: str | None = None
+    baseline: str | None = None
+    save_baseline: str | None = None
+    no_progress: bool = False
+    open: bool = False
+    ensemble: str | None = None
+    jobs: int = 1
+    watch: bool = False
+    print_config: bool = False
+    list: bool = False
+    command: str = "run"
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> RunRequest:
+        """The request the parsed command line `args` makes."""
+        return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+    def argv(self) -> list[str]:
+        """The command line that makes the same run: what a run from Python records as its
+        command (`=` only where a value starts with "-")."""
+        out = ["run", "--config", str(self.config)]
+        given = [("--set", str(s)) for s in self.sets]
+        given += [("--only", ",".join(self.only))] if self.only else []
+        given += [(f"--{name.replace('_', '-')}", str(getattr(self, name)))
+                  for name in ("device", "seed", "threads", "run_name", "baseline",
+                               "save_baseline", "output_dir")
+                  if getattr(self, name) is not None]
+        for option, value in given:
+            out += [f"{option}={value}"] if value.startswith("-") else [option, value]
+        return out + ["--dry-run"] * self.dry_run + ["--no-progress"] * self.no_progress
 
 
 class Command(NamedTuple):
@@ -259,7 +308,7 @@ def listed(words: list[str]) -> str:
 
 # What each command checks before any work: one line each.
 
-def check_run(args: argparse.Namespace) -> None:
+def check_run(args: RunRequest) -> None:
     """run's options that only make sense together (--ensemble, --jobs), or never do."""
     for option in ("--baseline", "--save-baseline"):
         check_path(option, getattr(args, option[2:].replace("-", "_")))
@@ -330,7 +379,7 @@ def check_run_name(name: str | None) -> None:
                               f"(letters, digits, _ . = , + -; at most 100)")
 
 
-def check_overrides(args: argparse.Namespace) -> None:
+def check_overrides(args: RunRequest | argparse.Namespace) -> None:
     """--device, --seed and --threads, before anything runs (a sweep passes them on)."""
     if args.device is not None and not DEVICE_RE.fullmatch(args.device):
         raise ConfigError(f"--device: must be auto, cpu, cuda, cuda:N or mps, "
