@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None, prog: str = "runner.py") -> int:
 
 
 def entry_point(prog: str = "autograd-demos") -> NoReturn:
-    """main(), then exit without tearing the interpreter down (see demos.lab.runner.cli.leave)."""
-    from demos.lab.runner.cli import leave
+    """main(), then exit without tearing the interpreter down (see demos.lab.core.signals.leave)."""
+    from demos.lab.core.signals import leave
 
     leave(main(prog=prog))

@@ -124,6 +124,7 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
     outside the run."""
     from demos.lab.core.results import EXIT_OK, EXIT_USAGE
     from demos.lab.core.schema import ConfigError
+    from demos.lab.core.signals import leave
     from demos.lab.runner import cli, options
 
     prog = f"python -m demos.scenarios.{scenario.name}"
@@ -143,5 +144,5 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
               f"{refused[0]}, use runner.py with a config", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     config = {"scenarios": [{"scenario": scenario.name}]}
-    cli.leave(cli.main(["--config", f"<{scenario.name} defaults>", *argv],
-                       lambda: {scenario.name: scenario}, prog, config=config, typed=typed))
+    leave(cli.main(["--config", f"<{scenario.name} defaults>", *argv],
+                   lambda: {scenario.name: scenario}, prog, config=config, typed=typed))

@@ -19,7 +19,7 @@ import sys
 import threading
 from typing import Any, Callable, Iterator
 
-from demos.lab.core.signals import on_exit_now
+from demos.lab.core.signals import on_exit_now, on_leave
 
 _pool: cf.ProcessPoolExecutor | None = None
 _pool_failed = False
@@ -69,6 +69,7 @@ def pool() -> cf.ProcessPoolExecutor | None:
             with main_module_hidden():  # the helper process starts here
                 _pool.submit(warm_up)
             on_exit_now(kill)  # a second Ctrl-C ends the helper with the process
+            on_leave(shutdown)  # the command line's end: the helper finishes first
             # after the pool: exit handlers run last-registered first, and multiprocessing's
             # own (which joins the helper) must find it shut down
             atexit.unregister(shutdown)

@@ -9,18 +9,17 @@ all passed, 1 a check failed or a scenario raised, 2 usage or config error, 130 
 from __future__ import annotations
 
 import argparse
-import atexit
 import dataclasses
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable
 
 from demos.lab.core import config as config_mod
 from demos.lab.core.console import say, silence
 from demos.lab.core.layout import INDEX, check_output_dir
-from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from demos.lab.core.results import EXIT_INTERRUPTED, EXIT_USAGE
 from demos.lab.core.scenario import Registry, torch_refused
 from demos.lab.core.schema import ConfigError, did_you_mean
 from demos.lab.core.signals import StartUp, StopRequest, signal_handler, stop_if_requested
@@ -341,34 +340,3 @@ def index(output_dir: Path) -> None:
         write_index(output_dir)
     except Exception as e:  # a lock held too long, a folder it cannot read: not the work lost
         say(f"warning: index.html not rebuilt ({e}); the next run rebuilds it", err=True)
-
-
-def leave(code: int) -> NoReturn:
-    """Exit with `code` without tearing the interpreter down.
-
-    By the end of a run, torch has lazily loaded its compiler stack (torch.optim and explicit
-    backward gradients pull in torch._dynamo and sympy); unloading all that takes about a
-    second and does nothing for a run whose files are written and closed. So: flush, run the
-    exit handlers (the drawing helper finishes; coverage.py saves its data), and leave.
-    Python has no public call that runs the exit handlers and stops there, hence atexit's
-    _run_exitfuncs (the interpreter's own exit runs them the same way).
-    """
-    from demos.lab.pages import artifacts
-
-    if code not in (EXIT_OK, EXIT_FAILED):  # no run, or an interrupted one: nothing to draw
-        artifacts.kill()
-    late = StopRequest()
-    late.deferred = True  # noted only: the exit handlers finish the helper's drawing
-    with signal_handler(StartUp(late)):  # a signal now: the run is whole; say so, exit 130
-        atexit._run_exitfuncs()
-    if late.requested and code != EXIT_INTERRUPTED:
-        say("\ninterrupted after the run finished", err=True)
-        code = EXIT_INTERRUPTED
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError) as e:  # the reader went away (| head), a full disk
-            silence(stream, e)
-        except AttributeError:  # no stream at all
-            pass
-    os._exit(code)
