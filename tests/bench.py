@@ -33,7 +33,7 @@ import torch
 from demos.lab.core.files import dumps
 from demos.lab.core.threads import auto_threads, available_cores
 from demos.lab.pages.artifacts import Artifacts
-from demos.lab.runner.context import Context
+from demos.lab.runner.context import Context, Shared
 from demos.scenarios import registry
 from demos.scenarios.legendre_fit import LegendrePolynomial3
 from demos.scenarios.my_relu import MyReLU
@@ -82,8 +82,9 @@ def runner_loop(name: str, device: torch.device, progress: bool, **params) -> tu
     with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stderr(io.StringIO()):
         log = logging.getLogger("bench")
         artifacts = Artifacts(lambda message: None)
-        ctx = Context(cfg, device, Path(folder), log, seed=0, progress=progress,
-                      warn_once=lambda message: None, artifacts=artifacts)
+        ctx = Context(cfg, Path(folder), log, Shared(device, progress=progress,
+                                                     warn_once=lambda message: None,
+                                                     artifacts=artifacts))
         torch.manual_seed(0)
         scenario.run(cfg, ctx)
         artifacts.wait()
@@ -138,8 +139,8 @@ def machinery(device: torch.device, steps: int = 20000, repeats: int = 9) -> dic
 
     def runner(progress: bool) -> float:
         with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stderr(io.StringIO()):
-            ctx = Context(cfg, device, Path(folder), logging.getLogger("bench"), seed=0,
-                          progress=progress)
+            ctx = Context(cfg, Path(folder), logging.getLogger("bench"),
+                          Shared(device, progress=progress))
             for t in ctx.steps(steps):
                 loss = one + 1
                 ctx.record(t, loss=loss)

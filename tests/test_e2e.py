@@ -253,13 +253,16 @@ def test_training_steps_never_sync_the_gpu(tmp_path, name):
     import logging
 
     from demos.lab.pages.artifacts import Artifacts
-    from demos.lab.runner.context import Context
+    from demos.lab.runner.context import Context, Shared
+    from demos.lab.runner.recorder import Recorder
 
     scenario = registry()[name]
     cfg = scenario.shrink(scenario.config(scenario=name, id=name))
     artifacts = Artifacts(print)
-    ctx = Context(cfg, torch.device("cuda"), tmp_path, logging.getLogger("t"), seed=0,
-                  progress=True, finite_every=10**9, forbid_sync=True, artifacts=artifacts)
+    device = torch.device("cuda")
+    ctx = Context(cfg, tmp_path, logging.getLogger("t"),
+                  Shared(device, progress=True, artifacts=artifacts),
+                  Recorder(device, cfg.log_every, finite_every=10**9, forbid_sync=True))
     torch.manual_seed(0)
     scenario.run(cfg, ctx)
     artifacts.wait()

@@ -19,7 +19,8 @@ from demos.cli import main
 from demos.lab.core.files import save_atomic, write_atomic
 from demos.lab.core.results import EXIT_INTERRUPTED
 from demos.lab.core.signals import SignalHandler
-from demos.lab.runner.context import Context, Diverged, StopRequest  # noqa: F401
+from demos.lab.runner.context import Context, Diverged, Shared, StopRequest  # noqa: F401
+from demos.lab.runner.recorder import Recorder
 from demos.lab.runner.run import make_run_dir
 from demos.scenarios import registry
 from demos.scenarios.legendre_fit import Config as LegendreFit
@@ -100,10 +101,9 @@ def test_a_soft_stop_ends_the_loop_at_the_exact_step_and_the_scenario_goes_on(tm
     windows too), nothing is recorded after it, and the code after the loop runs."""
     import logging
 
-    from demos.lab.runner.recorder import Recorder
     recorder = Recorder(torch.device("cpu"), 1, finite_every=10, soft_stop=True)
-    ctx = Context(LegendreFit(id="t"), torch.device("cpu"), tmp_path, logging.getLogger("t"),
-                  seed=0, recorder=recorder)
+    ctx = Context(LegendreFit(id="t"), tmp_path, logging.getLogger("t"),
+                  Shared(torch.device("cpu")), recorder)
     values = [1.0, 2.0, 3.0, float("nan"), 5.0] + [1.0] * 20
     for t in ctx.steps(len(values)):
         ctx.record(t, loss=torch.tensor(values[t]))
@@ -117,8 +117,8 @@ def test_a_soft_stop_ends_the_loop_at_the_exact_step_and_the_scenario_goes_on(tm
 def test_on_an_accelerator_values_are_checked_in_windows_at_the_exact_step(tmp_path):
     """finite_every > 1 is the CUDA path: one sync per window, the first bad step reported."""
     import logging
-    ctx = Context(LegendreFit(id="t"), torch.device("cpu"), tmp_path, logging.getLogger("t"),
-                  seed=0, finite_every=10)
+    ctx = Context(LegendreFit(id="t"), tmp_path, logging.getLogger("t"),
+                  Shared(torch.device("cpu")), Recorder(torch.device("cpu"), 1, finite_every=10))
     values = [1.0, 2.0, 3.0, float("nan"), 5.0, float("inf")] + [1.0] * 20
     done = []
     with pytest.raises(Diverged) as e:

@@ -7,7 +7,7 @@ import torch
 from demos.lab.core.files import write_csv
 from demos.lab.instruments import render as graphs
 from demos.lab.pages import plots
-from demos.lab.runner.context import Context
+from demos.lab.runner.context import Context, Shared
 from demos.scenarios.legendre_fit import Config as LegendreFit
 from demos.scenarios.legendre_fit import LegendrePolynomial3
 from demos.scenarios.multiply_add import MultiplyAdd
@@ -15,7 +15,7 @@ from demos.scenarios.multiply_add import MultiplyAdd
 
 def context(tmp_path, log_every=1):
     cfg = LegendreFit(id="t", log_every=log_every)
-    return Context(cfg, torch.device("cpu"), tmp_path, logging.getLogger("t"), seed=0)
+    return Context(cfg, tmp_path, logging.getLogger("t"), Shared(torch.device("cpu")))
 
 
 def test_steps_times_the_loop_and_records_every_log_every_and_the_last(tmp_path):
@@ -150,8 +150,8 @@ def test_a_file_that_cannot_be_written_is_a_warning(tmp_path):
 
 
 def test_last_names_what_was_never_recorded(tmp_path):
-    ctx = Context(LegendreFit(id="t"), torch.device("cpu"), tmp_path, logging.getLogger("t"),
-                  seed=0)
+    ctx = Context(LegendreFit(id="t"), tmp_path, logging.getLogger("t"),
+                  Shared(torch.device("cpu")))
     for t in ctx.steps(2):
         ctx.record(t, loss=1.0)
     assert ctx.last("loss") == 1.0

@@ -275,7 +275,7 @@ def start(args: RunRequest, cfg, configured, registry: Registry, base, call: Cal
             resolve_device,
             restore_global_state,
         )
-        from demos.lab.runner.run import execute
+        from demos.lab.runner.run import RunOptions, execute
     except Exception as e:  # e.g. TORCH_LOGS=nonsense: torch refuses its environment
         raise ConfigError(torch_refused(e)) from None
 
@@ -323,12 +323,12 @@ def start(args: RunRequest, cfg, configured, registry: Registry, base, call: Cal
                           [e.id for e in cfg.scenarios], str(device), world_size=world.size)
     progress = not args.no_progress and sys.stderr.isatty()
     try:
-        return execute(cfg, registry, device, note, Path(args.output_dir), source=args.config,
-                       command=call.command, progress=progress, dry_run=args.dry_run,
-                       open_report=args.open, stop=stop, sets=[str(s) for s in args.sets],
-                       baseline=base,
-                       save_baseline=args.save_baseline, run_name=args.run_name, world=world,
-                       notes=notes, keep=call.keep)
+        options = RunOptions(source=str(args.config), command=call.command, device_note=note,
+                             progress=progress, dry_run=args.dry_run, open_report=args.open,
+                             sets=[str(s) for s in args.sets], baseline=base,
+                             save_baseline=args.save_baseline, run_name=args.run_name,
+                             notes=notes, stop=stop, world=world)
+        return execute(cfg, registry, device, Path(args.output_dir), options, call.keep)
     finally:
         distributed.leave(world)
 

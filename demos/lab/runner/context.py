@@ -45,6 +45,24 @@ class Interrupted(Exception):
 
 
 @dataclass
+class Shared:
+    """What every entry of a run shares, and its Context reads: the device and seed, the
+    progress bars, the stop request, the warnings said once, the drawing of plots and renders,
+    the ranks under torchrun. `Shared(device)` will do for a Context of one's own (a test, the
+    bench)."""
+    device: torch.device
+    seed: int = 0
+    progress: bool = False
+    stop: StopRequest = field(default_factory=StopRequest)
+    warn_once: Callable[[str], None] | None = None  # None: the entry's log.warning
+    artifacts: Artifacts | None = None  # None: drawn for this Context alone
+    world: World = SINGLE
+    stepper_gifs: bool = False  # the run's stepper_gifs: each traced backward as a GIF too
+    run_dir: Path = Path(".")  # the run's folder (the runner's; a Context has its own folder)
+    dry_run: bool = False
+
+
+@dataclass
 class Findings:
     """What an entry's run left for the runner, beside its Result (read by
     demos.lab.runner.entry)."""
@@ -63,29 +81,27 @@ class Context:
     The runner's own state stays private: it hands in the recorder, the findings and the
     drawing helper, and reads them back itself (demos.lab.runner.entry)."""
 
-    def __init__(self, cfg: ScenarioConfig, device: torch.device, folder: Path,
-                 log: logging.Logger, *, seed: int, progress: bool = False,
-                 warn_once: Callable[[str], None] | None = None,
-                 stop: StopRequest | None = None, finite_every: int | None = None,
-                 forbid_sync: bool = False, artifacts: Artifacts | None = None,
-                 world: World = SINGLE, recorder: Recorder | None = None,
-                 findings: Findings | None = None, stepper_gifs: bool = False):
-        self.cfg, self.device, self.dir, self.log, self.seed = cfg, device, folder, log, seed
-        self.stepper_gifs = stepper_gifs  # each traced backward as <graph>_steps.gif too
+    def __init__(self, cfg: ScenarioConfig, folder: Path, log: logging.Logger, run: Shared,
+                 recorder: Recorder | None = None, findings: Findings | None = None):
+        """`run`: what the run's entries share; `recorder` (default: one for `cfg`'s
+        log_every) and `findings`: this entry's, where the runner reads them back."""
+        self.cfg, self.dir, self.log = cfg, folder, log
+        self.device, self.seed = run.device, run.seed
+        self.stepper_gifs = run.stepper_gifs  # each traced backward as <graph>_steps.gif too
         # under torchrun: which rank this is; only rank 0 (world.primary) writes files
-        self.world = world
-        self.check_device = check_device(device)
-        self.warn_once = warn_once or log.warning
+        self.world = run.world
+        self.check_device = check_device(run.device)
+        self.warn_once = run.warn_once or log.warning
         # plots and graph renders: drawn beside the run (see demos.lab.pages.artifacts)
-        self._artifacts = artifacts or Artifacts(self.warn_once)
-        self._recorder = recorder or Recorder(device, cfg.log_every, finite_every, forbid_sync)
+        self._artifacts = run.artifacts or Artifacts(self.warn_once)
+        self._recorder = recorder or Recorder(run.device, cfg.log_every)
         self._findings = findings or Findings()
         self._counted: dict[str, Any] = {}  # ctx.saving's counts, by the graph they are for
         # the loop's hot path: record() straight to the recorder, no call in between
         self.record = self._recorder.record
         self.history, self.last = self._recorder.history, self._recorder.last
-        self._progress = progress
-        self._stop = stop or StopRequest()
+        self._progress = run.progress
+        self._stop = run.stop
 
     @property
     def steps_run(self) -> int:

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import logging
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -19,30 +17,13 @@ from demos.lab.core.files import write_atomic, write_csv, write_json
 from demos.lab.core.layout import BACKWARD, EXPLAIN, LOSS_PLOT, METRICS
 from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
 from demos.lab.core.scenario import LOSS, Scenario, ScenarioConfig
-from demos.lab.core.signals import StopRequest
 from demos.lab.pages import plots
 from demos.lab.pages.artifacts import Artifacts
-from demos.lab.runner.context import Context, Diverged, Findings, Interrupted
+from demos.lab.runner.context import Context, Diverged, Findings, Interrupted, Shared
 from demos.lab.runner.recorder import Recorder
-from demos.lab.runner.torchrun import SINGLE, World
 
 
-@dataclass
-class Services:
-    """What every entry of a run shares."""
-    device: torch.device
-    run_dir: Path
-    seed: int
-    dry_run: bool
-    progress: bool
-    stop: StopRequest
-    warn_once: Callable[[str], None]
-    artifacts: Artifacts
-    world: World = SINGLE
-    stepper_gifs: bool = False  # the run's stepper_gifs: each traced backward as a GIF too
-
-
-def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySummary:
+def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySummary:
     folder = (s.run_dir / entry.id).absolute()  # the drawing helper may have another cwd
     try:
         folder.mkdir()
@@ -53,9 +34,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Services) -> EntrySu
     log.info("start %s (%s): %s", entry.id, entry.scenario, entry_dict(entry))
     recorder = Recorder(s.device, entry.log_every, soft_stop=not s.world.active)
     findings = Findings()
-    ctx = Context(entry, s.device, folder, log, seed=s.seed, progress=s.progress,
-                  warn_once=s.warn_once, stop=s.stop, artifacts=s.artifacts, world=s.world,
-                  recorder=recorder, findings=findings, stepper_gifs=s.stepper_gifs)
+    ctx = Context(entry, folder, log, s, recorder, findings)
     torch.manual_seed(s.seed)
     result, error, status, diverged = None, None, "passed", None
     try:

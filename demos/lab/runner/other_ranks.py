@@ -16,7 +16,7 @@ from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_
 from demos.lab.core.scenario import Registry
 from demos.lab.core.signals import StopRequest, handle_signals
 from demos.lab.runner import torchrun as distributed
-from demos.lab.runner.context import Context, Diverged, Interrupted
+from demos.lab.runner.context import Context, Diverged, Interrupted, Shared
 from demos.lab.runner.device import torch_settings
 from demos.lab.runner.torchrun import World
 
@@ -51,8 +51,8 @@ def run_entries(cfg: RunConfig, registry: Registry, device: torch.device, world:
             log.info("%s: rank 0 gave the process group up; nothing more to run", entry.id)
             return EXIT_OK  # rank 0 reports why
         log.info("start %s (%s)", entry.id, entry.scenario)
-        ctx = Context(entry, device, run_dir / entry.id, log, seed=cfg.seed, stop=stop,
-                      world=world)
+        ctx = Context(entry, run_dir / entry.id, log,
+                      Shared(device, seed=cfg.seed, stop=stop, world=world))
         torch.manual_seed(cfg.seed)
         try:
             scenario.run(entry, ctx)

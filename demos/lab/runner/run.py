@@ -12,6 +12,7 @@ import os
 import sys
 import time
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -37,37 +38,56 @@ from demos.lab.core.text import no_surrogates
 from demos.lab.pages.artifacts import Artifacts
 from demos.lab.runner import outputs
 from demos.lab.runner import torchrun as distributed
+from demos.lab.runner.context import Shared
 from demos.lab.runner.device import global_state, restore_global_state, torch_settings
-from demos.lab.runner.entry import Services, list_files, log_checks, run_entry
+from demos.lab.runner.entry import list_files, log_checks, run_entry
 from demos.lab.runner.torchrun import SINGLE, World
+
+
+@dataclass
+class RunOptions:
+    """How a run was asked for, beside its config: what its records say (where the config
+    came from, the command that starts it again, the --set overrides, how the device was
+    chosen) and what it does around its entries."""
+    source: str  # the config's path as given, or the name of one made in memory
+    command: list[str]  # the command line that makes the same run
+    device_note: str = ""  # the device, and how it was chosen, for the log and the report
+    progress: bool = False  # progress bars (a terminal)
+    dry_run: bool = False
+    open_report: bool = False  # --open: the report in a browser at the end
+    sets: Sequence[str] = ()  # --set's KEY=VALUE texts
+    baseline: Comparison | None = None  # --baseline's, to compare the results with
+    save_baseline: str | None = None  # --save-baseline's file
+    run_name: str | None = None  # the run folder's name, instead of the start time
+    notes: Sequence[str] = ()  # warnings from before the run folder existed
+    stop: StopRequest = field(default_factory=StopRequest)  # set by the signal handler
+    world: World = SINGLE  # under torchrun: this process's rank (rank 0 runs a Run)
 
 
 class Run:
     """One invocation of the runner over a validated config."""
 
-    def __init__(self, cfg: RunConfig, registry: Registry, device: torch.device,
-                 device_note: str, run_dir: Path, *, source: str, command: list[str],
-                 progress: bool, dry_run: bool, open_report: bool = False,
-                 stop: StopRequest | None = None, sets: Sequence[str] = (),
-                 baseline: Comparison | None = None, save_baseline: str | None = None,
-                 world: World = SINGLE, notes: Sequence[str] = ()):
+    def __init__(self, cfg: RunConfig, registry: Registry, device: torch.device, run_dir: Path,
+                 options: RunOptions):
         self.cfg, self.registry, self.device = cfg, registry, device
-        self.notes = list(notes)  # warnings from before the run folder existed
+        source, command, world = options.source, options.command, options.world
+        self.notes = list(options.notes)  # warnings from before the run folder existed
         self.unsaved = False  # --save-baseline could not write its file
         # the folder as given, for the console; absolute for the work, so that user code that
         # changes the working directory (os.chdir) cannot send the rest of the run elsewhere
         self.shown, self.dir = run_dir, run_dir.absolute()
         # as text that strict JSON readers take: a path's bytes that are not UTF-8 become "?"
         self.source, self.command = no_surrogates(source), [no_surrogates(a) for a in command]
-        self.device_note = device_note
-        self.progress, self.dry_run, self.open_report = progress, dry_run, open_report
+        self.device_note = options.device_note
+        self.progress, self.dry_run = options.progress, options.dry_run
+        self.open_report = options.open_report
         self.warned: set[str] = set()
         self.entries: list[EntrySummary] = []
         self.status = "passed"
-        self.stop = stop or StopRequest()
+        self.stop = options.stop
         self.artifacts = Artifacts(self.warn_once)
-        self.sets = [no_surrogates(a) for a in sets]
-        self.baseline, self.save_baseline = baseline, save_baseline
+        self.sets = [no_surrogates(a) for a in options.sets]
+        self.baseline, self.save_baseline = options.baseline, options.save_baseline
         self.world = world
         if world.active:  # what starts this run again: torchrun, not one process
             nodes = world.size // max(world.local_size, 1)
@@ -152,9 +172,9 @@ class Run:
                 self.log.info("%s", open_in_browser(report_path))
 
     def run_entries(self) -> None:
-        services = Services(self.device, self.dir, self.cfg.seed, self.dry_run, self.progress,
-                            self.stop, self.warn_once, self.artifacts, self.world,
-                            self.cfg.stepper_gifs)
+        services = Shared(self.device, self.cfg.seed, self.progress, self.stop, self.warn_once,
+                          self.artifacts, self.world, self.cfg.stepper_gifs, self.dir,
+                          self.dry_run)
         width = max(len(e.id) for e in self.cfg.scenarios)
         for entry in self.cfg.scenarios:
             if self.stop.requested:  # it came while the run folder was being made
@@ -182,7 +202,7 @@ class Run:
         if any(c.passed is False for c in found):
             e.status = escalate(e.status, "failed")
 
-    def run_one(self, entry, services: Services) -> EntrySummary:
+    def run_one(self, entry, services: Shared) -> EntrySummary:
         """One entry. Under torchrun, a data-parallel one starts on every rank together; once
         one has failed on this rank (raised, diverged, interrupted), the process group is
         given up and the data-parallel entries after it do not run."""
@@ -298,21 +318,17 @@ def open_in_browser(path: Path) -> str:
     return f"opened {uri}" if opened else f"--open: found no browser; open {uri} yourself"
 
 
-def execute(cfg: RunConfig, registry: Registry, device: torch.device, device_note: str,
-            output_dir: Path, *, source: str, command: list[str], progress: bool,
-            dry_run: bool, open_report: bool = False, stop: StopRequest | None = None,
-            run_name: str | None = None, keep: Callable[[Run], None] | None = None,
-            **options: Any) -> int:
+def execute(cfg: RunConfig, registry: Registry, device: torch.device, output_dir: Path,
+            options: RunOptions, keep: Callable[[Run], None] | None = None) -> int:
     """Make the run folder and run every entry; return the exit code. `keep` is handed the
     Run before it starts (demos.run reads its folder and final summary).
 
     The run's signal handler is in place before the folder exists: from then on a signal
     ends in an interrupted run with its summary, never in "interrupted before the run started".
     """
-    stop = stop or StopRequest()
+    stop, world, run_name = options.stop, options.world, options.run_name
     with handle_signals(stop):
         stop.run_began = True
-        world = options.get("world", SINGLE)
         try:
             run_dir = (make_named_dir(output_dir, run_name) if run_name else
                        make_run_dir(output_dir, dt.datetime.now()))
@@ -320,9 +336,7 @@ def execute(cfg: RunConfig, registry: Registry, device: torch.device, device_not
             distributed.share(world, None)  # the other ranks learn there is no run
             raise
         distributed.share(world, str(run_dir))
-        run = Run(cfg, registry, device, device_note, run_dir, source=source, command=command,
-                  progress=progress, dry_run=dry_run, open_report=open_report,
-                  stop=stop, **options)
+        run = Run(cfg, registry, device, run_dir, options)
         if keep is not None:
             keep(run)
         return run.execute()
