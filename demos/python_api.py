@@ -346,9 +346,11 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
     returns, gradcheck, parity with `reference` (a plain-torch function of the same inputs),
     the support matrix, the graph, its stepper and what it saves.
 
-    `inputs`: the tensors passed to apply, in order: a list, or a mapping {name: input}; each a
-    tensor (its values and requires_grad), a number or nested lists, or an input spec of the
-    config ({"shape": [5, 3]}: random under the seed). `support`: the rows to run (default:
+    `inputs`: apply's arguments, in order: a list, or a mapping {name: input}; each a tensor
+    (a floating one checked in float64 with its values and requires_grad; an integer or bool
+    one, indices or a mask, of its dtype), any other value passed to apply as it is (a dim, an
+    index tuple, None), or an input spec of the config ({"shape": [5, 3]}: random under the
+    seed). `support`: the rows to run (default:
     all); `require`: rows that must be ok. `options`: run's (device, seed, dry_run,
     output_dir, run_name, quiet), and `id`, the entry's (default: the class's name). The run
     uses the objects given, held for it in the module demos_objects, where its config.yaml
@@ -636,10 +638,14 @@ def input_specs(inputs: Any) -> list[dict[str, Any]]:
             if x.is_complex():
                 raise ConfigError(f"inputs[{len(specs)}]: a complex tensor; the checks run in "
                                   f"float64, on real numbers")
-            spec = {"value": x.detach().double().cpu().tolist(),
-                    "requires_grad": bool(getattr(x, "requires_grad", True))}
-        else:
-            spec = {"value": x}
+            if x.is_floating_point():  # checked in float64
+                spec = {"value": x.detach().double().cpu().tolist(),
+                        "requires_grad": bool(getattr(x, "requires_grad", True))}
+            else:  # indices, a mask: of their dtype
+                spec = {"value": x.detach().cpu().tolist(), "requires_grad": False,
+                        "dtype": str(x.dtype).removeprefix("torch.")}
+        else:  # a number, a tuple, None: passed to apply as it is
+            spec = {"value": list(x) if isinstance(x, tuple) else x, "tensor": False}
         if name is not None:
             spec.setdefault("name", str(name))
         specs.append(spec)

@@ -29,6 +29,7 @@ from demos.lab.core.scenario import (
 from demos.lab.core.schema import (
     ConfigError,  # a config problem: one line, exit code 2
     convert,  # a value checked and converted to a type hint
+    did_you_mean,  # " (did you mean 'x'?)" for a word not among the choices, or ""
     param,  # a Config field: default, help, bounds
 )
 from demos.lab.core.user_code import (
@@ -54,6 +55,10 @@ LAZY = {  # name: (module, attribute), or (module, None) for the module itself
     "compare_to_reference": ("demos.lab.checks.gradients", "compare_to_reference"),
     # a Function's output, or outputs, as a tuple of tensors
     "tensors": ("demos.lab.checks.gradients", "tensors"),
+    # apply's arguments split: the floating-point tensors by name, the others by position
+    "floating": ("demos.lab.checks.gradients", "floating"),
+    # with_fixed(fn, fixed): fn of the floating tensors alone, the others put back
+    "with_fixed": ("demos.lab.checks.gradients", "with_fixed"),
     # an exception as one short line: "ValueError: ..."
     "one_line": ("demos.lab.checks.gradients", "one_line"),
     # what a custom backward returns (one grad per input, shapes, dtypes): Checks
@@ -76,10 +81,12 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_a
         check,
         close,
         compare_to_reference,
+        floating,
         gradcheck,
         one_line,
         parity,
         tensors,
+        with_fixed,
     )
     from demos.lab.checks.structure import backward_structure, gradgradcheck
     from demos.lab.instruments.walk import leaves, node_name
@@ -88,12 +95,13 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_a
 
 __all__ = [  # what a scenario file may import: the names above, LAZY's, and run_alone
     "Capability", "Check", "ConfigError", "Result", "Scenario", "ScenarioConfig", "Scenarios",
-    "TRAINING_FILES", "convert", "graph_files", "load_object", "param", "pass_files",
+    "TRAINING_FILES", "convert", "did_you_mean", "graph_files", "load_object", "param",
+    "pass_files",
     "split_spec",
     "support_param",
     "Context", "Interrupted", "backward_structure", "check", "close", "compare_to_reference",
     "gradcheck", "gradgradcheck", "leaves", "node_name", "one_line", "parity", "same_everywhere",
-    "support", "tensors",
+    "support", "tensors", "floating", "with_fixed",
     "run_alone"]
 
 

@@ -16,6 +16,7 @@ from demos.scenarios import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
+FIXTURES = ROOT / "tests" / "fixtures"
 QUICK = ROOT / "tests" / "fixtures" / "quick.yaml"
 BASELINE = CONFIGS / "baselines" / "all.cpu.yaml"  # all.yaml's values on the CPU, with bands
 # for all.yaml runs whose point is not the support matrices (they cost about 2.7 s a run)

@@ -21,6 +21,7 @@ from demos.scenario_api import (
     Scenario,
     ScenarioConfig,
     convert,
+    did_you_mean,
     graph_files,
     param,
     pass_files,
@@ -35,21 +36,48 @@ if TYPE_CHECKING:
     from demos.scenario_api import Context
 
 
+TENSOR_DTYPES = ("float64", "float32", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+
 @dataclass
 class InputSpec:
-    """One input tensor of a custom Function: random of a shape, or a given value."""
+    """One argument of a custom Function's apply: a tensor, random of a shape or of a given
+    value; or, with tensor: false, a Python value passed as it is (a dim, an index tuple, None)."""
     name: str | None = param(None, "its name in checks, graphs and reports (default x0, x1, ...)")
     shape: list[int] | None = param(None, "random of this shape: randn under the seed, or "
                                           "uniform in [low, high]")
     low: float | None = param(None, "with shape: uniform from low ...")
     high: float | None = param(None, "... to high (e.g. away from a kink or a pole)")
-    value: Any = param(None, "the tensor's value: a number or nested lists of numbers")
-    requires_grad: bool = param(True, "whether the input requires grad")
+    value: Any = param(None, "the tensor's value: a number or nested lists of numbers; with "
+                             "tensor: false, the Python value itself (a list is passed as a "
+                             "tuple; null is None)")
+    requires_grad: bool = param(True, "whether the input requires grad (a floating-point "
+                                      "tensor only)")
+    dtype: str = param("float64", "the tensor's dtype: " + ", ".join(TENSOR_DTYPES) + " (an "
+                                  "integer or bool tensor, e.g. indices, needs a value and "
+                                  "requires no grad; a floating one is checked in float64)")
+    tensor: bool = param(True, "false: `value` is passed to apply as it is, not as a tensor")
 
     def validate(self, where: str) -> None:
         if self.name is not None and not (self.name.isprintable() and 0 < len(self.name) <= 40):
             raise ConfigError(f"{where}.name: a label of 1 to 40 printable characters (no "
                               f"newline or control character), got {self.name!r}")
+        if not self.tensor:
+            given = [k for k in ("shape", "low", "high") if getattr(self, k) is not None]
+            if given or self.dtype != "float64":
+                raise ConfigError(f"{where}: tensor: false passes `value` as it is; "
+                                  f"{(given or ['dtype'])[0]} is for a tensor")
+            self.value = python_value(self.value)
+            self.requires_grad = False
+            return
+        if self.dtype not in TENSOR_DTYPES:
+            raise ConfigError(f"{where}.dtype: {self.dtype!r} is not a dtype an input may "
+                              f"have{did_you_mean(self.dtype, TENSOR_DTYPES)}")
+        if not self.dtype.startswith("float"):
+            if self.value is None:
+                raise ConfigError(f"{where}: a {self.dtype} tensor needs its value (indices, a "
+                                  f"mask): value: [...]")
+            self.requires_grad = False  # only floating-point tensors can require grad
         if (self.shape is None) == (self.value is None):
             raise ConfigError(f"{where}: give either shape (random) or value, not "
                               f"{'both' if self.shape is not None else 'neither'}")
@@ -66,6 +94,23 @@ class InputSpec:
             if self.low is not None or self.high is not None:
                 raise ConfigError(f"{where}: low/high go with shape, not with value")
             self.value = numbers(self.value, f"{where}.value")
+            if not self.dtype.startswith("float"):
+                self.value = whole(self.value, f"{where}.value", self.dtype)
+
+
+def whole(value: Any, where: str, dtype: str) -> Any:
+    """An integer or bool tensor's numbers as ints; a ConfigError naming one that is not."""
+    if isinstance(value, list):
+        return [whole(v, f"{where}[{i}]", dtype) for i, v in enumerate(value)]
+    if not float(value).is_integer() or (dtype == "bool" and value not in (0, 1)):
+        raise ConfigError(f"{where}: {value:g} in a {dtype} tensor; give "
+                          f"{'0 or 1 (false, true)' if dtype == 'bool' else 'whole numbers'}")
+    return int(value)
+
+
+def python_value(value: Any) -> Any:
+    """A config's value as apply gets it: lists become tuples (an index, a size), inside too."""
+    return tuple(python_value(v) for v in value) if isinstance(value, list) else value
 
 
 def numbers(value: Any, where: str) -> Any:
@@ -148,21 +193,29 @@ def prepare(cfg: Config, where: str) -> None:
         cfg.reference_object = ref
 
 
-def make_inputs(cfg: Config, seed: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """The inputs as float64 tensors: random under the seed, or the given values."""
+def make_inputs(cfg: Config, seed: int, device: torch.device) -> dict[str, Any]:
+    """apply's arguments, by name, in order: floating-point tensors in float64 (random under
+    the seed, or the given values), integer and bool tensors of their dtype, and the values
+    that are not tensors as they are."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    inputs = {}
+    inputs: dict[str, Any] = {}
     for i, spec in enumerate(cfg.inputs):
+        name = spec.name or f"x{i}"
+        if not spec.tensor:
+            inputs[name] = spec.value
+            continue
+        dtype = getattr(torch, spec.dtype) if not spec.dtype.startswith("float") \
+            else torch.float64
         if spec.value is not None:
-            x = torch.tensor(spec.value, dtype=torch.float64)
+            x = torch.tensor(spec.value, dtype=dtype)
         elif spec.low is not None:
             x = spec.low + (spec.high - spec.low) * torch.rand(spec.shape, generator=g,
                                                                dtype=torch.float64)
         else:
             x = torch.randn(spec.shape, generator=g, dtype=torch.float64)
-        inputs[spec.name or f"x{i}"] = x.to(device).requires_grad_(spec.requires_grad)
+        inputs[name] = x.to(device).requires_grad_(spec.requires_grad and x.is_floating_point())
     return inputs
 
 
@@ -172,35 +225,42 @@ def run(cfg: Config, ctx: Context) -> Result:
     from demos.scenario_api import (
         backward_structure,
         compare_to_reference,
+        floating,
         gradcheck,
         gradgradcheck,
         support,
+        with_fixed,
     )
 
     fn, reference = cfg.function_object, cfg.reference_object
-    inputs = make_inputs(cfg, ctx.seed, ctx.check_device)
-    ctx.log.info("  %s with inputs %s", cfg.function,
-                 ", ".join(f"{k} {tuple(v.shape)}" for k, v in inputs.items()))
-    found = backward_structure(fn, inputs, ctx.check_device)
+    arguments = make_inputs(cfg, ctx.seed, ctx.check_device)
+    ctx.log.info("  %s with inputs %s", cfg.function, ", ".join(
+        f"{k} {tuple(v.shape)}" if isinstance(v, torch.Tensor) else f"{k}={v!r}"
+        for k, v in arguments.items()))
+    # the checks differentiate the floating-point tensors; the other arguments stay as given
+    inputs, fixed = floating(arguments)
+    apply = with_fixed(fn.apply, fixed)
+    reference = None if reference is None else with_fixed(reference, fixed)
+    found = backward_structure(fn, inputs, ctx.check_device, fixed)
     if not found[0].passed or found[1].name == "the output is in the graph":
         return Result(metrics={}, checks=found)  # no forward, or no graph: nothing else runs
     # drawn, traced and its saves counted, before any backward frees them
-    ctx.forward(lambda: fn.apply(*inputs.values()), inputs)
-    found.append(gradcheck("gradcheck", fn.apply, inputs, ctx.check_device))
+    ctx.forward(lambda: apply(*inputs.values()), inputs)
+    found.append(gradcheck("gradcheck", apply, inputs, ctx.check_device))
     if cfg.double_backward:
-        found.append(gradgradcheck("gradgradcheck", fn.apply, inputs, ctx.check_device))
-        ctx.second_backward(fn.apply, inputs, reference)  # drawn, traced, checked
+        found.append(gradgradcheck("gradgradcheck", apply, inputs, ctx.check_device))
+        ctx.second_backward(apply, inputs, reference)  # drawn, traced, checked
     if getattr(fn, "jvp", None) is not getattr(torch.autograd.Function, "jvp", None):
-        ctx.forward_mode(fn.apply, inputs)  # it has a jvp: forward mode, step by step
+        ctx.forward_mode(apply, inputs)  # it has a jvp: forward mode, step by step
     metrics = {}
     if reference is not None:
         check, metrics = compare_to_reference(
-            "parity with the reference", fn.apply, reference, inputs, ctx.check_device,
+            "parity with the reference", apply, reference, inputs, ctx.check_device,
             rtol=cfg.rtol, atol=cfg.atol)
         found.append(check)
     matrix = {}
     if cfg.support:
-        rows = support.matrix(fn.apply, inputs, reference, ctx.check_device, rows=cfg.support)
+        rows = support.matrix(apply, inputs, reference, ctx.check_device, rows=cfg.support)
         ran = {"backward": "gradcheck"} | ({"double_backward": "gradgradcheck"}
                                            if cfg.double_backward else {})
         found += support.checks(rows, cfg.require, done=ran)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 import torch
 
@@ -192,6 +192,50 @@ def output_grads(outs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
     return [torch.randn(o.shape, generator=g, dtype=o.dtype).to(o.device)
             if o.is_floating_point() or o.is_complex() else torch.zeros_like(o)  # int, bool:
             for o in outs]                                            # no gradient flows
+
+
+class Fixed(NamedTuple):
+    """An argument of apply that the checks do not differentiate: not a tensor (a dim, an index
+    tuple, None), or a tensor that is not floating-point (indices, a mask)."""
+    name: str
+    value: Any
+
+
+def floating(arguments: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict[int, Fixed]]:
+    """apply's arguments split: the floating-point tensors, by name (what the checks
+    differentiate, requiring grad as given), and the others by their position."""
+    inputs: dict[str, torch.Tensor] = {}
+    fixed: dict[int, Fixed] = {}
+    for i, (name, value) in enumerate(arguments.items()):
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            inputs[name] = value
+        else:
+            fixed[i] = Fixed(name, value)
+    return inputs, fixed
+
+
+def with_fixed(fn: Callable, fixed: Mapping[int, Fixed]) -> Callable:
+    """`fn` as a function of the floating-point tensors alone: the fixed arguments put back at
+    their positions, as given (a tensor among them on the device of the first tensor given),
+    and of its outputs the tensors alone (one, or a tuple)."""
+    def call(*xs: Any) -> Any:
+        device = next((x.device for x in xs if isinstance(x, torch.Tensor)), None)
+        result = fn(*arguments(list(xs), fixed, device))
+        if not isinstance(result, tuple) or all(isinstance(r, torch.Tensor) for r in result):
+            return result
+        outs = tensors(result)
+        return outs[0] if len(outs) == 1 else outs
+    call.__name__ = getattr(fn, "__name__", "apply")
+    return call
+
+
+def arguments(xs: list, fixed: Mapping[int, Fixed], device: torch.device | None) -> list:
+    """apply's arguments: `xs` with the fixed ones at their positions (a tensor among them on
+    `device`)."""
+    given = iter(xs)
+    return [next(given) if i not in fixed else
+            fixed[i].value.to(device) if isinstance(fixed[i].value, torch.Tensor)
+            and device is not None else fixed[i].value for i in range(len(xs) + len(fixed))]
 
 
 def tensors(result) -> tuple[torch.Tensor, ...]:

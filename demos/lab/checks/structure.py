@@ -14,6 +14,8 @@ import torch
 
 from demos.lab.checks.gradients import (
     Check,
+    Fixed,
+    arguments,
     as_float64,
     gradcheck_failure,
     one_line,
@@ -24,15 +26,20 @@ from demos.lab.checks.gradients import (
 )
 
 
-def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor],
-                       device: torch.device) -> list[Check]:
-    """Forward runs; backward returns one grad per input, each None exactly where the input
-    needs no grad, else of the input's shape and dtype; grad_output is left untouched; and
-    autograd accepts the result."""
+def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: torch.device,
+                       fixed: Mapping[int, Fixed] | None = None) -> list[Check]:
+    """Forward runs; backward returns one grad per argument of apply (more only where the
+    extra ones are None, as autograd allows), each None exactly where the argument needs no
+    grad, else of the input's dtype and of its shape or one that autograd sums to it (a
+    broadcast shape); grad_output is left untouched; and autograd accepts the result.
+    `inputs`: the floating-point tensors; `fixed`: apply's other arguments, by position."""
+    fixed = fixed or {}
     xs = as_float64(inputs, device)
-    names = list(xs)
+    args = arguments(list(xs.values()), fixed, device)
+    names = [fixed[i].name if i in fixed else name for i, name in
+             enumerate(positions(list(xs), fixed))]
     try:
-        result = fn.apply(*xs.values())
+        result = fn.apply(*args)
     except Exception as e:
         return [Check("forward runs", False, one_line(e))]
     outs = tensors(result)
@@ -47,15 +54,30 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor],
         f"{tuple(o.shape)} {str(o.dtype).removeprefix('torch.')}" for o in outs))]
     gs = output_grads(outs)
     copies = [g.clone() for g in gs]
+    by_output = iter(gs)  # backward gets one grad per output; None for one that is no tensor
     try:
-        returned = fn.backward(node, *gs)
+        returned = fn.backward(node, *[next(by_output) if isinstance(r, torch.Tensor) else None
+                                       for r in (result if isinstance(result, tuple)
+                                                 else (result,))])
     except Exception as e:
         return found + [Check("backward runs", False, one_line(e))]
     returned = returned if isinstance(returned, tuple) else (returned,)
-    found.append(Check("backward returns one grad per input", len(returned) == len(names),
-                       f"returned {len(returned)} for {len(names)} inputs ({', '.join(names)})"))
-    problems = []
-    for name, x, grad in zip(names, xs.values(), returned):
+    extra = returned[len(names):]
+    counted = len(returned) == len(names) or (
+        len(returned) > len(names) and all(g is None for g in extra))
+    found.append(Check("backward returns one grad per input", counted,
+                       f"returned {len(returned)} for {len(names)} inputs ({', '.join(names)})"
+                       + (f"; the {len(extra)} after them None, which autograd ignores"
+                          if counted and extra else "")))
+    problems, notes = [], []
+    values = dict(zip(names, args))
+    for name, grad in zip(names, returned):
+        x = values[name]
+        if not isinstance(x, torch.Tensor):
+            if grad is not None:
+                problems.append(f"{name}: returned a grad for an argument that is not a tensor "
+                                f"(autograd refuses it; return None)")
+            continue
         if not x.requires_grad:
             if grad is not None:
                 problems.append(f"{name}: returned a grad, but {name} does not require one "
@@ -64,26 +86,48 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor],
             problems.append(f"{name}: returned None, but {name} requires grad")
         elif not isinstance(grad, torch.Tensor):
             problems.append(f"{name}: returned a {type(grad).__name__}, not a tensor")
-        elif grad.shape != x.shape:
+        elif grad.shape != x.shape and not broadcasts(x.shape, grad.shape):
             problems.append(f"{name}: grad has shape {tuple(grad.shape)}, {name} has "
-                            f"{tuple(x.shape)}")
+                            f"{tuple(x.shape)} (autograd sums a grad of a shape {name} "
+                            f"broadcasts to, no other)")
+        elif grad.shape != x.shape:
+            notes.append(f"{name}: grad of shape {tuple(grad.shape)}, which autograd sums to "
+                         f"{name}'s {tuple(x.shape)}")
         elif grad.dtype != x.dtype:
             problems.append(f"{name}: grad is {str(grad.dtype).removeprefix('torch.')}, {name} is "
                             f"{str(x.dtype).removeprefix('torch.')} (autograd casts it silently)")
     found.append(Check("each grad matches its input (None, shape, dtype)", not problems,
-                       "; ".join(problems) or "shapes and dtypes match; None exactly where an "
-                                               "input needs no grad"))
+                       "; ".join(problems) or "; ".join(
+                           ["shapes and dtypes match; None exactly where an input needs no "
+                            "grad", *notes])))
     changed = [i for i, (g, c) in enumerate(zip(gs, copies)) if not torch.equal(g, c)]
     found.append(Check("backward leaves grad_output unchanged", not changed,
                        f"backward modified grad_output {changed} in place; clone it first"
                        if changed else "grad_output unchanged"))
     xs2 = as_float64(inputs, device)
     try:
-        torch.autograd.backward(tensors(fn.apply(*xs2.values())), output_grads(outs))
+        again = [o for o in tensors(fn.apply(*arguments(list(xs2.values()), fixed, device)))
+                 if o.requires_grad]
+        torch.autograd.backward(again, output_grads(tuple(again)))
         found.append(Check("autograd accepts the backward", True, "loss.backward() ran"))
     except Exception as e:
         found.append(Check("autograd accepts the backward", False, one_line(e)))
     return found
+
+
+def positions(names: list[str], fixed: Mapping[int, Fixed]) -> list[str]:
+    """apply's arguments in order: the floating inputs' names, fixed ones as placeholders."""
+    given = iter(names)
+    return ["" if i in fixed else next(given) for i in range(len(names) + len(fixed))]
+
+
+def broadcasts(shape: torch.Size, to: torch.Size) -> bool:
+    """Whether a tensor of `shape` broadcasts to `to` (autograd then sums a grad of shape `to`
+    back to `shape`)."""
+    try:
+        return torch.broadcast_shapes(shape, to) == to
+    except RuntimeError:
+        return False
 
 
 def gradgradcheck(name: str, fn, inputs: Mapping[str, torch.Tensor],

@@ -1,0 +1,121 @@
+"""The whole autograd.Function contract (issue 34, first part): non-tensor arguments, integer
+index tensors, broadcast-shaped gradients, trailing Nones, non-tensor outputs. The checker's
+verdict agrees with torch's own gradcheck on the same arguments, for a right Function and its
+wrong twin of each kind; from Python (check_function) and from a config."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from demos import check_function
+from tests.conftest import FIXTURES, check, entry, only_run_dir, run_main, summary
+from tests.fixtures import contract_fns as fns
+
+D = torch.float64
+
+
+def x_(*shape):
+    return torch.randn(*shape, dtype=D, generator=torch.Generator().manual_seed(0),
+                       requires_grad=True)
+
+
+CORPUS = [  # (Function, its arguments, the reference, the output gradcheck looks at)
+    (fns.Take, lambda: [x_(4, 3), 0, torch.tensor([2, 0, 2])], fns.take, None),
+    (fns.TakeTwice, lambda: [x_(4, 3), 0, torch.tensor([2, 0, 2])], fns.take, None),
+    (fns.BroadcastMul, lambda: [x_(3, 4), x_(4)], fns.mul, None),
+    (fns.BroadcastMulTransposed, lambda: [x_(4, 4)[:3].detach().requires_grad_(), x_(4)],
+     fns.mul, None),
+    (fns.Select, lambda: [x_(4, 3)], fns.select, None),
+    (fns.SelectTooMany, lambda: [x_(4, 3)], fns.select, None),
+    (fns.ScaleWithCount, lambda: [x_(3), 2.5], fns.scale, 0),
+    (fns.ScaleWithCountOff, lambda: [x_(3), 2.5], fns.scale, 0),
+]
+
+
+def torch_says(fn, args, output) -> bool:
+    """torch.autograd.gradcheck's verdict on the same arguments (an error in it: failed)."""
+    def call(*a):
+        out = fn.apply(*a)
+        return out if output is None else out[output]
+    try:
+        return torch.autograd.gradcheck(call, tuple(args), raise_exception=False)
+    except RuntimeError:  # autograd refused the backward's result
+        return False
+
+
+@pytest.mark.parametrize("fn, make, reference, output", CORPUS,
+                         ids=[c[0].__name__ for c in CORPUS])
+def test_each_verdict_agrees_with_torchs_gradcheck(fn, make, reference, output, tmp_path):
+    expected = torch_says(fn, make(), output)
+    assert expected == (not fn.__name__.endswith(("Twice", "Transposed", "TooMany", "Off")))
+    r = check_function(fn, inputs=make(), reference=reference, support=[],
+                       output_dir=tmp_path, quiet=True)
+    e = r.entries[0]
+    assert e.summary.status == ("passed" if expected else "failed"), \
+        [(c.name, c.detail) for c in r.failures]
+    assert e.summary.error is None  # a verdict, never an entry error
+
+
+def test_the_arguments_reach_apply_as_given(tmp_path):
+    """dim stays an int, index an int64 tensor; the wrong twin fails gradcheck and parity,
+    naming x, not `forward runs`."""
+    r = check_function(fns.TakeTwice, inputs={"x": x_(4, 3), "dim": 0,
+                                                "index": torch.tensor([2, 0, 2])},
+                       reference=fns.take, support=[], output_dir=tmp_path, quiet=True)
+    failed = {c.name: c.detail for c in r.failures}
+    assert set(failed) == {"gradcheck", "parity with the reference"}
+    assert "input 0 (x)" in failed["gradcheck"] and "grad x differs" in failed[
+        "parity with the reference"]
+    config = (r.folder / "config.yaml").read_text()
+    assert "dtype: int64" in config and "tensor: false" in config
+
+
+def test_a_broadcast_gradient_and_trailing_nones_are_notes_not_failures(tmp_path):
+    r = check_function(fns.BroadcastMul, inputs={"x": x_(3, 4), "w": x_(4)}, support=[],
+                       output_dir=tmp_path / "mul", quiet=True)
+    assert r.passed
+    assert "w: grad of shape (3, 4), which autograd sums to w's (4,)" in check(
+        r.entries[0].summary.to_json(), "each grad matches its input (None, shape, dtype)")[
+        "detail"]
+    r = check_function(fns.Select, inputs={"x": x_(4, 3)}, support=[],
+                       output_dir=tmp_path / "select", quiet=True)
+    assert r.passed and "the 1 after them None, which autograd ignores" in check(
+        r.entries[0].summary.to_json(), "backward returns one grad per input")["detail"]
+
+
+def test_an_extra_none_is_what_torch_accepts(tmp_path):
+    """A backward returning (grad, None) for one input: torch's gradcheck passes it, and so
+    does the checker (it used to call it a mistake)."""
+    from tests.fixtures.user_fns import SquareTooManyGrads, square
+
+    assert torch_says(SquareTooManyGrads, [x_(3)], None)
+    r = check_function(SquareTooManyGrads, inputs=[x_(3)], reference=square, support=[],
+                       output_dir=tmp_path, quiet=True)
+    assert r.passed
+
+
+def test_the_contract_from_a_config(tmp_path):
+    """Every row of the support matrix too; the run passes."""
+    assert run_main(tmp_path, "--config", FIXTURES / "contract.yaml") == 0
+    data = summary(only_run_dir(tmp_path))
+    assert [e["status"] for e in data["scenarios"]] == ["passed"] * 4
+    scale = entry(data, "scale")
+    assert check(scale, "forward runs")["passed"] and scale["error"] is None
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"value": [1, 2], "dtype": "int46"}, "dtype: 'int46' is not a dtype an input may have "
+                                          "(did you mean 'int64'?)"),
+    ({"shape": [3], "dtype": "int64"}, "a int64 tensor needs its value"),
+    ({"value": [1.5], "dtype": "int64"}, "value[0]: 1.5 in a int64 tensor; give whole numbers"),
+    ({"shape": [3], "tensor": False}, "tensor: false passes `value` as it is; shape is for a "
+                                      "tensor"),
+])
+def test_a_wrong_argument_spec_is_one_line(tmp_path, spec, message, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text("scenarios:\n- scenario: custom_function\n  function: m:F\n  inputs:\n"
+                      f"  - {{shape: [2]}}\n  - {spec}\n".replace("'", '"').replace(
+                          "False", "false"))
+    assert run_main(tmp_path / "o", "--config", config) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
