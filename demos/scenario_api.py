@@ -59,6 +59,8 @@ LAZY = {  # name: (module, attribute), or (module, None) for the module itself
     "floating": ("demos.lab.checks.gradients", "floating"),
     # with_fixed(fn, fixed): fn of the floating tensors alone, the others put back
     "with_fixed": ("demos.lab.checks.gradients", "with_fixed"),
+    # whether a Function changes an input in place (mark_dirty): checked on copies then
+    "changes_a_leaf": ("demos.lab.checks.gradients", "changes_a_leaf"),
     # an exception as one short line: "ValueError: ..."
     "one_line": ("demos.lab.checks.gradients", "one_line"),
     # what a custom backward returns (one grad per input, shapes, dtypes): Checks
@@ -78,6 +80,7 @@ LAZY = {  # name: (module, attribute), or (module, None) for the module itself
 if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_api.py compares)
     from demos.lab.checks import support
     from demos.lab.checks.gradients import (
+        changes_a_leaf,
         check,
         close,
         compare_to_reference,
@@ -101,7 +104,7 @@ __all__ = [  # what a scenario file may import: the names above, LAZY's, and run
     "support_param",
     "Context", "Interrupted", "backward_structure", "check", "close", "compare_to_reference",
     "gradcheck", "gradgradcheck", "leaves", "node_name", "one_line", "parity", "same_everywhere",
-    "support", "tensors", "floating", "with_fixed",
+    "support", "tensors", "floating", "with_fixed", "changes_a_leaf",
     "run_alone"]
 
 

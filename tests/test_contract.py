@@ -19,7 +19,8 @@ def x_(*shape):
                        requires_grad=True)
 
 
-CORPUS = [  # (Function, its arguments, the reference, the output gradcheck looks at)
+CORPUS = [  # (Function, its arguments, the reference, the output gradcheck looks at, and
+    #         whether torch's own tests apply it to a copy: mark_dirty)
     (fns.Take, lambda: [x_(4, 3), 0, torch.tensor([2, 0, 2])], fns.take, None),
     (fns.TakeTwice, lambda: [x_(4, 3), 0, torch.tensor([2, 0, 2])], fns.take, None),
     (fns.BroadcastMul, lambda: [x_(3, 4), x_(4)], fns.mul, None),
@@ -29,14 +30,23 @@ CORPUS = [  # (Function, its arguments, the reference, the output gradcheck look
     (fns.SelectTooMany, lambda: [x_(4, 3)], fns.select, None),
     (fns.ScaleWithCount, lambda: [x_(3), 2.5], fns.scale, 0),
     (fns.ScaleWithCountOff, lambda: [x_(3), 2.5], fns.scale, 0),
+    (fns.ExpInPlace, lambda: [x_(3)], fns.exp, "copy"),
+    (fns.ExpInPlaceSquared, lambda: [x_(3)], fns.exp, "copy"),
+    (fns.MaxWithIndex, lambda: [x_(3, 4)], fns.max_of_rows, None),
+    (fns.MaxWithIndexSpread, lambda: [x_(3, 4)], fns.max_of_rows, None),
+    (fns.WithArray, lambda: [x_(3)], None, 0),
+    (fns.WithArrayHalf, lambda: [x_(3)], None, 0),
 ]
+WRONG = ("Twice", "Transposed", "TooMany", "Off", "Squared", "Spread", "Half")
 
 
 def torch_says(fn, args, output) -> bool:
     """torch.autograd.gradcheck's verdict on the same arguments (an error in it: failed)."""
     def call(*a):
+        if output == "copy":  # as torch's own tests apply a mark_dirty Function
+            a = tuple(x.clone() for x in a)
         out = fn.apply(*a)
-        return out if output is None else out[output]
+        return out if output in (None, "copy") else out[output]
     try:
         return torch.autograd.gradcheck(call, tuple(args), raise_exception=False)
     except RuntimeError:  # autograd refused the backward's result
@@ -47,7 +57,7 @@ def torch_says(fn, args, output) -> bool:
                          ids=[c[0].__name__ for c in CORPUS])
 def test_each_verdict_agrees_with_torchs_gradcheck(fn, make, reference, output, tmp_path):
     expected = torch_says(fn, make(), output)
-    assert expected == (not fn.__name__.endswith(("Twice", "Transposed", "TooMany", "Off")))
+    assert expected == (not fn.__name__.endswith(WRONG))
     r = check_function(fn, inputs=make(), reference=reference, support=[],
                        output_dir=tmp_path, quiet=True)
     e = r.entries[0]
@@ -94,11 +104,31 @@ def test_an_extra_none_is_what_torch_accepts(tmp_path):
     assert r.passed
 
 
+def test_an_in_place_function_is_checked_on_copies_and_says_so(tmp_path):
+    r = check_function(fns.ExpInPlace, inputs={"x": x_(3)}, reference=fns.exp, support=[],
+                       output_dir=tmp_path, quiet=True)
+    assert r.passed and "applied to copies of the inputs that require grad (x.clone())" in \
+        check(r.entries[0].summary.to_json(), "forward runs")["detail"]
+
+
+@pytest.mark.parametrize("fn, passes", [(fns.Triple, True), (fns.SquareDetached, False)])
+def test_a_zero_second_derivative_passes_a_detached_one_does_not(fn, passes, tmp_path):
+    """y = 3x builds no graph in its backward because its second derivative is zero; x² with
+    a detaching backward builds none because it lost it. torch's gradgradcheck tells them
+    apart, and so does the check."""
+    assert torch.autograd.gradgradcheck(fn.apply, (x_(3),), raise_exception=False) == passes
+    r = check_function(fn, inputs={"x": x_(3)}, reference=fns.triple if passes else fns.square,
+                       double_backward=True, support=[], output_dir=tmp_path, quiet=True)
+    second = check(r.entries[0].summary.to_json(), "second backward agrees: second_backward")
+    assert second["passed"] == passes and r.passed == passes
+    assert ("the second derivative is zero" if passes else "built no graph") in second["detail"]
+
+
 def test_the_contract_from_a_config(tmp_path):
     """Every row of the support matrix too; the run passes."""
     assert run_main(tmp_path, "--config", FIXTURES / "contract.yaml") == 0
     data = summary(only_run_dir(tmp_path))
-    assert [e["status"] for e in data["scenarios"]] == ["passed"] * 4
+    assert [e["status"] for e in data["scenarios"]] == ["passed"] * 7
     scale = entry(data, "scale")
     assert check(scale, "forward runs")["passed"] and scale["error"] is None
 

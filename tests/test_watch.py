@@ -114,27 +114,28 @@ def test_watch_html_shows_the_newest_report(tmp_path):
             driver.switch_to.frame(driver.find_element("id", "report"))
             return state, driver.find_element("tag name", "h1").text
 
-        def once_shown(report: str) -> tuple[str, str]:
-            """What the page shows once its frame holds `report` (while the frame swaps, its
-            heading is briefly not there: asked again, up to 20 s on a loaded machine)."""
+        def once_shown(expected: tuple[str, str]) -> tuple[str, str]:
+            """What the page shows once it shows `expected` (its state line and its frame's
+            report change one after the other, and while the frame swaps its heading is
+            briefly not there: asked again, up to 20 s on a loaded machine)."""
             deadline = time.monotonic() + 20
             while True:
                 try:
                     now = shown()
-                    if now[1] == report or time.monotonic() > deadline:
+                    if now == expected or time.monotonic() > deadline:
                         return now
                 except Exception:
                     if time.monotonic() > deadline:
                         raise
                 time.sleep(0.1)
 
-        assert once_shown("2026-01-01_00-00-00") == (
-            "run 1 PASSED (2026-01-01_00-00-00); the next one shows here when it finishes",
-            "2026-01-01_00-00-00")
+        first = ("run 1 PASSED (2026-01-01_00-00-00); the next one shows here when it "
+                 "finishes", "2026-01-01_00-00-00")
+        assert once_shown(first) == first
         write_state(tmp_path, tmp_path / "2026-01-01_00-00-01", 1, 2)
-        assert once_shown("2026-01-01_00-00-01") == (
-            "run 2 FAILED (2026-01-01_00-00-01); the next one shows here when it finishes",
-            "2026-01-01_00-00-01")
+        second = ("run 2 FAILED (2026-01-01_00-00-01); the next one shows here when it "
+                  "finishes", "2026-01-01_00-00-01")
+        assert once_shown(second) == second
     finally:
         driver.quit()
 

@@ -224,6 +224,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 
     from demos.scenario_api import (
         backward_structure,
+        changes_a_leaf,
         compare_to_reference,
         floating,
         gradcheck,
@@ -239,9 +240,10 @@ def run(cfg: Config, ctx: Context) -> Result:
         for k, v in arguments.items()))
     # the checks differentiate the floating-point tensors; the other arguments stay as given
     inputs, fixed = floating(arguments)
-    apply = with_fixed(fn.apply, fixed)
-    reference = None if reference is None else with_fixed(reference, fixed)
-    found = backward_structure(fn, inputs, ctx.check_device, fixed)
+    copies = changes_a_leaf(fn, inputs, fixed, ctx.check_device)  # mark_dirty: on copies
+    apply = with_fixed(fn.apply, fixed, copies)
+    reference = None if reference is None else with_fixed(reference, fixed, copies)
+    found = backward_structure(fn, inputs, ctx.check_device, fixed, copies)
     if not found[0].passed or found[1].name == "the output is in the graph":
         return Result(metrics={}, checks=found)  # no forward, or no graph: nothing else runs
     # drawn, traced and its saves counted, before any backward frees them

@@ -145,8 +145,11 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
             return Check(name, False, f"custom gives {len(out_a)} outputs, reference "
                                       f"{len(out_b)}"), {}
         gs = output_grads(out_b)
-        torch.autograd.backward(out_a, gs)
-        torch.autograd.backward(out_b, gs)
+        for outs in (out_a, out_b):  # through the outputs that carry a gradient (an argmax's
+            #                          indices, marked non-differentiable, do not)
+            live = [(o, g) for o, g in zip(outs, gs) if o.requires_grad]
+            if live:
+                torch.autograd.backward([o for o, _ in live], [g for _, g in live])
     except Exception as e:
         return Check(name, False, one_line(e)), {}
     pairs = [(f"value{'' if len(out_a) == 1 else f' {i}'}", x, y)
@@ -214,12 +217,17 @@ def floating(arguments: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dic
     return inputs, fixed
 
 
-def with_fixed(fn: Callable, fixed: Mapping[int, Fixed]) -> Callable:
+def with_fixed(fn: Callable, fixed: Mapping[int, Fixed], copies: bool = False) -> Callable:
     """`fn` as a function of the floating-point tensors alone: the fixed arguments put back at
     their positions, as given (a tensor among them on the device of the first tensor given),
-    and of its outputs the tensors alone (one, or a tuple)."""
+    and of its outputs the tensors alone (one, or a tuple). `copies`: each tensor that requires
+    grad is passed as a copy (x.clone(), in the graph), for a Function that changes its input
+    in place (mark_dirty), which autograd refuses on a leaf; as torch's own tests apply one."""
     def call(*xs: Any) -> Any:
         device = next((x.device for x in xs if isinstance(x, torch.Tensor)), None)
+        if copies:
+            xs = tuple(x.clone() if isinstance(x, torch.Tensor) and x.requires_grad else x
+                       for x in xs)
         result = fn(*arguments(list(xs), fixed, device))
         if not isinstance(result, tuple) or all(isinstance(r, torch.Tensor) for r in result):
             return result
@@ -227,6 +235,20 @@ def with_fixed(fn: Callable, fixed: Mapping[int, Fixed]) -> Callable:
         return outs[0] if len(outs) == 1 else outs
     call.__name__ = getattr(fn, "__name__", "apply")
     return call
+
+
+
+def changes_a_leaf(fn: type, inputs: Mapping[str, torch.Tensor], fixed: Mapping[int, Fixed],
+                   device: torch.device) -> bool:
+    """Whether apply, on leaves that require grad, changes one in place (a mark_dirty
+    Function): autograd refuses it there."""
+    try:
+        fn.apply(*arguments(list(as_float64(inputs, device).values()), fixed, device))
+    except RuntimeError as e:
+        return "leaf Variable that requires grad" in str(e) and "in-place" in str(e)
+    except Exception:
+        return False  # the checks say what is wrong
+    return False
 
 
 def arguments(xs: list, fixed: Mapping[int, Fixed], device: torch.device | None) -> list:

@@ -27,15 +27,17 @@ from demos.lab.checks.gradients import (
 
 
 def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: torch.device,
-                       fixed: Mapping[int, Fixed] | None = None) -> list[Check]:
+                       fixed: Mapping[int, Fixed] | None = None,
+                       copies: bool = False) -> list[Check]:
     """Forward runs; backward returns one grad per argument of apply (more only where the
     extra ones are None, as autograd allows), each None exactly where the argument needs no
     grad, else of the input's dtype and of its shape or one that autograd sums to it (a
     broadcast shape); grad_output is left untouched; and autograd accepts the result.
-    `inputs`: the floating-point tensors; `fixed`: apply's other arguments, by position."""
+    `inputs`: the floating-point tensors; `fixed`: apply's other arguments, by position;
+    `copies`: apply gets copies of the inputs that require grad (see with_fixed)."""
     fixed = fixed or {}
     xs = as_float64(inputs, device)
-    args = arguments(list(xs.values()), fixed, device)
+    args = arguments(copied(list(xs.values()), copies), fixed, device)
     names = [fixed[i].name if i in fixed else name for i, name in
              enumerate(positions(list(xs), fixed))]
     try:
@@ -51,7 +53,9 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
                 Check("the output is in the graph", False,
                       "no output has a grad_fn: does any input require grad?")]
     found = [Check("forward runs", True, f"{len(outs)} output(s): " + ", ".join(
-        f"{tuple(o.shape)} {str(o.dtype).removeprefix('torch.')}" for o in outs))]
+        f"{tuple(o.shape)} {str(o.dtype).removeprefix('torch.')}" for o in outs) + (
+        "; applied to copies of the inputs that require grad (x.clone()): it changes its "
+        "input in place (mark_dirty), which autograd refuses on a leaf" if copies else ""))]
     gs = output_grads(outs)
     copies = [g.clone() for g in gs]
     by_output = iter(gs)  # backward gets one grad per output; None for one that is no tensor
@@ -106,7 +110,8 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
                        if changed else "grad_output unchanged"))
     xs2 = as_float64(inputs, device)
     try:
-        again = [o for o in tensors(fn.apply(*arguments(list(xs2.values()), fixed, device)))
+        again = [o for o in tensors(fn.apply(*arguments(copied(list(xs2.values()), copies),
+                                                        fixed, device)))
                  if o.requires_grad]
         torch.autograd.backward(again, output_grads(tuple(again)))
         found.append(Check("autograd accepts the backward", True, "loss.backward() ran"))
@@ -119,6 +124,11 @@ def positions(names: list[str], fixed: Mapping[int, Fixed]) -> list[str]:
     """apply's arguments in order: the floating inputs' names, fixed ones as placeholders."""
     given = iter(names)
     return ["" if i in fixed else next(given) for i in range(len(names) + len(fixed))]
+
+
+def copied(xs: list, copies: bool) -> list:
+    """`xs`, each that requires grad as a copy in the graph where `copies` (see with_fixed)."""
+    return [x.clone() if copies and x.requires_grad else x for x in xs]
 
 
 def broadcasts(shape: torch.Size, to: torch.Size) -> bool:
