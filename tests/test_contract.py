@@ -36,8 +36,13 @@ CORPUS = [  # (Function, its arguments, the reference, the output gradcheck look
     (fns.MaxWithIndexSpread, lambda: [x_(3, 4)], fns.max_of_rows, None),
     (fns.WithArray, lambda: [x_(3)], None, 0),
     (fns.WithArrayHalf, lambda: [x_(3)], None, 0),
+    (fns.TwoOutputs, lambda: [x_(3)], fns.two_outputs, None),
+    (fns.TwoOutputsOneLost, lambda: [x_(3)], fns.two_outputs, None),
+    (fns.SinModern, lambda: [x_(3)], fns.sin, None),
+    (fns.SinModernWrongJvp, lambda: [x_(3)], fns.sin, None),
 ]
-WRONG = ("Twice", "Transposed", "TooMany", "Off", "Squared", "Spread", "Half")
+WRONG = ("Twice", "Transposed", "TooMany", "Off", "Squared", "Spread", "Half", "Lost",
+         "WrongJvp")
 
 
 def torch_says(fn, args, output) -> bool:
@@ -47,8 +52,10 @@ def torch_says(fn, args, output) -> bool:
             a = tuple(x.clone() for x in a)
         out = fn.apply(*a)
         return out if output in (None, "copy") else out[output]
+    forward_ad = getattr(fn, "jvp", None) is not torch.autograd.Function.jvp  # it has one
     try:
-        return torch.autograd.gradcheck(call, tuple(args), raise_exception=False)
+        return torch.autograd.gradcheck(call, tuple(args), raise_exception=False,
+                                        check_forward_ad=forward_ad)
     except RuntimeError:  # autograd refused the backward's result
         return False
 
@@ -58,7 +65,7 @@ def torch_says(fn, args, output) -> bool:
 def test_each_verdict_agrees_with_torchs_gradcheck(fn, make, reference, output, tmp_path):
     expected = torch_says(fn, make(), output)
     assert expected == (not fn.__name__.endswith(WRONG))
-    r = check_function(fn, inputs=make(), reference=reference, support=[],
+    r = check_function(fn, inputs=make(), reference=reference, support=["forward_ad"],
                        output_dir=tmp_path, quiet=True)
     e = r.entries[0]
     assert e.summary.status == ("passed" if expected else "failed"), \
