@@ -338,7 +338,8 @@ def run(target: str | os.PathLike[str] | Mapping[str, Any], *,
 
 
 def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | None = None,
-                   *, double_backward: bool = False, support: Sequence[str] | None = None,
+                   *, double_backward: bool = False, intended: bool = False,
+                   support: Sequence[str] | None = None,
                    require: Sequence[str] = (), rtol: float | None = None,
                    atol: float | None = None, **options: Any) -> RunResult:
     """Your torch.autograd.Function (a class defined anywhere, a notebook's cell included),
@@ -350,8 +351,9 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
     (a floating one checked in float64 with its values and requires_grad; an integer or bool
     one, indices or a mask, of its dtype), any other value passed to apply as it is (a dim, an
     index tuple, None), or an input spec of the config ({"shape": [5, 3]}: random under the
-    seed). `support`: the rows to run (default:
-    all); `require`: rows that must be ok. `options`: run's (device, seed, dry_run,
+    seed). `intended`: the backward is deliberately not the derivative, and `reference`'s
+    autograd gives the intended gradient (see the config's key). `support`: the rows to run
+    (default: all); `require`: rows that must be ok. `options`: run's (device, seed, dry_run,
     output_dir, run_name, quiet), and `id`, the entry's (default: the class's name). The run
     uses the objects given, held for it in the module demos_objects, where its config.yaml
     names them."""
@@ -365,7 +367,8 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
     entry: dict[str, Any] = {"scenario": "custom_function",
                              "id": options.pop("id", None) or entry_id_of(function),
                              "inputs": input_specs(inputs)}
-    for key, value in (("double_backward", double_backward or None), ("rtol", rtol),
+    for key, value in (("double_backward", double_backward or None),
+                       ("intended", intended or None), ("rtol", rtol),
                        ("atol", atol), ("require", rows("require", require) or None),
                        ("support", None if support is None else rows("support", support))):
         if value is not None:

@@ -156,3 +156,43 @@ def test_a_wrong_argument_spec_is_one_line(tmp_path, spec, message, capsys):
     assert run_main(tmp_path / "o", "--config", config) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
+
+
+@pytest.mark.parametrize("example, code", [("reversal_ok", 0), ("reversal_mistake", 1),
+                                           ("round_ok", 0), ("round_mistake", 1)])
+def test_an_intended_gradient_is_checked_against_its_reference(example, code, tmp_path):
+    """A gradient reversal layer and a straight-through round: gradcheck fails them by design,
+    so with intended: true the backward is held to the reference's autograd gradient; each
+    wrong twin fails that check, naming the gradient."""
+    from tests.conftest import CONFIGS
+
+    assert run_main(tmp_path, "--config", CONFIGS / "examples" / f"{example}.yaml",
+                    "--set", f"scenarios.{example}.support=[backward, float32]") == code
+    e = summary(only_run_dir(tmp_path))["scenarios"][0]
+    names = [c["name"] for c in e["checks"]]
+    assert "gradcheck" not in names
+    intended = check(e, "backward gives the intended gradient (the reference's)")
+    assert intended["passed"] == (code == 0)
+    if code:
+        assert intended["detail"].startswith("grad x differs")
+
+
+def test_the_intended_gradients_are_what_gradcheck_refuses(monkeypatch):
+    """Why the key exists: torch's gradcheck fails the right ones."""
+    from tests.conftest import CONFIGS
+
+    monkeypatch.syspath_prepend(str(CONFIGS / "examples"))
+    import my_ops
+
+    for fn in (my_ops.GradientReversal, my_ops.RoundStraightThrough):
+        x = x_(5, 3).detach().add(0.25).requires_grad_()  # away from round's jumps
+        assert not torch.autograd.gradcheck(fn.apply, (x,), raise_exception=False)
+
+
+def test_intended_needs_a_reference(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text("scenarios:\n- scenario: custom_function\n  function: m:F\n"
+                      "  intended: true\n  inputs: [{shape: [2]}]\n")
+    assert run_main(tmp_path / "o", "--config", config) == 2
+    assert "intended: needs a reference whose autograd gives the intended gradient" in \
+        capsys.readouterr().err

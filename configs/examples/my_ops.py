@@ -51,3 +51,59 @@ class MyCubeMissingFactor(torch.autograd.Function):
 def cube(x, w, b):
     """Plain torch: the ground truth for both."""
     return w * x**3 + b
+
+
+# -- intended gradients: a backward that is deliberately not the derivative ----------------------
+# (configs/examples/reversal_ok.yaml, reversal_mistake.yaml, round_ok.yaml, round_mistake.yaml)
+
+
+class GradientReversal(torch.autograd.Function):
+    """The identity forward; backward -0.5 * grad_output: the gradient reversal layer of
+    domain-adversarial training (Ganin & Lempitsky, 2015), with lambda 0.5."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return -0.5 * grad_output
+
+
+class GradientReversalForgetsSign(GradientReversal):
+    """Wrong: scales the gradient but forgets to reverse it."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return 0.5 * grad_output
+
+
+def reversed_identity(x):
+    """The intended gradient in plain torch: value x, gradient -0.5."""
+    return -0.5 * x + (1.5 * x).detach()
+
+
+class RoundStraightThrough(torch.autograd.Function):
+    """round() forward; the gradient passed straight through (the straight-through estimator
+    of quantization-aware training)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.round()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output
+
+
+class RoundZeroGradient(RoundStraightThrough):
+    """Wrong: the derivative of round itself, zero almost everywhere: nothing would learn."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return torch.zeros_like(grad_output)
+
+
+def straight_through_round(x):
+    """The intended gradient in plain torch: value round(x), gradient 1."""
+    return x + (x.round() - x).detach()

@@ -145,6 +145,11 @@ class Config(ScenarioConfig):
     inputs: list[InputSpec] = param([], "the tensors passed to apply, in order", required=True)
     double_backward: bool = param(False, "also run gradgradcheck, and draw, trace and check "
                                          "the second backward (second derivatives)")
+    intended: bool = param(False, "the backward is deliberately not the forward's derivative "
+                                  "(a gradient reversal layer, a straight-through estimator): "
+                                  "the reference's autograd gives the intended gradient, and "
+                                  "every check compares with it, gradcheck's finite "
+                                  "differences nowhere")
     rtol: float = param(1e-7, "parity: relative tolerance against the reference", ge=0)
     atol: float = param(1e-9, "parity: absolute tolerance against the reference", ge=0)
     support: list[Capability] = support_param(every_row=True)
@@ -165,6 +170,10 @@ class Config(ScenarioConfig):
         if not self.inputs:
             raise ConfigError(f"{where}.inputs: must list at least one input, "
                               f"e.g. [{{shape: [5, 3]}}]")
+        if self.intended and self.reference is None:
+            raise ConfigError(f"{where}.intended: needs a reference whose autograd gives the "
+                              f"intended gradient (e.g. x + (x.round() - x).detach() for a "
+                              f"straight-through round)")
         for i, name in enumerate(self.require):
             if name not in self.support:
                 raise ConfigError(f"{where}.require[{i}]: {name} is required but not in "
@@ -219,6 +228,9 @@ def make_inputs(cfg: Config, seed: int, device: torch.device) -> dict[str, Any]:
     return inputs
 
 
+INTENDED = "backward gives the intended gradient (the reference's)"
+
+
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
@@ -248,7 +260,8 @@ def run(cfg: Config, ctx: Context) -> Result:
         return Result(metrics={}, checks=found)  # no forward, or no graph: nothing else runs
     # drawn, traced and its saves counted, before any backward frees them
     ctx.forward(lambda: apply(*inputs.values()), inputs)
-    found.append(gradcheck("gradcheck", apply, inputs, ctx.check_device))
+    if not cfg.intended:  # an intended gradient is checked by parity with the reference
+        found.append(gradcheck("gradcheck", apply, inputs, ctx.check_device))
     if cfg.double_backward:
         found.append(gradgradcheck("gradgradcheck", apply, inputs, ctx.check_device))
         ctx.second_backward(apply, inputs, reference)  # drawn, traced, checked
@@ -257,14 +270,15 @@ def run(cfg: Config, ctx: Context) -> Result:
     metrics = {}
     if reference is not None:
         check, metrics = compare_to_reference(
-            "parity with the reference", apply, reference, inputs, ctx.check_device,
-            rtol=cfg.rtol, atol=cfg.atol)
+            INTENDED if cfg.intended else "parity with the reference", apply, reference,
+            inputs, ctx.check_device, rtol=cfg.rtol, atol=cfg.atol)
         found.append(check)
     matrix = {}
     if cfg.support:
-        rows = support.matrix(apply, inputs, reference, ctx.check_device, rows=cfg.support)
-        ran = {"backward": "gradcheck"} | ({"double_backward": "gradgradcheck"}
-                                           if cfg.double_backward else {})
+        rows = support.matrix(apply, inputs, reference, ctx.check_device, rows=cfg.support,
+                              intended=cfg.intended)
+        ran = {"backward": INTENDED if cfg.intended else "gradcheck"} | (
+            {"double_backward": "gradgradcheck"} if cfg.double_backward else {})
         found += support.checks(rows, cfg.require, done=ran)
         matrix = {fn.__name__: support.to_json(rows)}
     return Result(metrics=metrics, checks=found, support=matrix)

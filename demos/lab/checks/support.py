@@ -64,15 +64,18 @@ class Mismatch(Exception):
 
 def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
            reference: Callable[..., Any] | None = None, device: torch.device | None = None,
-           rows: Sequence[str] = CAPABILITIES) -> dict[str, Row]:
+           rows: Sequence[str] = CAPABILITIES, intended: bool = False) -> dict[str, Row]:
     """The support matrix of `fn` (a Function's apply) at `inputs` (their requires_grad kept).
+    `intended`: the Function's backward is deliberately not its derivative, and `reference`'s
+    autograd gives the intended gradient: the rows compare with it, never with finite
+    differences of the forward.
     A random forward draws from torch's generator: the caller's draws after this are the same
     as without it. torch's settings, the working directory and the environment are set back
     after: what a Function changed in one matrix does not reach the run."""
     before, cwd, env = settings(), os.getcwd(), dict(os.environ)
     try:
         with torch.random.fork_rng(devices=[]):
-            return dict(rows_of(fn, inputs, reference, device, rows))
+            return dict(rows_of(fn, inputs, reference, device, rows, intended))
     finally:
         use(before)
         if os.getcwd() != cwd:
@@ -107,13 +110,14 @@ def use(values: tuple) -> None:
 
 def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             reference: Callable[..., Any] | None, device: torch.device | None,
-            rows: Sequence[str]) -> Iterator[tuple[str, Row]]:
+            rows: Sequence[str], intended: bool = False) -> Iterator[tuple[str, Row]]:
     device = device or torch.device("cpu")
     xs = {k: v.detach().to(device=device, dtype=torch.float64).clone()  # never the caller's
           .requires_grad_(v.requires_grad) for k, v in inputs.items()}
     too = too_big(fn, xs, "the Jacobian checks")
-    runs = {"backward": backward, "double_backward": double,
-            "forward_ad": lambda f, x: forward_ad(f, x, reference),
+    runs = {"backward": (lambda f, x: as_intended(f, x, reference)) if intended else backward,
+            "double_backward": double,
+            "forward_ad": lambda f, x: forward_ad(f, x, reference, numerical=not intended),
             "func_grad": lambda f, x: func_grad(f, x, reference), "vmap": vmap,
             "compile": compiled, "float32": lambda f, x: float32(f, x, reference),
             "noncontiguous": noncontiguous, "cuda": cuda}
@@ -241,9 +245,20 @@ def double(fn, xs) -> str:
     return "gradgradcheck"
 
 
-def forward_ad(fn, xs, reference) -> str:
-    checked(torch.autograd.gradcheck, fn, xs, check_forward_ad=True, check_backward_ad=False,
-            check_undefined_grad=False, check_batched_grad=False)
+def as_intended(fn, xs, reference) -> str:
+    """The backward against the intended gradient, the reference's, for random weights on the
+    outputs (an intended gradient is not the forward's derivative: no finite differences)."""
+    ws = weights(tensors(reference(*xs.values())))
+    for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), xs),
+                       grads_of(scalar(reference, ws), xs)):
+        same(f"grad of {k}", a, b)
+    return f"the backward's gradients of {', '.join(needing(xs))} are the intended ones"
+
+
+def forward_ad(fn, xs, reference, numerical: bool = True) -> str:
+    if numerical:  # an intended gradient has no numerical twin: the reference's alone
+        checked(torch.autograd.gradcheck, fn, xs, check_forward_ad=True,
+                check_backward_ad=False, check_undefined_grad=False, check_batched_grad=False)
     if reference is None:
         return "gradcheck with forward AD"
     primals = tuple(v.detach() for v in xs.values())
