@@ -101,6 +101,25 @@ WALKS: dict[str, Walk] = {
         "[(c.name, c.detail) for c in r2.failures]"),
 }
 
+INTENDED = '''class Reversal(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return 0.5 * grad_output             # wrong: the layer reverses it, -0.5
+
+
+def reversed_identity(x):                   # value x, gradient -0.5: what is intended
+    return -0.5 * x + (1.5 * x).detach()
+
+
+r3 = check_function(Reversal, inputs={"x": torch.randn(5, 3, requires_grad=True)},
+                    reference=reversed_identity, intended=True,
+                    dry_run=dry_run, output_dir=output_dir)
+[(c.name, c.detail) for c in r3.failures]'''
+
 MISTAKE = '''import torch
 
 from demos import check_function
@@ -321,7 +340,14 @@ def notebook(name: str) -> dict:
         cell("markdown", "change-intro", f"## Change it\n\n{w.why}"),
     ]
     if name == "custom_function":
-        cells.append(cell("code", "change", MISTAKE))
+        cells += [cell("code", "change", MISTAKE),
+                  cell("markdown", "intended-intro", "## A backward that is not the derivative"
+                       "\n\nA gradient reversal layer passes its input through and reverses "
+                       "(and scales) the gradient: gradcheck fails it by design. "
+                       "`intended=True` holds its backward to the gradient of a reference "
+                       "written in plain torch instead; here one that forgets the sign, "
+                       "caught."),
+                  cell("code", "intended", INTENDED)]
     else:
         cells += [cell("code", "change", f"r2 = run({name!r}, {change}, dry_run=dry_run, "
                        f"output_dir=output_dir)\n{w.after.format(name=name)}"),
@@ -424,6 +450,10 @@ def walks_its_example(name: str, folder) -> None:
         assert {c["name"] for c in second["scenarios"][0]["checks"] if not c["passed"]} == {
             "gradcheck", "parity with the reference"}
         assert second["scenarios"][0]["id"] == "Cube"
+        third = json.loads((runs[2] / "summary.json").read_text())["scenarios"][0]
+        assert third["id"] == "Reversal" and third["status"] == "failed"
+        assert [c["name"] for c in third["checks"] if not c["passed"]] == [
+            "backward gives the intended gradient (the reference's)"]
     else:
         assert len(runs) == 2 and "compare" in html_of(nb, "compare")
         second = json.loads((runs[1] / "summary.json").read_text())
