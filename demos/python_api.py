@@ -359,9 +359,10 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
     names them."""
     import torch
 
-    if not (isinstance(function, type) and issubclass(function, torch.autograd.Function)):
+    if not (isinstance(function, type) and issubclass(function, torch.autograd.Function)
+            or isinstance(function, torch.library.CustomOpDef)):
         raise ConfigError(f"check_function: {short(function)} is not a "
-                          f"torch.autograd.Function subclass")
+                          f"torch.autograd.Function subclass or a torch.library.custom_op")
     if reference is not None and not callable(reference):
         raise ConfigError(f"check_function: reference {short(reference)} is not callable")
     entry: dict[str, Any] = {"scenario": "custom_function",
@@ -625,7 +626,8 @@ def held(*objects: Any) -> Iterator[list[str | None]]:
 def entry_id_of(function: Any) -> str:
     """The entry's id for a Function: its class name, made folder-safe (ID_RE)."""
     name = "".join(c if c.isascii() and (c.isalnum() or c in "_.-") else "_"
-                   for c in getattr(function, "__name__", ""))[:100].lstrip(".-")
+                   for c in getattr(function, "__name__", getattr(function, "_name", "")))[
+        :100].lstrip(".-")
     return name or "function"
 
 

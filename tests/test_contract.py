@@ -196,3 +196,42 @@ def test_intended_needs_a_reference(tmp_path, capsys):
     assert run_main(tmp_path / "o", "--config", config) == 2
     assert "intended: needs a reference whose autograd gives the intended gradient" in \
         capsys.readouterr().err
+
+
+@pytest.mark.parametrize("example, code", [("p3_op", 0), ("p3_op_mistake", 1), ("p3_op", 0)])
+def test_a_custom_op_is_checked_like_a_function_with_opcheck(example, code, tmp_path):
+    """Document 003's P3 as a torch.library.custom_op: the same checks (its backward is
+    autograd's to call, so the structure checks are forward runs and autograd accepts it), and
+    opcheck; its wrong twin fails gradcheck naming x. Run twice in a process: the op's module
+    loads again, registering nothing twice."""
+    from tests.conftest import CONFIGS
+
+    assert run_main(tmp_path, "--config", CONFIGS / "examples" / f"{example}.yaml", "--set",
+                    f"scenarios.{example}.support=[backward, forward_ad]") == code
+    e = summary(only_run_dir(tmp_path))["scenarios"][0]
+    assert check(e, "opcheck")["passed"] and e["error"] is None
+    assert check(e, "gradcheck")["passed"] == (code == 0)
+    if code:
+        assert "input 0 (x)" in check(e, "gradcheck")["detail"]
+    op = "demos_examples::legendre_p3" + ("_mistake" if code else "")  # the op's own name
+    assert e["support"][op]["forward_ad"]["status"] == "unsupported"  # no forward-mode rule:
+    #                                                torch gives no tangent, and says nothing
+
+
+def test_check_function_takes_a_custom_op(tmp_path):
+    @torch.library.custom_op("demos_tests::scaled", mutates_args=())
+    def scaled(x: torch.Tensor, k: float) -> torch.Tensor:
+        return x * k
+
+    @scaled.register_fake
+    def _(x, k):
+        return torch.empty_like(x)
+
+    def setup(ctx, inputs, output):
+        ctx.k = inputs[1]
+
+    scaled.register_autograd(lambda ctx, g: (g * ctx.k, None), setup_context=setup)
+    r = check_function(scaled, inputs={"x": x_(4), "k": 2.5}, reference=lambda x, k: x * k,
+                       support=["backward"], output_dir=tmp_path, quiet=True)
+    assert r.passed and r.entries[0].summary.id == "scaled"
+    assert check(r.entries[0].summary.to_json(), "opcheck")["passed"]

@@ -106,7 +106,8 @@ def test_each_mistake_is_caught_and_named(tmp_path, function, inputs, double, fa
     ("user_fns.py:Sqare", "scenarios[0].function: module 'user_fns.py' has no attribute 'Sqare' "
                           "(did you mean 'Square'?)"),
     ("user_fns:square", "scenarios[0].function: {dir}/user_fns.py:square is not a "
-                        "torch.autograd.Function subclass (got function)"),
+                        "torch.autograd.Function subclass or a torch.library.custom_op (got "
+                        "function)"),
     ("nowhere.py:F", "scenarios[0].function: {dir}/nowhere.py: no such file"),
     ("user_fns.Square", "scenarios[0].function: expected module:attribute (e.g. my_ops:MyCube), "
                         "got 'user_fns.Square'"),

@@ -33,7 +33,7 @@ from demos.scenario_api import (
 if TYPE_CHECKING:
     import torch
 
-    from demos.scenario_api import Context
+    from demos.scenario_api import Check, Context
 
 
 TENSOR_DTYPES = ("float64", "float32", "int64", "int32", "int16", "int8", "uint8", "bool")
@@ -136,8 +136,9 @@ def shape_of(value: Any) -> list[int]:
 @dataclass
 class Config(ScenarioConfig):
     """Your own torch.autograd.Function: run it, draw its graph, check its backward."""
-    function: str = param("", "the Function, as file.py:Class or module:Class (a file "
-                              "beside the config, or an installed module)", path="code",
+    function: str = param("", "the Function (or a torch.library.custom_op), as file.py:Class "
+                              "or module:Class (a file beside the config, or an installed "
+                              "module)", path="code",
                           required=True)
     reference: str | None = param(None, "optional plain-torch function of the same inputs: "
                                         "the ground truth, as file.py:function or "
@@ -191,9 +192,11 @@ def prepare(cfg: Config, where: str) -> None:
     from demos.scenario_api import load_object
 
     fn = load_object(cfg.function, f"{where}.function")
-    if not (isinstance(fn, type) and issubclass(fn, torch.autograd.Function)):
+    if not (isinstance(fn, type) and issubclass(fn, torch.autograd.Function)
+            or isinstance(fn, torch.library.CustomOpDef)):
         raise ConfigError(f"{where}.function: {cfg.function} is not a "
-                          f"torch.autograd.Function subclass (got {type(fn).__name__})")
+                          f"torch.autograd.Function subclass or a torch.library.custom_op "
+                          f"(got {type(fn).__name__})")
     cfg.function_object, cfg.reference_object = fn, None
     if cfg.reference is not None:
         ref = load_object(cfg.reference, f"{where}.reference")
@@ -231,6 +234,27 @@ def make_inputs(cfg: Config, seed: int, device: torch.device) -> dict[str, Any]:
 INTENDED = "backward gives the intended gradient (the reference's)"
 
 
+def opcheck(op: Any, arguments: dict[str, Any], device: torch.device) -> Check:
+    """torch.library.opcheck of a custom op at these arguments (floating tensors in float64):
+    its schema, its autograd registration, its fake (meta) kernel and AOT dispatch. It does not
+    test that the gradients are right: gradcheck and parity do."""
+    import torch
+
+    from demos.scenario_api import check, one_line
+
+    args = tuple(v.detach().to(device, torch.float64).requires_grad_(v.requires_grad)
+                 if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                 for v in arguments.values())
+    try:
+        results = torch.library.opcheck(op, args)
+    except Exception as e:
+        return check("opcheck", False, one_line(e))
+    failed = [k for k, v in results.items() if v != "SUCCESS"]
+    return check("opcheck", not failed, "; ".join(f"{k}: {results[k]}" for k in failed) or
+                 f"{', '.join(results)}: passed (torch.library.opcheck: the op's registration, "
+                 f"not its gradients' values)")
+
+
 def run(cfg: Config, ctx: Context) -> Result:
     import torch
 
@@ -252,10 +276,13 @@ def run(cfg: Config, ctx: Context) -> Result:
         for k, v in arguments.items()))
     # the checks differentiate the floating-point tensors; the other arguments stay as given
     inputs, fixed = floating(arguments)
-    copies = changes_a_leaf(fn, inputs, fixed, ctx.check_device)  # mark_dirty: on copies
-    apply = with_fixed(fn.apply, fixed, copies)
+    op = isinstance(fn, torch.library.CustomOpDef)  # a custom op: called as it is
+    copies = changes_a_leaf(fn if op else fn.apply, inputs, fixed, ctx.check_device)
+    apply = with_fixed(fn if op else fn.apply, fixed, copies)  # mark_dirty: on copies
     reference = None if reference is None else with_fixed(reference, fixed, copies)
     found = backward_structure(fn, inputs, ctx.check_device, fixed, copies)
+    if op:
+        found.append(opcheck(fn, arguments, ctx.check_device))
     if not found[0].passed or found[1].name == "the output is in the graph":
         return Result(metrics={}, checks=found)  # no forward, or no graph: nothing else runs
     # drawn, traced and its saves counted, before any backward frees them
@@ -265,7 +292,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     if cfg.double_backward:
         found.append(gradgradcheck("gradgradcheck", apply, inputs, ctx.check_device))
         ctx.second_backward(apply, inputs, reference)  # drawn, traced, checked
-    if getattr(fn, "jvp", None) is not getattr(torch.autograd.Function, "jvp", None):
+    if not op and getattr(fn, "jvp", None) is not getattr(torch.autograd.Function, "jvp", None):
         ctx.forward_mode(apply, inputs)  # it has a jvp: forward mode, step by step
     metrics = {}
     if reference is not None:
@@ -280,7 +307,7 @@ def run(cfg: Config, ctx: Context) -> Result:
         ran = {"backward": INTENDED if cfg.intended else "gradcheck"} | (
             {"double_backward": "gradgradcheck"} if cfg.double_backward else {})
         found += support.checks(rows, cfg.require, done=ran)
-        matrix = {fn.__name__: support.to_json(rows)}
+        matrix = {fn._qualname if op else fn.__name__: support.to_json(rows)}
     return Result(metrics=metrics, checks=found, support=matrix)
 
 

@@ -238,12 +238,12 @@ def with_fixed(fn: Callable, fixed: Mapping[int, Fixed], copies: bool = False) -
 
 
 
-def changes_a_leaf(fn: type, inputs: Mapping[str, torch.Tensor], fixed: Mapping[int, Fixed],
-                   device: torch.device) -> bool:
-    """Whether apply, on leaves that require grad, changes one in place (a mark_dirty
-    Function): autograd refuses it there."""
+def changes_a_leaf(apply: Callable, inputs: Mapping[str, torch.Tensor],
+                   fixed: Mapping[int, Fixed], device: torch.device) -> bool:
+    """Whether `apply` (a Function's, or a custom op), on leaves that require grad, changes one
+    in place (a mark_dirty Function): autograd refuses it there."""
     try:
-        fn.apply(*arguments(list(as_float64(inputs, device).values()), fixed, device))
+        apply(*arguments(list(as_float64(inputs, device).values()), fixed, device))
     except RuntimeError as e:
         return "leaf Variable that requires grad" in str(e) and "in-place" in str(e)
     except Exception:

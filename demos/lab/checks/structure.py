@@ -8,7 +8,7 @@ at each returned gradient, then lets autograd run it for real.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 import torch
 
@@ -40,8 +40,10 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
     args = arguments(copied(list(xs.values()), copies), fixed, device)
     names = [fixed[i].name if i in fixed else name for i, name in
              enumerate(positions(list(xs), fixed))]
+    op = not isinstance(fn, type)  # a torch.library.custom_op, called as it is
+    call = fn if op else fn.apply
     try:
-        result = fn.apply(*args)
+        result = call(*args)
     except Exception as e:
         return [Check("forward runs", False, one_line(e))]
     outs = tensors(result)
@@ -56,8 +58,10 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
         f"{tuple(o.shape)} {str(o.dtype).removeprefix('torch.')}" for o in outs) + (
         "; applied to copies of the inputs that require grad (x.clone()): it changes its "
         "input in place (mark_dirty), which autograd refuses on a leaf" if copies else ""))]
+    if op:  # its backward is autograd's to call (register_autograd): autograd runs it
+        return found + [accepted(call, inputs, fixed, device, copies)]
     gs = output_grads(outs)
-    copies = [g.clone() for g in gs]
+    unchanged = [g.clone() for g in gs]
     by_output = iter(gs)  # backward gets one grad per output; None for one that is no tensor
     try:
         returned = fn.backward(node, *[next(by_output) if isinstance(r, torch.Tensor) else None
@@ -104,20 +108,26 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
                        "; ".join(problems) or "; ".join(
                            ["shapes and dtypes match; None exactly where an input needs no "
                             "grad", *notes])))
-    changed = [i for i, (g, c) in enumerate(zip(gs, copies)) if not torch.equal(g, c)]
+    changed = [i for i, (g, c) in enumerate(zip(gs, unchanged)) if not torch.equal(g, c)]
     found.append(Check("backward leaves grad_output unchanged", not changed,
                        f"backward modified grad_output {changed} in place; clone it first"
                        if changed else "grad_output unchanged"))
-    xs2 = as_float64(inputs, device)
+    return found + [accepted(call, inputs, fixed, device, copies)]
+
+
+def accepted(call: Callable, inputs: Mapping[str, torch.Tensor], fixed: Mapping[int, Fixed],
+             device: torch.device, copies: bool) -> Check:
+    """'autograd accepts the backward': a real backward from the outputs that carry a
+    gradient, on fresh inputs."""
+    xs = as_float64(inputs, device)
     try:
-        again = [o for o in tensors(fn.apply(*arguments(copied(list(xs2.values()), copies),
-                                                        fixed, device)))
+        again = [o for o in tensors(call(*arguments(copied(list(xs.values()), copies), fixed,
+                                                    device)))
                  if o.requires_grad]
         torch.autograd.backward(again, output_grads(tuple(again)))
-        found.append(Check("autograd accepts the backward", True, "loss.backward() ran"))
+        return Check("autograd accepts the backward", True, "loss.backward() ran")
     except Exception as e:
-        found.append(Check("autograd accepts the backward", False, one_line(e)))
-    return found
+        return Check("autograd accepts the backward", False, one_line(e))
 
 
 def positions(names: list[str], fixed: Mapping[int, Fixed]) -> list[str]:

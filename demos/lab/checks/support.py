@@ -44,6 +44,9 @@ REFUSALS = [
      "make jvp return a view too (e.g. x_t.view_as(x_t))"),
     (r"called random operation while in randomness error mode",
      "vmap needs randomness='different' or 'same' for a random forward"),
+    (r"no output carries a tangent",
+     "it has no forward-mode rule (a custom op's torch.library.register_autograd gives "
+     "reverse mode alone)"),
     (r"data-dependent expression|[Dd]ata-dependent",
      "a Python branch on a tensor's value cannot be compiled with fullgraph=True"),
 ]
@@ -256,6 +259,14 @@ def as_intended(fn, xs, reference) -> str:
 
 
 def forward_ad(fn, xs, reference, numerical: bool = True) -> str:
+    import torch.autograd.forward_ad as fwAD
+
+    with fwAD.dual_level():  # torch gives no tangent where there is no rule, and no error
+        duals = [fwAD.make_dual(v.detach(), torch.ones_like(v)) if v.requires_grad else v
+                 for v in xs.values()]
+        outs = [o for o in tensors(fn(*duals)) if o.is_floating_point()]
+        if outs and all(fwAD.unpack_dual(o).tangent is None for o in outs):
+            raise RuntimeError("no output carries a tangent in forward mode")
     if numerical:  # an intended gradient has no numerical twin: the reference's alone
         checked(torch.autograd.gradcheck, fn, xs, check_forward_ad=True,
                 check_backward_ad=False, check_undefined_grad=False, check_batched_grad=False)
