@@ -40,9 +40,13 @@ CORPUS = [  # (Function, its arguments, the reference, the output gradcheck look
     (fns.TwoOutputsOneLost, lambda: [x_(3)], fns.two_outputs, None),
     (fns.SinModern, lambda: [x_(3)], fns.sin, None),
     (fns.SinModernWrongJvp, lambda: [x_(3)], fns.sin, None),
+    (fns.CubeOnce, lambda: [x_(3)], fns.cube, None),
+    (fns.CubeOnceMissingFactor, lambda: [x_(3)], fns.cube, None),
+    (fns.SinVmap, lambda: [x_(3)], fns.sin, None),
+    (fns.SinVmapNegated, lambda: [x_(3)], fns.sin, None),
 ]
 WRONG = ("Twice", "Transposed", "TooMany", "Off", "Squared", "Spread", "Half", "Lost",
-         "WrongJvp")
+         "WrongJvp", "MissingFactor", "Negated")
 
 
 def torch_says(fn, args, output) -> bool:
@@ -235,3 +239,15 @@ def test_check_function_takes_a_custom_op(tmp_path):
                        support=["backward"], output_dir=tmp_path, quiet=True)
     assert r.passed and r.entries[0].summary.id == "scaled"
     assert check(r.entries[0].summary.to_json(), "opcheck")["passed"]
+
+
+@pytest.mark.parametrize("fn, row, status", [
+    (fns.CubeOnce, "double_backward", "unsupported"),  # torch refuses to differentiate twice
+    (fns.SinVmap, "vmap", "ok"), (fns.SinVmap, "func_grad", "ok"),
+    (fns.SinVmapNegated, "func_grad", "fails"),  # against the reference's gradient
+])
+def test_each_rows_verdict_is_what_torch_does(fn, row, status, tmp_path):
+    reference = fns.cube if fn is fns.CubeOnce else fns.sin
+    r = check_function(fn, inputs={"x": x_(3)}, reference=reference, support=[row],
+                       output_dir=tmp_path, quiet=True)
+    assert r.entries[0].summary.support[fn.__name__][row]["status"] == status
