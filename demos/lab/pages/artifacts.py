@@ -66,7 +66,7 @@ def pool() -> cf.ProcessPoolExecutor | None:
             start_resource_tracker()
             _pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                            initializer=_init_worker)
-            with main_module_hidden():  # the helper process starts here
+            with main_module_hidden(), born_ignoring():  # the helper process starts here
                 _pool.submit(warm_up)
             on_exit_now(kill)  # a second Ctrl-C ends the helper with the process
             on_leave(shutdown)  # the command line's end: the helper finishes first
@@ -98,6 +98,25 @@ def main_module_hidden() -> Iterator[None]:
     finally:
         main.__dict__.pop("__spec__", None)
         main.__dict__.update(saved)
+
+
+@contextlib.contextmanager
+def born_ignoring() -> Iterator[None]:
+    """While the helper process starts: the group's signals ignored, so that it is born
+    ignoring them (an ignored signal stays ignored across exec, and Python then installs no
+    handler of its own). _init_worker ignores them too, but only once the new interpreter has
+    started and imported it: a Ctrl-C to the group before that (a notebook's interrupt soon
+    after a run starts, on a loaded machine) would kill the helper mid-start. The main process
+    ignores them for the few milliseconds of the fork and exec alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in GROUP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def start_resource_tracker() -> None:
