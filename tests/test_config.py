@@ -367,3 +367,13 @@ def test_dry_run_keeps_what_set_gives_explicitly(capsys, assignment):
     assert main([*args, "--set", assignment]) == 0
     out = capsys.readouterr().out
     assert "  epochs: 2\n" in out and "  steps: 5\n" in out  # my_relu's still shrinks
+
+
+def test_a_set_of_an_entrys_key_at_the_top_level_names_the_spelling_that_works(capsys):
+    """`--set lr=1e-5` on a config whose entries have lr: the error says how to set it."""
+    assert error_of(capsys, "--config", CONFIGS / "legendre_fit.yaml", "--set", "lr=1e-5") == (
+        f"error: {CONFIGS / 'legendre_fit.yaml'}: lr: unknown key (expected "
+        "one of: deterministic, device, scenarios, seed, stepper_gifs, threads) (from --set "
+        "lr=1e-5); lr is a key of the scenario entries: --set scenarios.legendre_fit.lr=1e-5")
+    assert "is a key of" not in error_of(capsys, "--config", CONFIGS / "legendre_fit.yaml",
+                                         "--set", "lrr=1")

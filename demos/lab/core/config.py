@@ -90,7 +90,30 @@ def load_data(raw: Any, path: str, registry: Registry,
         for key_path, assignment in set_paths.items():
             if msg.startswith(key_path + ":") or msg.startswith(key_path + "."):
                 msg += f" (from --set {visible(str(assignment))})"
+                if msg.startswith(key_path + ": unknown key"):
+                    msg += entry_hint(raw, registry, key_path, str(assignment))
         raise ConfigError(f"{path}: {msg}") from None
+
+
+def entry_hint(raw: dict, registry: Registry, key: str, assignment: str) -> str:
+    """For a --set of a top-level key that is a scenario entry's: the spelling that sets it
+    (`--set scenarios.legendre_fit.lr=...`), naming the entries that have the key."""
+    entries = raw.get("scenarios")
+    ids = []
+    for entry in entries if isinstance(entries, list) else []:
+        scenario = entry.get("scenario") if isinstance(entry, dict) else None
+        try:
+            fields = {f.name for f in dataclasses.fields(registry[str(scenario)].config)}
+        except (KeyError, TypeError):
+            continue
+        if key in fields:
+            ids.append(str(entry.get("id", scenario)))
+    if not ids:
+        return ""
+    value = assignment.partition("=")[2]
+    return (f"; {key} is a key of the scenario entries: --set scenarios.{ids[0]}.{key}={value}"
+            + (f" (entries with it: {', '.join(ids[:4])}{', ...' if len(ids) > 4 else ''})"
+               if len(ids) > 1 else ""))
 
 
 @dataclass
