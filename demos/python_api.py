@@ -35,6 +35,7 @@ from demos.lab.core.results import (
     EXIT_CODES,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
+    STATUSES,
     Check,
     EntrySummary,
     RunSummary,
@@ -295,10 +296,30 @@ def load(folder: str | os.PathLike[str] | RunResult) -> RunResult:
         summary = RunSummary.from_json(data)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no summary.json: not a run folder") from None
+    except RecursionError:
+        raise ConfigError(f"{path}/{SUMMARY}: not a run's summary (nested too deeply)") from None
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{path}/{SUMMARY}: not a run's summary ({type(e).__name__}: "
                           f"{e})") from None
+    problem = edited(summary)
+    if problem:  # a hand-edited summary: refused, as the index leaves such folders out
+        raise ConfigError(f"{path}/{SUMMARY}: not a run's summary ({problem})")
     return RunResult(path, summary, EXIT_CODES.get(summary.status, EXIT_FAILED))
+
+
+def edited(summary: RunSummary) -> str | None:
+    """What makes a summary.json one no run wrote (a status that is none, an entry id that is
+    no folder name inside the run: `../../x`), or None."""
+    from demos.lab.core.config import ID_RE
+
+    if summary.status not in (*EXIT_CODES, "running"):
+        return f"status {summary.status!r}"
+    for e in summary.scenarios:
+        if not isinstance(e.id, str) or not ID_RE.fullmatch(e.id):
+            return f"entry id {e.id!r} is no entry's id"
+        if e.status not in STATUSES:
+            return f"entry {e.id} has status {e.status!r}"
+    return None
 
 
 # -- the calls -----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ shows itself inline (_repr_html_) as self-contained, scoped HTML.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -397,3 +398,25 @@ def test_forward_mode_steps_your_own_functions_jvp(tmp_path):
     assert "J·v" in f.explanation and "forward mode" in f._repr_html_()
     with pytest.raises(ConfigError, match="forward_mode: no inputs"):
         forward_mode(LegendrePolynomial3Modern.apply, {}, output_dir=tmp_path)
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda d: d.update(status=5), "status 5"),
+    (lambda d: d["scenarios"][0].update(id="../../x"), "entry id '../../x' is no entry's id"),
+    (lambda d: d["scenarios"][0].update(status="great"), "entry my_exp has status 'great'"),
+    (None, "nested too deeply"),
+])
+def test_load_refuses_a_hand_edited_summary(tmp_path, edit, problem):
+    """As the index leaves such folders out: a ConfigError naming the folder and the value,
+    not a result whose repr raises or whose files lie outside its run folder."""
+    r = run("my_exp", dry_run=True, support=[], output_dir=tmp_path, quiet=True)
+    path = r.folder / "summary.json"
+    if edit is None:
+        path.write_text("[" * 100000 + "]" * 100000)
+    else:
+        data = json.loads(path.read_text())
+        edit(data)
+        path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError) as e:
+        load(r.folder)
+    assert str(e.value) == f"{path}: not a run's summary ({problem})"
