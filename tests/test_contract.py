@@ -251,3 +251,30 @@ def test_each_rows_verdict_is_what_torch_does(fn, row, status, tmp_path):
     r = check_function(fn, inputs={"x": x_(3)}, reference=reference, support=[row],
                        output_dir=tmp_path, quiet=True)
     assert r.entries[0].summary.support[fn.__name__][row]["status"] == status
+
+
+def test_a_base_exception_from_a_function_is_an_error_entry_and_the_run_goes_on(tmp_path):
+    """asyncio.CancelledError is no Exception: it used to escape everything below the command
+    line (a traceback, summary.json left "running", the entries after it never run)."""
+    config = tmp_path / "c.yaml"
+    config.write_text(f"scenarios:\n"
+                      f"- {{scenario: custom_function, id: cancelled, function: "
+                      f"{FIXTURES / 'contract_fns.py'}:Cancelled, inputs: [{{shape: [3]}}], "
+                      f"support: [backward]}}\n"
+                      f"- {{scenario: custom_function, id: later, function: "
+                      f"{FIXTURES / 'contract_fns.py'}:CancelledLater, inputs: [{{shape: [3]}}], "
+                      f"support: []}}\n"
+                      f"- {{scenario: custom_function, id: after, function: "
+                      f"{FIXTURES / 'contract_fns.py'}:Triple, inputs: [{{shape: [3]}}], "
+                      f"support: []}}\n")
+    assert run_main(tmp_path / "o", "--config", config) == 1
+    data = summary(only_run_dir(tmp_path / "o"))
+    assert data["status"] == "failed"
+    assert entry(data, "after")["status"] == "passed"
+    cancelled = entry(data, "cancelled")
+    assert cancelled["status"] == "failed" and cancelled["error"] is None
+    assert check(cancelled, "forward runs")["passed"]  # kept: the checks made before it
+    assert check(cancelled, "backward runs")["detail"] == "CancelledError: cancelled in backward"
+    later = entry(data, "later")  # raised past the checks: the entry is an error that says so
+    assert later["status"] == "error"
+    assert later["error"] == "CancelledError: cancelled at the third call"

@@ -283,8 +283,10 @@ def run(cfg: Config, ctx: Context) -> Result:
     found = backward_structure(fn, inputs, ctx.check_device, fixed, copies)
     if op:
         found.append(opcheck(fn, arguments, ctx.check_device))
-    if not found[0].passed or found[1].name == "the output is in the graph":
-        return Result(metrics={}, checks=found)  # no forward, or no graph: nothing else runs
+    if not found[0].passed or found[1].name == "the output is in the graph" or any(
+            c.name == "backward runs" and not c.passed for c in found):
+        return Result(metrics={}, checks=found)  # no forward, no graph or no backward:
+        #                                          nothing else can run
     # drawn, traced and its saves counted, before any backward frees them
     ctx.forward(lambda: apply(*inputs.values()), inputs)
     if not cfg.intended:  # an intended gradient is checked by parity with the reference

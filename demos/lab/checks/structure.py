@@ -44,7 +44,9 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
     call = fn if op else fn.apply
     try:
         result = call(*args)
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # asyncio.CancelledError and the like: the Function's too
         return [Check("forward runs", False, one_line(e))]
     outs = tensors(result)
     if not outs:
@@ -67,7 +69,9 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
         returned = fn.backward(node, *[next(by_output) if isinstance(r, torch.Tensor) else None
                                        for r in (result if isinstance(result, tuple)
                                                  else (result,))])
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
         return found + [Check("backward runs", False, one_line(e))]
     returned = returned if isinstance(returned, tuple) else (returned,)
     extra = returned[len(names):]

@@ -163,6 +163,8 @@ def attempt(run: Callable[[], str | None]) -> Row:
             return Row("unsupported", f"{type(e).__name__}: {first[:300]} -> "
                                       f"{REFUSING_TYPES[type(e).__name__]}")
         return Row("fails", one_line(e))
+    except BaseException as e:  # not an Exception (asyncio.CancelledError, ...): the row's
+        return Row("fails", one_line(e))
     if detail is None:
         return Row("ok", "")
     if detail.startswith("skipped: "):

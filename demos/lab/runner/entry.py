@@ -60,7 +60,8 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
         error = f"interrupted by {s.stop.requested or 'SIGINT'}" + (
             f" before step {e.step}" if isinstance(e, Interrupted) else "")
         result = getattr(e, "result", None)  # what the scenario kept from before the stop
-    except (Exception, SystemExit) as e:  # a user's Function may call sys.exit()
+    except BaseException as e:  # a user's Function may call sys.exit(), or raise a
+        #                          BaseException of its own (asyncio.CancelledError, ...)
         status, error = "error", checks_mod.one_line(e)
         if s.world.active and s.stop.requested:  # torchrun stopped every rank: a peer that
             status = "interrupted"              # left its collective first failed this one
