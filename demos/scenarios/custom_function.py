@@ -135,7 +135,8 @@ def shape_of(value: Any) -> list[int]:
 
 @dataclass
 class Config(ScenarioConfig):
-    """Your own torch.autograd.Function: run it, draw its graph, check its backward."""
+    """Your own torch.autograd.Function or custom op: run it, draw its graph, check its
+    backward."""
     function: str = param("", "the Function (or a torch.library.custom_op), as file.py:Class "
                               "or module:Class (a file beside the config, or an installed "
                               "module)", path="code",

@@ -77,12 +77,9 @@ def unchanged_nearby(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]
     second derivative is zero, and not of a backward that merely detaches a gradient that
     does depend on the inputs."""
     g = torch.Generator().manual_seed(2)
-    moved = {k: v.detach() + 1e-3 * torch.randn(v.shape, generator=g, dtype=v.dtype).to(
-        v.device) if v.requires_grad and v.is_floating_point() else v.detach()
+    there = {k: (v.detach() + 1e-3 * torch.randn(v.shape, generator=g, dtype=v.dtype).to(
+        v.device) if v.requires_grad else v.detach().clone()).requires_grad_(v.requires_grad)
         for k, v in inputs.items()}
-    there = fresh(moved)
-    for k, v in inputs.items():
-        there[k].requires_grad_(v.requires_grad)
     need = {k: v for k, v in there.items() if v.requires_grad}
     try:
         outs = tuple(r for r in outputs_of(run(*there.values())) if r.grad_fn is not None)
