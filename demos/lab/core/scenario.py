@@ -179,19 +179,23 @@ class Scenario:
 COMPILER_ROWS = ("func_grad", "vmap", "compile")
 
 
-def support_param(every_row: bool = False) -> Any:
+def support_param(every_row: bool = False, forward_mode: bool = True) -> Any:
     """The `support:` field of a scenario about custom Functions: which rows of the support
     matrix (demos.lab.checks.support) to run. By default the rows that need no compiler, so
     that one scenario comes back in seconds (configs/all.yaml asks for the torch.func rows too);
     `every_row=True` makes every row the default (custom_function, the tool for your own
-    Functions)."""
+    Functions); `forward_mode=False` leaves out `forward_ad` too, for a document about reverse
+    mode alone (the first forward-mode call imports torch's jvp decompositions: 0.2 s)."""
     from demos.lab.core.results import CAPABILITIES
 
-    rows = [r for r in CAPABILITIES if every_row or r not in COMPILER_ROWS]
+    left_out = () if every_row else COMPILER_ROWS + (() if forward_mode else ("forward_ad",))
+    rows = [r for r in CAPABILITIES if r not in left_out]
+    compiler = ("add func_grad, vmap or compile to run them too (the first loads torch's "
+                "compiler stack: seconds)")
+    forward = "add forward_ad to check and step the twin's forward mode (0.2 s more); "
     return param(rows, "rows of the support matrix to run for its Functions (see 'What a "
                        "Function supports'); [] for none" +
-                 ("" if every_row else "; add func_grad, vmap or compile to run them too (the "
-                                       "first loads torch's compiler stack: seconds)"),
+                 ("" if every_row else "; " + forward * (not forward_mode) + compiler),
                  dry_run=without_compile)
 
 

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from demos.lab.core.files import FILE_MODE, write_atomic
 
@@ -24,6 +24,32 @@ if TYPE_CHECKING:  # the drawing helper renders without importing torch
 FORMATS = ("pdf", "svg")
 INSTALL_HINT = ("install graphviz for PDF/SVG graphs: apt-get install graphviz "
                 "(Debian/Ubuntu), brew install graphviz (macOS)")
+
+
+def torchviz_make_dot() -> Callable[..., Any]:
+    """torchviz's make_dot. torchviz 0.0.3 imports distutils (for one version test): up to
+    Python 3.11 the standard library's is loaded for it (4 ms), found on sys.path directly, as
+    setuptools' meta-path hook would otherwise load setuptools and pkg_resources to stand in
+    (0.1-0.25 s); from 3.12, where distutils is gone, setuptools (a dependency there) installs
+    its own on import."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        if sys.version_info >= (3, 12):
+            import setuptools  # noqa: F401
+        elif "distutils" not in sys.modules:
+            import importlib.machinery
+            import importlib.util
+
+            spec = importlib.machinery.PathFinder.find_spec("distutils")
+            if spec is not None and spec.loader is not None:
+                sys.modules["distutils"] = module = importlib.util.module_from_spec(spec)
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    del sys.modules["distutils"]
+                    raise
+        from torchviz import make_dot
+    return make_dot
 
 
 def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
@@ -38,12 +64,9 @@ def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
     also saved stays lightblue (torchviz would paint it orange).
     """
     from demos.lab.instruments import walk
-    if sys.version_info >= (3, 12):  # torchviz 0.0.3 imports distutils, gone from 3.12:
-        import setuptools  # noqa: F401  setuptools installs its distutils shim on import
+    make_dot = torchviz_make_dot()
     with warnings.catch_warnings():  # torchviz's own use of distutils' LooseVersion
         warnings.simplefilter("ignore", DeprecationWarning)
-        from torchviz import make_dot
-
         outputs = (output,) if not isinstance(output, tuple) else output
         named = dict(params)
         known = {id(t) for t in named.values()}

@@ -19,8 +19,6 @@ import sys
 import threading
 from typing import Any, Callable, Iterator
 
-from demos.lab.core.signals import on_exit_now, on_leave
-
 _pool: cf.ProcessPoolExecutor | None = None
 _pool_failed = False
 _deaths = 0
@@ -62,6 +60,8 @@ def pool() -> cf.ProcessPoolExecutor | None:
     """The helper process, started once per process and reused by every run."""
     global _pool, _pool_failed
     if _pool is None and not _pool_failed:
+        from demos.lab.core.signals import on_exit_now, on_leave  # not in the helper's imports
+
         try:
             start_resource_tracker()
             _pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from demos.lab.core.files import NotReadable, read_bytes, save_atomic
-from demos.lab.core.scenario import LOSS
 
 MAX_METRICS_BYTES = 64 << 20  # a metrics.csv larger than this is not read for a plot
 LEGEND_MOST = 10  # labels in a legend; past that, the first ones and "and N more"
@@ -132,7 +131,7 @@ def animation(path: Path, x: Sequence[float], frames: Sequence[tuple[str, Sequen
     ax = fig.add_subplot()
     for label, y in fixed.items():
         ax.plot(x, y, label=label, linewidth=2.5)
-    every = [v for _, y in frames for v in y if np.isfinite(v)]
+    every = [v for _, y in frames for v in y if math.isfinite(v)]
     (moving,) = ax.plot(x, frames[0][1], label="fit", color="tab:green")
     low = min(every + [v for y in fixed.values() for v in y])
     high = max(every + [v for y in fixed.values() for v in y])
@@ -221,6 +220,8 @@ def groups_plot(path: Path, labels: Sequence[str], stats: Sequence[Mapping[str, 
 def read_losses(path: Path) -> tuple[list[float], list[float]] | None:
     """(steps, losses) from a training entry's metrics.csv; None without a readable one (a
     FIFO, a device or a file over 64 MiB is not read at all: see files.read_bytes)."""
+    from demos.lab.core.scenario import LOSS  # not among the drawing helper's imports
+
     try:
         text = read_bytes(path, MAX_METRICS_BYTES).decode("utf-8")
         rows = [(float(r["step"]), float(r[LOSS]))
