@@ -93,23 +93,31 @@ def patch_run(monkeypatch, name: str, run) -> None:
     monkeypatch.setitem(reg, name, dataclasses.replace(reg[name], run=run))
 
 
-@pytest.fixture(scope="session")
-def dry_run(tmp_path_factory, request) -> Run:
-    """all.yaml --dry-run, once per session, shared by pytest-xdist's workers (the first to
-    get here runs it, under a lock; the others read it): every scenario's code path and files."""
+def once_per_session(tmp_path_factory, request, name: str, make) -> dict:
+    """make(folder) -> a JSON-able dict, once per session, shared by pytest-xdist's workers
+    (the first to get here makes it, under a lock, in a folder of the session's; the others
+    read what it returned)."""
     from filelock import FileLock
 
     worker = getattr(request.config, "workerinput", None)
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if worker else base  # under xdist: the session's folder, not a worker's
-    done = shared / "dry_run.json"
-    with FileLock(shared / "dry_run.lock", timeout=-1):  # as long as the first one's run takes
+    done = shared / f"{name}.json"
+    with FileLock(shared / f"{name}.lock", timeout=-1):  # as long as the first one's work takes
         if not done.exists():
-            run = run_captured(shared / "dry", "--config", CONFIGS / "all.yaml", "--dry-run",
-                               "--device", "cpu")
-            done.write_text(json.dumps({"code": run.code, "out": run.out, "err": run.err,
-                                        "dir": str(run.dir)}))
-        saved = json.loads(done.read_text())
+            done.write_text(json.dumps(make(shared / name)))
+        return json.loads(done.read_text())
+
+
+@pytest.fixture(scope="session")
+def dry_run(tmp_path_factory, request) -> Run:
+    """all.yaml --dry-run, once per session: every scenario's code path and files."""
+    def make(folder: Path) -> dict:
+        run = run_captured(folder, "--config", CONFIGS / "all.yaml", "--dry-run",
+                           "--device", "cpu")
+        return {"code": run.code, "out": run.out, "err": run.err, "dir": str(run.dir)}
+
+    saved = once_per_session(tmp_path_factory, request, "dry_run", make)
     return Run(saved["code"], saved["out"], saved["err"], Path(saved["dir"]))
 
 
@@ -141,12 +149,17 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture(scope="session")
-def sweep_of_three(tmp_path_factory):
-    """One real sweep per test worker, for every test that reads one: three seeds of
+def sweep_of_three(tmp_path_factory, request):
+    """One real sweep per session, for every test that reads one: three seeds of
     tests/fixtures/sweep.yaml, two at a time. (exit code, console, its folder); tests that
     change it work on a copy."""
-    out = tmp_path_factory.mktemp("sweep")
-    code, text, err = cli("sweep", "--config", SWEEP, "--seeds", "0-2", "--jobs", "2",
-                          "--output-dir", out)
-    folders = [p for p in out.iterdir() if p.name.startswith("sweep_")]
-    return code, text + err, folders[0] if len(folders) == 1 else None
+    def make(out: Path) -> dict:
+        out.mkdir()
+        code, text, err = cli("sweep", "--config", SWEEP, "--seeds", "0-2", "--jobs", "2",
+                              "--output-dir", out)
+        folders = [str(p) for p in out.iterdir() if p.name.startswith("sweep_")]
+        return {"code": code, "text": text + err,
+                "folder": folders[0] if len(folders) == 1 else None}
+
+    saved = once_per_session(tmp_path_factory, request, "sweep_of_three", make)
+    return saved["code"], saved["text"], saved["folder"] and Path(saved["folder"])
