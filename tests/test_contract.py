@@ -193,6 +193,21 @@ def test_the_intended_gradients_are_what_gradcheck_refuses(monkeypatch):
         assert not torch.autograd.gradcheck(fn.apply, (x,), raise_exception=False)
 
 
+@pytest.mark.parametrize("fn, passes", [(fns.ClipGrad, True), (fns.ClipGradOneSide, False)])
+def test_an_intended_gradient_that_is_no_derivative_has_a_hook_for_reference(fn, passes,
+                                                                            tmp_path):
+    """Clipping is not linear in grad_output, so no function's autograd gives it; a tensor
+    hook in the reference does, and the checks hold the backward to it."""
+    r = check_function(fn, inputs={"x": x_(4, 3)}, reference=fns.clipped, intended=True,
+                       support=["backward", "double_backward", "float32", "noncontiguous"],
+                       output_dir=tmp_path, quiet=True)
+    assert r.passed == passes, [(c.name, c.detail) for c in r.failures]
+    if not passes:
+        assert check(r.entries[0].summary.to_json(),
+                     "backward gives the intended gradient (the reference's)")["detail"].\
+            startswith("grad x differs")
+
+
 def test_intended_needs_a_reference(tmp_path, capsys):
     config = tmp_path / "c.yaml"
     config.write_text("scenarios:\n- scenario: custom_function\n  function: m:F\n"
