@@ -358,7 +358,8 @@ def test_the_support_matrix_of_your_function_and_what_you_require(tmp_path):
 
 @pytest.mark.parametrize("more, message", [
     ({"support": ["vmapp"]}, "scenarios[0].support[0]: must be one of backward, "
-                             "double_backward, forward_ad, func_grad, vmap, compile, float32, "
+                             "double_backward, forward_ad, func_grad, vmap, compile, "
+                             "compile_grad, compile_jvp, compile_vmap, inductor, float32, "
                              "noncontiguous, cuda, got 'vmapp' (did you mean 'vmap'?)"),
     ({"support": ["backward"], "require": ["vmap"]},
      "scenarios[0].require[0]: vmap is required but not in support, so it would not run"),

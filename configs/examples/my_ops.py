@@ -59,11 +59,17 @@ def cube(x, w, b):
 
 class GradientReversal(torch.autograd.Function):
     """The identity forward; backward -0.5 * grad_output: the gradient reversal layer of
-    domain-adversarial training (Ganin & Lempitsky, 2015), with lambda 0.5."""
+    domain-adversarial training (Ganin & Lempitsky, 2015), with lambda 0.5. Written with
+    setup_context and generate_vmap_rule, so that torch.func's transforms take it."""
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, x):
-        return x.view_as(x)
+    def forward(x):
+        return x.clone()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -86,10 +92,15 @@ def reversed_identity(x):
 class RoundStraightThrough(torch.autograd.Function):
     """round() forward; the gradient passed straight through (the straight-through estimator
     of quantization-aware training)."""
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, x):
+    def forward(x):
         return x.round()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
 
     @staticmethod
     def backward(ctx, grad_output):

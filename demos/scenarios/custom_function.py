@@ -307,6 +307,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     if cfg.support:
         rows = support.matrix(apply, inputs, reference, ctx.check_device, rows=cfg.support,
                               intended=cfg.intended)
+        support.write_repros(rows, cfg.id, ctx.dir)  # where torch's compiled path differs
         ran = {"backward": INTENDED if cfg.intended else "gradcheck"} | (
             {"double_backward": "gradgradcheck"} if cfg.double_backward else {})
         found += support.checks(rows, cfg.require, done=ran)

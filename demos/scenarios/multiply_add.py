@@ -156,7 +156,7 @@ def run(cfg: Config, ctx: Context) -> Result:
         ctx.forward_mode(MultiplyAddModern.apply, twin_inputs)
     matrix, supported = support.classic_and_twin(
         MultiplyAdd, MultiplyAddModern, multiply_add_reference, twin_inputs, ctx.check_device,
-        cfg.support)
+        cfg.support, ctx.dir)
     return Result(
         metrics={"final_loss": ctx.last("loss"),
                  "w_error": (w - true_w).abs().max().item(),

@@ -100,7 +100,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     matrix, supported = support.classic_and_twin(
         MyExp, MyExpModern, exp_reference,
         {"x": torch.tensor(cfg.inputs, dtype=torch.float64).requires_grad_()},
-        ctx.check_device, cfg.support)
+        ctx.check_device, cfg.support, ctx.dir)
     return Result(
         metrics={"max_grad_error": (grad1 - grad2).abs().max().item()}, support=matrix,
         checks=supported + [

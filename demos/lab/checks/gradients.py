@@ -13,6 +13,8 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 import torch
 
+from demos.lab.checks.diagnose import against_numbers, against_reference, index
+from demos.lab.checks.diagnose import outputs as tensors
 from demos.lab.core.results import Check
 from demos.lab.core.scenario import Expect, Target
 
@@ -108,7 +110,12 @@ def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, t
     try:
         torch.autograd.gradcheck(fn, tuple(xs.values()), raise_exception=True, **kwargs)
     except Exception as e:  # GradcheckError, or the Function itself failing
-        return Check(name, False, gradcheck_failure(e, wrt))
+        from torch.autograd.gradcheck import GradcheckError
+
+        why = None
+        if isinstance(e, GradcheckError) and "forward AD" not in str(e):  # a wrong backward
+            why = against_numbers(fn, xs)
+        return Check(name, False, gradcheck_failure(e, wrt), why and why.to_json())
     opts = ", ".join(f"{k}={v}" for k, v in kwargs.items())
     return Check(name, True, f"analytic == numerical Jacobian w.r.t. {', '.join(wrt)} "
                              f"(float64{', ' + opts if opts else ''})")
@@ -169,16 +176,20 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
         abs_err = diff.max().item() if diff.numel() else 0.0
         rel_err = abs_err / max(scale, 1e-300)
         if not torch.allclose(x, y.to(x.dtype), rtol=rtol, atol=atol):
+            why = None
+            if what.startswith("grad"):  # the values agree: the backward is what differs
+                why = against_reference(custom, reference, as_float64(inputs, device))
             flat = int(diff.argmax())
             rel_there = (diff.flatten()[flat] / y.detach().flatten()[flat].abs().clamp_min(1e-300)
                          ).item()  # at the worst absolute error: the place the detail names
             # two relative errors, each said with its measure: the element's own (what the
             # mistake looks like there) and the metric's, against the largest reference value
             return Check(name, False, f"{what} differs: max abs err {abs_err:.3g}, rel "
-                                      f"{rel_there:.3g} at {divmod_index(flat, tuple(y.shape))} "
+                                      f"{rel_there:.3g} at {index(flat, tuple(y.shape))} "
                                       f"(custom {fmt(x.flatten()[flat].item())}, reference "
                                       f"{fmt(y.flatten()[flat].item())}); {rel_err:.3g} of the "
-                                      f"largest reference value (max_rel_error)"), \
+                                      f"largest reference value (max_rel_error)",
+                         why and why.to_json()), \
                 {"max_abs_error": abs_err, "max_rel_error": rel_err}
         if abs_err >= worst_abs:
             worst_what, worst_abs = what, abs_err
@@ -234,6 +245,7 @@ def with_fixed(fn: Callable, fixed: Mapping[int, Fixed], copies: bool = False) -
         outs = tensors(result)
         return outs[0] if len(outs) == 1 else outs
     call.__name__ = getattr(fn, "__name__", "apply")
+    call.__wrapped__, call.fixed = fn, dict(fixed)  # type: ignore[attr-defined]  # repro.py
     return call
 
 
@@ -260,18 +272,6 @@ def arguments(xs: list, fixed: Mapping[int, Fixed], device: torch.device | None)
             and device is not None else fixed[i].value for i in range(len(xs) + len(fixed))]
 
 
-def tensors(result) -> tuple[torch.Tensor, ...]:
-    """A function's output(s) as a tuple of tensors."""
-    result = result if isinstance(result, tuple) else (result,)
-    return tuple(r for r in result if isinstance(r, torch.Tensor))
-
-
-def divmod_index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    index = []
-    for size in reversed(shape):
-        flat, i = divmod(flat, size)
-        index.append(i)
-    return tuple(reversed(index))
 
 
 def expect(targets: Expect, params: Mapping[str, float], metrics: Mapping[str, float],

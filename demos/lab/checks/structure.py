@@ -164,6 +164,13 @@ def gradgradcheck(name: str, fn, inputs: Mapping[str, torch.Tensor],
     try:
         torch.autograd.gradgradcheck(fn, tuple(xs.values()), raise_exception=True)
     except Exception as e:
+        from torch.autograd.gradcheck import GradcheckError
+
+        why = None
+        if isinstance(e, GradcheckError):
+            from demos.lab.checks.diagnose import second_against_numbers
+            why = second_against_numbers(fn, xs)
         return Check(name, False, gradcheck_failure(e, [k for k, v in xs.items()
-                                                        if v.requires_grad]))
+                                                        if v.requires_grad]),
+                     why and why.to_json())
     return Check(name, True, "second derivatives match numerical ones (float64)")

@@ -53,21 +53,35 @@ REFUSALS = [
 # exception types that are torch refusing, whatever their words (Dynamo's graph breaks)
 REFUSING_TYPES = {"Unsupported": "torch.compile (Dynamo) cannot trace this with fullgraph=True"}
 RTOL32, ATOL32 = 1e-4, 1e-5  # float32 against float64: what float32 rounding allows
+COMPILED_BACKEND = "aot_eager"  # the compiled rows' backend: Dynamo and AOTAutograd, no codegen
+# every row but inductor's, which runs only where asked for (its first compile builds C++)
+DEFAULT_ROWS = tuple(r for r in CAPABILITIES if r != "inductor")
 
 
 @dataclass
 class Row:
-    status: str  # ok | unsupported | fails | skipped
+    status: str  # ok | unsupported | fails | differs | skipped
     detail: str
+    # a `differs` row: what a standalone reproduction needs (see `repro`)
+    case: dict[str, Any] | None = None
 
 
 class Mismatch(Exception):
     """A value or gradient that differs from what it should be."""
 
 
+class TorchDiffers(Exception):
+    """torch's compiled path gives other numbers than eager torch on the same Function and
+    inputs: torch's disagreement, not the Function's mistake."""
+
+    def __init__(self, detail: str, case: dict[str, Any]):
+        super().__init__(detail)
+        self.case = case
+
+
 def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
            reference: Callable[..., Any] | None = None, device: torch.device | None = None,
-           rows: Sequence[str] = CAPABILITIES, intended: bool = False) -> dict[str, Row]:
+           rows: Sequence[str] = DEFAULT_ROWS, intended: bool = False) -> dict[str, Row]:
     """The support matrix of `fn` (a Function's apply) at `inputs` (their requires_grad kept).
     `intended`: the Function's backward is deliberately not its derivative, and `reference`'s
     autograd gives the intended gradient: the rows compare with it, never with finite
@@ -122,7 +136,9 @@ def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             "double_backward": double,
             "forward_ad": lambda f, x: forward_ad(f, x, reference, numerical=not intended),
             "func_grad": lambda f, x: func_grad(f, x, reference), "vmap": vmap,
-            "compile": compiled, "float32": lambda f, x: float32(f, x, reference),
+            "compile": compiled, "compile_grad": compiled_grad, "compile_jvp": compiled_jvp,
+            "compile_vmap": compiled_vmap, "inductor": inductor,
+            "float32": lambda f, x: float32(f, x, reference),
             "noncontiguous": noncontiguous, "cuda": cuda}
     for name in rows:
         if too and name in ("backward", "double_backward", "forward_ad"):
@@ -148,6 +164,8 @@ def attempt(run: Callable[[], str | None]) -> Row:
             detail = run()
     except Mismatch as e:
         return Row("fails", str(e))
+    except TorchDiffers as e:
+        return Row("differs", str(e), e.case)
     except KeyboardInterrupt:
         if stopping():  # Ctrl-C again, from a notebook: the run's, not the row's
             raise
@@ -359,11 +377,9 @@ def vmap(fn, xs) -> str:
     return "values and gradients match a loop over the batch"
 
 
-def compiled(fn, xs) -> str:
-    import torch._dynamo
-
-    torch._dynamo.reset()
-    compiled_fn = torch.compile(fn, fullgraph=True, backend="aot_eager")
+def compiled(fn, xs, backend: str = COMPILED_BACKEND) -> str:
+    fresh_compiler()
+    compiled_fn = torch.compile(fn, fullgraph=True, backend=backend)
     ws = weights(tensors(fn(*xs.values())))
     same("compiled value", compiled_fn(*[v.detach() for v in xs.values()]),
          fn(*[v.detach() for v in xs.values()]))
@@ -371,7 +387,104 @@ def compiled(fn, xs) -> str:
         for k, a, b in zip(needing(xs), grads_of(scalar(compiled_fn, ws), xs),
                            grads_of(scalar(fn, ws), xs)):
             same(f"compiled grad of {k}", a, b)
-    return "fullgraph=True (aot_eager backend): value and gradients match eager"
+    return f"fullgraph=True ({backend} backend): value and gradients match eager"
+
+
+def versus_eager(what: str, transform: str, fn, xs, compiled: Any, eager: Any,
+                 backend: str, **case: Any) -> None:
+    """Raise TorchDiffers unless the compiled transform's numbers equal eager's."""
+    try:
+        same(what, compiled, eager)
+    except Mismatch as e:
+        got = [t.detach().double().cpu() for t in (compiled if isinstance(compiled, tuple)
+                                                   else (compiled,))]
+        want = [t.detach().double().cpu() for t in (eager if isinstance(eager, tuple)
+                                                    else (eager,))]
+        raise TorchDiffers(
+            f"torch differs: torch.compile({transform}) (backend {backend}) gives "
+            f"{brief(got)} where eager {transform} gives {brief(want)} ({e}; torch "
+            f"{torch.__version__})",
+            {"transform": transform, "backend": backend, "fn": fn,
+             "inputs": {k: v.detach().cpu() for k, v in xs.items()},
+             "eager": want, "compiled": got, **case}) from None
+
+
+def brief(ts: Sequence[torch.Tensor]) -> str:
+    """A few numbers of each tensor, for a row's detail."""
+    def one(t: torch.Tensor) -> str:
+        flat = [f"{v:.4g}" for v in t.flatten()[:4].tolist()]
+        return "[" + ", ".join(flat) + (", ...]" if t.numel() > 4 else "]")
+    return ", ".join(one(t) for t in ts)
+
+
+def fresh_compiler() -> None:
+    import torch._dynamo
+
+    torch._dynamo.reset()
+
+
+def compiled_grad(fn, xs, backend: str = COMPILED_BACKEND) -> str:
+    """torch.compile(torch.func.grad(f)) against eager torch.func.grad(f), f the outputs
+    weighted by fixed random numbers and summed."""
+    names = needing(xs)
+    if not names:
+        return "skipped: no input requires grad"
+    primals = tuple(v.detach() for v in xs.values())
+    ws = weights(tensors(fn(*primals)))
+    argnums = tuple(i for i, k in enumerate(xs) if k in names)
+    grad = torch.func.grad(scalar(fn, ws), argnums=argnums)
+    eager = grad(*primals)
+    fresh_compiler()
+    compiled = torch.compile(grad, backend=backend)(*primals)
+    versus_eager(f"compiled torch.func.grad w.r.t. {', '.join(names)}", "torch.func.grad",
+                 fn, xs, tuple(compiled), tuple(eager), backend, weights=ws, argnums=argnums)
+    return f"torch.func.grad compiled ({backend}): gradients match eager"
+
+
+def compiled_jvp(fn, xs, backend: str = COMPILED_BACKEND) -> str:
+    """torch.compile of torch.func.jvp against eager torch.func.jvp (a Function with a jvp)."""
+    primals = tuple(v.detach() for v in xs.values())
+    g = torch.Generator().manual_seed(4)
+    tangents = tuple(torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device)
+                     if p.is_floating_point() else torch.zeros_like(p) for p in primals)
+
+    def jvp(*args):
+        return torch.func.jvp(fn, args[:len(primals)], args[len(primals):])
+
+    eager = jvp(*primals, *tangents)
+    fresh_compiler()
+    compiled = torch.compile(jvp, backend=backend)(*primals, *tangents)
+    versus_eager("compiled torch.func.jvp", "torch.func.jvp", fn, xs,
+                 (*tensors(compiled[0]), *tensors(compiled[1])),
+                 (*tensors(eager[0]), *tensors(eager[1])), backend, tangents=tangents)
+    return f"torch.func.jvp compiled ({backend}): values and tangents match eager"
+
+
+def compiled_vmap(fn, xs, backend: str = COMPILED_BACKEND) -> str:
+    """torch.compile(torch.func.vmap(f)) against eager torch.func.vmap(f), over a batch of 3."""
+    batched = batch_of(xs)
+    eager = torch.func.vmap(fn)(*batched)
+    fresh_compiler()
+    compiled = torch.compile(torch.func.vmap(fn), backend=backend)(*batched)
+    versus_eager("compiled torch.func.vmap", "torch.func.vmap", fn, xs, tensors(compiled),
+                 tensors(eager), backend, batched=batched)
+    return f"torch.func.vmap compiled ({backend}): values match eager"
+
+
+def inductor(fn, xs) -> str:
+    """torch.compile with inductor (C++ code generated and built), forward and backward, and
+    torch.func.grad: against eager. Skipped without a C++ compiler."""
+    import shutil
+
+    if not any(shutil.which(c) for c in ("g++", "c++", "clang++", "cc")):
+        return "skipped: no C++ compiler here (inductor builds C++ on the CPU)"
+    if next(iter(xs.values())).device.type != "cpu" and not torch.cuda.is_available():
+        return "skipped: inductor runs here on the CPU"
+    done = compiled(fn, xs, backend="inductor")
+    if needing(xs):
+        compiled_grad(fn, xs, backend="inductor")
+        done += "; torch.func.grad compiled matches eager"
+    return done
 
 
 def float32(fn, xs, reference) -> str:
@@ -454,8 +567,9 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
     found = [Check(f"support: {k} (required)", rows[k].status == "ok",
                    f"{rows[k].status}: {rows[k].detail}" if rows[k].detail else rows[k].status)
              for k in require if k in rows]
-    parts = [f"{status}: {', '.join(k for k, r in rows.items() if r.status == status)}"
-             for status in ("ok", "unsupported", "skipped")
+    parts = [f"{TORCH_DIFFERS if status == 'differs' else status}: "
+             f"{', '.join(k for k, r in rows.items() if r.status == status)}"
+             for status in ("ok", "differs", "unsupported", "skipped")
              if any(r.status == status for r in rows.values())]
     if failing:
         said = ", ".join(failure(k, r) for k, r in failing.items())
@@ -467,7 +581,8 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
 
 def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
                      inputs: Mapping[str, torch.Tensor], device: torch.device,
-                     rows: Sequence[str] = CAPABILITIES) -> tuple[dict, list[Check]]:
+                     rows: Sequence[str] = DEFAULT_ROWS,
+                     folder: Any = None) -> tuple[dict, list[Check]]:
     """For a document's Function and its modern twin: both matrices (as summary.json's
     `support` block) and the checks: the twin gives the classic values and gradients, no row of
     either fails (`unsupported` is what the README explains, not a failure)."""
@@ -480,6 +595,8 @@ def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
     block: dict[str, dict] = {}
     for fn in (classic, twin):
         rows_found = matrix(fn.apply, inputs, reference, device, rows)
+        if folder is not None:
+            write_repros(rows_found, fn.__name__, folder)
         block[fn.__name__] = to_json(rows_found)
         found.append(verdict(fn.__name__, rows_found))
     return block, found
@@ -488,9 +605,32 @@ def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
 def verdict(name: str, rows: Mapping[str, Row]) -> Check:
     """A document Function's matrix as one check: no row fails."""
     failing = [f"{k}: {r.detail}" for k, r in rows.items() if r.status == "fails"]
-    ok = [k for k, r in rows.items() if r.status == "ok"]
-    unsupported = [k for k, r in rows.items() if r.status == "unsupported"]
+    said = {status: [k for k, r in rows.items() if r.status == status]
+            for status in ("ok", "differs", "unsupported")}
     return Check(f"support matrix of {name}", not failing,
                  "; ".join(failing) if failing else
-                 f"ok: {', '.join(ok)}" + (f"; unsupported: {', '.join(unsupported)}"
-                                           if unsupported else ""))
+                 "; ".join(f"{TORCH_DIFFERS if status == 'differs' else status}: "
+                           f"{', '.join(keys)}" for status, keys in said.items() if keys))
+
+
+# a `differs` row, said in a check's detail: torch's compiled path, not the Function
+TORCH_DIFFERS = "torch's compiled path differs from eager (not the Function's mistake)"
+
+
+def write_repros(rows: Mapping[str, Row], name: str, folder: Any) -> None:
+    """For each `differs` row, a standalone script into `folder` that shows the difference
+    (repro_<name>_<row>.py), named at the end of the row's detail."""
+    from pathlib import Path
+
+    from demos.lab.checks.repro import script
+
+    for k, r in rows.items():
+        if r.status != "differs" or r.case is None:
+            continue
+        path = Path(folder) / f"repro_{name}_{k}.py"
+        try:
+            path.write_text(script(r.case, name, k))
+        except OSError as e:
+            r.detail += f" (its reproduction could not be written: {e.strerror or e})"
+            continue
+        r.detail += f"; reproduce it alone: python {path.name}"

@@ -164,7 +164,14 @@ def entry_lines(e: EntrySummary, width: int) -> list[str]:
     passed = sum(bool(c.passed) for c in e.counted)
     lines = [f"{e.status.upper():<11} {e.id:<{width}}  checks {passed}/{len(e.counted)}  "
              f"{steps}{f'  final_loss {loss:.6g}' if loss is not None else ''}".rstrip()]
-    lines += [f"            FAIL {c.name}: {c.detail}" for c in e.failures]
+    for c in e.failures:
+        lines.append(f"            FAIL {c.name}: {c.detail}")
+        if c.diagnosis:
+            lines.append(f"            WHY {c.diagnosis['says']}")
+    for function, rows in e.support.items():  # torch's own disagreement, said, not failed
+        for row, r in rows.items():
+            if r.get("status") == "differs":
+                lines.append(f"            TORCH DIFFERS {function} {row}: {r.get('detail')}")
     unlike = [c for c in e.checks if c.passed is None and "(expect.written_for)" in c.detail]
     if unlike:  # a changed setting: exploring, said once, not a failure
         why = unlike[0].detail.split("not evaluated: ", 1)[-1].split(" (got ", 1)[0]

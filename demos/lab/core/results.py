@@ -24,7 +24,8 @@ def escalate(current: str, new: str) -> str:
     return new if SEVERITY[new] > SEVERITY[current] else current
 # the rows of a Function's support matrix (demos.lab.checks.support), in order
 Capability = Literal["backward", "double_backward", "forward_ad", "func_grad", "vmap",
-                     "compile", "float32", "noncontiguous", "cuda"]
+                     "compile", "compile_grad", "compile_jvp", "compile_vmap", "inductor",
+                     "float32", "noncontiguous", "cuda"]
 CAPABILITIES: tuple[str, ...] = typing.get_args(Capability)
 # the metric of an entry whose recorded values stopped being finite: the step where they did
 DIVERGED_AT = "diverged_at_step"
@@ -40,6 +41,8 @@ class Check:
     name: str
     passed: bool | None
     detail: str
+    # a failed gradient check's why: demos.lab.checks.diagnose.Diagnosis.to_json()
+    diagnosis: dict[str, Any] | None = None
 
 
 @dataclass
@@ -101,6 +104,9 @@ class EntrySummary:
         for optional in ("inspection", "support"):
             if not data[optional]:
                 del data[optional]
+        for c in data["checks"]:
+            if c["diagnosis"] is None:
+                del c["diagnosis"]
         return finite(data)
 
 

@@ -176,7 +176,11 @@ class Scenario:
 
 # the support matrix's rows that load torch's compiler stack (torch._dynamo: torch.func's grad
 # and vmap import it, torch.compile uses it): seconds the first time in a process
-COMPILER_ROWS = ("func_grad", "vmap", "compile")
+COMPILER_ROWS = ("func_grad", "vmap", "compile", "compile_grad", "compile_jvp", "compile_vmap",
+                 "inductor")
+# a row run only where a config lists it: inductor's first compile in a process builds C++
+# (36 s here, 0.2 s warm)
+ASKED_ONLY = ("inductor",)
 
 
 def support_param(every_row: bool = False, forward_mode: bool = True) -> Any:
@@ -188,21 +192,26 @@ def support_param(every_row: bool = False, forward_mode: bool = True) -> Any:
     mode alone (the first forward-mode call imports torch's jvp decompositions: 0.2 s)."""
     from demos.lab.core.results import CAPABILITIES
 
-    left_out = () if every_row else COMPILER_ROWS + (() if forward_mode else ("forward_ad",))
+    left_out = ASKED_ONLY if every_row else \
+        COMPILER_ROWS + (() if forward_mode else ("forward_ad",))
     rows = [r for r in CAPABILITIES if r not in left_out]
-    compiler = ("add func_grad, vmap or compile to run them too (the first loads torch's "
-                "compiler stack: seconds)")
+    compiler = ("add func_grad, vmap or compile (and its compile_grad, compile_jvp, "
+                "compile_vmap) to run them too (the first loads torch's compiler stack: "
+                "seconds)")
     forward = "add forward_ad to check and step the twin's forward mode (0.2 s more); "
     return param(rows, "rows of the support matrix to run for its Functions (see 'What a "
                        "Function supports'); [] for none" +
-                 ("" if every_row else "; " + forward * (not forward_mode) + compiler),
+                 ("; add inductor to compile with inductor too (its first compile builds "
+                  "C++: half a minute)" if every_row else
+                  "; " + forward * (not forward_mode) + compiler),
                  dry_run=without_compile)
 
 
 def without_compile(rows: Any) -> Any:
-    """--dry-run leaves out the support matrix's one slow row, compile (about 0.15 s a
-    Function once torch.compile is warm)."""
-    return [r for r in rows if r != "compile"] if isinstance(rows, list) else rows
+    """--dry-run leaves out the support matrix's compiled rows (compile and its transforms,
+    about 0.15 s each a Function once torch.compile is warm; inductor)."""
+    return [r for r in rows if not r.startswith("compile") and r != "inductor"] \
+        if isinstance(rows, list) else rows
 
 
 def graph_files(*stems: str) -> tuple[str, ...]:

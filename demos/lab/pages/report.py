@@ -133,7 +133,7 @@ def support_matrix(support: Mapping[str, Mapping[str, Mapping[str, str]]]) -> Su
             row = support[f].get(cap, {"status": "", "detail": ""})
             status, detail = str(row.get("status", "")), str(row.get("detail", ""))
             cells.append((status, detail))
-            if status in ("unsupported", "fails") and detail:
+            if status in ("unsupported", "fails", "differs") and detail:
                 notes.append((f, cap, detail))
         rows.append((cap, cells))
     return Support(functions, rows, notes)

@@ -70,6 +70,8 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
                   extra={"console": False})  # run.log only: the console says one line
         if s.device.type == "cuda":
             torch.cuda.empty_cache()  # after an out-of-memory error, for the next scenario
+    if result is not None:  # each failed gradient check's why, after the graph walks
+        findings.explanations += [why_section(c) for c in result.checks if c.diagnosis]
     try:
         write_files(entry, ctx, findings, s.artifacts)
     except OSError as e:  # what was computed is still reported below, with the failure
@@ -100,11 +102,25 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
         support=result.support if result else {})
 
 
+def why_section(c: Check) -> str:
+    """A failed gradient check's diagnosis, for explain.txt: what is wrong, and the elements
+    that differ most."""
+    d = c.diagnosis or {}
+    rows = [f"  {str(tuple(e['at'])):<16} {e['expected']:>14.6g} {e['got']:>14.6g}"
+            for e in d.get("elements", [])]
+    return "\n".join([f"Why '{c.name}' failed ({d['kind']}): {d['output']}, w.r.t. "
+                      f"{d['input']}", f"  {d['says']}",
+                      f"  where they differ most, for one random {d['probe']}:",
+                      f"  {'element':<16} {'expected':>14} {'got':>14}", *rows, ""])
+
+
 def log_checks(log: logging.Logger, found: list[Check]) -> None:
     """Each check, one line, into run.log."""
     for c in found:
         log.info("check %s: %s: %s", {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed],
                  c.name, c.detail)
+        if c.diagnosis:
+            log.info("why %s: %s", c.name, c.diagnosis["says"])
 
 
 def write_files(entry: ScenarioConfig, ctx: Context, findings: Findings,

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from demos.lab.checks import diagnose
 from demos.lab.core.layout import GRADS, STEPS_GIF
 from demos.lab.core.results import Check
 from demos.lab.instruments import forward, saved, trace, walk
@@ -92,5 +93,10 @@ def look_forward(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor], na
                                    traced.outputs[0], traced.inputs)
         artifacts.submit(f"{what}/{name}.pdf/.svg", graphs.render_files, source,
                          folder / name, shutil.which("dot"))
+    agrees = forward.agrees(traced, run)
+    if agrees.passed is False and not traced.error:  # a wrong jvp: why
+        found = diagnose.forward_against_numbers(run, {k: x.detach().double()
+                                                       for k, x in inputs.items()})
+        agrees.diagnosis = found and found.to_json()
     return Look(source, forward.to_json(traced, reverse), forward.explain(traced, reverse),
-                [forward.agrees(traced, run)])
+                [agrees])

@@ -1,0 +1,467 @@
+"""Why a gradient is wrong: where (which output, which input, which elements) and what kind of
+mistake, from a catalogue checked against the numbers.
+
+A Function's backward is a linear map from the gradient of each output (grad_output) to a
+gradient of each input. `diagnose` probes the backward under test and the right one (finite
+differences of the forward, or a reference's autograd) with the same random grad_outputs, one
+output at a time, and tries the catalogue on the first (output, input) pair where they differ.
+Each kind is a fact about the numbers: `got` is `c * expected` for one c, `got` does not change
+when grad_output does, `got` is `expected` transposed, ... The first that holds is the
+diagnosis; "no simple pattern" when none does.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Callable, Mapping
+
+import torch
+
+
+def outputs(result: Any) -> tuple[torch.Tensor, ...]:
+    """A function's output(s) as a tuple of tensors (what is not a tensor left out)."""
+    result = result if isinstance(result, tuple) else (result,)
+    return tuple(r for r in result if isinstance(r, torch.Tensor))
+
+
+def index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The index of element `flat` of a tensor of `shape`."""
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape))
+
+
+MOST_ELEMENTS = 5  # rows of the table of differing elements
+MAX_NUMERICAL = 4096  # input elements: past this, no finite differences (two forwards each)
+
+
+@dataclass
+class Diagnosis:
+    """What is wrong with a gradient: `kind` (a catalogue name), `says` (one plain sentence
+    with the fix), where (`output`, `input`) and the worst elements (index, expected, got)."""
+    kind: str
+    says: str
+    output: str
+    input: str
+    elements: list[dict[str, Any]] = field(default_factory=list)
+    probe: str = "grad_output"  # what the elements were computed for: one random one
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "says": self.says, "output": self.output,
+                "input": self.input, "elements": self.elements, "probe": self.probe}
+
+
+Pull = Callable[[str, torch.Tensor], Mapping[str, torch.Tensor | None]]
+
+
+@dataclass
+class Maps:
+    """The two linear maps to compare at one point, the one under test (`got`) and the right
+    one (`expected`): each takes a probe in one of the `spaces` (name -> its value at the
+    point) and gives a tensor per name of `results` (None where nothing flows). Reverse mode:
+    the spaces are the outputs (a probe is a grad_output), the results the inputs' gradients.
+    Forward mode (`forward`): the spaces are the inputs (a probe is a tangent), the results
+    the outputs' tangents (J·v)."""
+    got: Pull
+    expected: Pull
+    spaces: Mapping[str, torch.Tensor]
+    results: Mapping[str, torch.Tensor]
+    forward: bool = False
+
+    def it(self, r: str) -> str:
+        return f"the tangent of {r}" if self.forward else f"{r}'s gradient"
+
+    @property
+    def incoming(self) -> str:
+        return "the input's tangent" if self.forward else "grad_output"
+
+    def values(self, space: str, result: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the input's value, the output's value) of a space and a result."""
+        s, r = self.spaces[space], self.results[result]
+        return (s, r) if self.forward else (r, s)
+
+
+def diagnose(m: Maps) -> Diagnosis | None:
+    """The diagnosis of the first (space, result) pair whose maps differ; None when none does
+    (nothing to explain)."""
+    g = torch.Generator().manual_seed(7)
+    for space, value in m.spaces.items():
+        if not value.is_floating_point():
+            continue
+        probes = [torch.randn(value.shape, generator=g, dtype=torch.float64) for _ in range(2)]
+        got = [m.got(space, v) for v in probes]
+        want = [m.expected(space, v) for v in probes]
+        for name in m.results:
+            if all(same(a.get(name), b.get(name)) for a, b in zip(got, want)):
+                continue
+            if all(b.get(name) is None for b in want):
+                continue  # nothing is expected to flow there
+            return Pair(m, space, name, probes, got, want).diagnosis()
+    return None
+
+
+def same(got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
+    """got equals expected up to finite differences' error (None is zero)."""
+    if expected is None and got is None:
+        return True
+    if expected is None:
+        expected = torch.zeros_like(got)
+    if got is None:
+        got = torch.zeros_like(expected)
+    if got.shape != expected.shape:
+        try:
+            got = got.sum_to_size(expected.shape)  # as autograd sums a broadcast gradient
+        except RuntimeError:
+            return False
+    return bool(close_each(got.double(), expected.double()).all())
+
+
+@dataclass
+class Pair:
+    """One probe space and one result whose maps differ, under two random probes."""
+    m: Maps
+    space: str
+    name: str
+    probes: list[torch.Tensor]
+    all_got: list[Mapping[str, torch.Tensor | None]]
+    all_expected: list[Mapping[str, torch.Tensor | None]]
+
+    def diagnosis(self) -> Diagnosis:
+        kind, says = self.kind()
+        e, g = self.pair(0)
+        output, input = (self.name, self.space) if self.m.forward else (self.space, self.name)
+        return Diagnosis(kind, says, output, input, elements(g, e),
+                         "tangent" if self.m.forward else "grad_output")
+
+    def pair(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(expected, got) under probe i, got summed to expected's shape where it broadcasts."""
+        e = self.all_expected[i].get(self.name)
+        g = self.all_got[i].get(self.name)
+        e = e if e is not None else torch.zeros_like(g)
+        g = g if g is not None else torch.zeros_like(e)
+        if g.shape != e.shape:
+            try:
+                g = g.sum_to_size(e.shape)
+            except RuntimeError:
+                pass
+        return e, g
+
+    def kind(self) -> tuple[str, str]:
+        m, x, it = self.m, self.name, self.m.it(self.name)
+        (e1, g1), (e2, g2) = self.pair(0), self.pair(1)
+        if g1.shape != e1.shape:
+            return "shape", (f"{it} has shape {tuple(g1.shape)}, which autograd cannot sum "
+                             f"to {tuple(e1.shape)}")
+        if not any(t.abs().max().item() > 0 for t in (g1, g2) if t.numel()):
+            if len(m.spaces) > 1 and self.others_fine():
+                return "one contribution missing", (
+                    f"{self.space}'s tangent never reaches {x}: the jvp leaves out that "
+                    f"input's term" if m.forward else
+                    f"{self.space}'s gradient never reaches {x}: the backward leaves out that "
+                    f"output's contribution; add its term, from its grad_output")
+            none = self.all_got[0].get(x) is None
+            return "zero", (f"{it} is {'None' if none else 'zero'} where one is needed: "
+                            f"return the derivative times {m.incoming} for {x}")
+        if same(g1, g2) and not same(e1, e2):
+            return "not multiplied", (f"{it} does not change with {m.incoming}: it is the "
+                                      f"local derivative, not multiplied by {m.incoming}")
+        c = factor(g1, e1)
+        if c is not None and same(g2, c * e2):
+            return self.factor_kind(c)
+        for other in m.results:
+            theirs = [w.get(other) for w in self.all_expected]
+            if other != x and all(t is not None and t.shape == g.shape and same(g, t)
+                                  for g, t in zip((g1, g2), theirs)):
+                what, per = ("tangents", "output") if m.forward else \
+                    ("gradients", "input of forward")
+                return "swapped", (f"{it} is {other}'s: the {what} of {x} and {other} come in "
+                                   f"the wrong order (one per {per}, in order)")
+        if e1.dim() == 2 and e1.shape[0] == e1.shape[1] and same(g1, e1.t()) and \
+                same(g2, e2.t()):
+            return "transposed", (f"{it} is the right one transposed: a .t() (or a matmul's "
+                                  f"operands) the wrong way round")
+        sliced = "" if m.forward else self.broadcast_slice(g1, g2)
+        if sliced:
+            return "broadcast sum", (f"{it} takes {m.incoming}'s first slice along the "
+                                     f"dimension(s) {x} is broadcast over ({sliced}) instead of "
+                                     f"summing over them: {m.incoming}.sum({sliced})")
+        local = self.elementwise(g1, g2, e1, e2)
+        if local:
+            return local
+        wrong = ~(close_each(g1, e1) & close_each(g2, e2))
+        n, k = wrong.numel(), int(wrong.sum())
+        if 0 < k <= n // 3:
+            at = ", ".join(str(index(int(i), tuple(e1.shape)))
+                           for i in wrong.flatten().nonzero().flatten()[:3])
+            return "some elements", (f"{it} is wrong at {k} of {n} elements only ({at}"
+                                     f"{', ...' if k > 3 else ''}): a kink or a branch (where, "
+                                     f"clamp, abs, max) takes the wrong side there")
+        return "no simple pattern", (f"{it} differs with no simple pattern (not a factor, a "
+                                     f"sign, a transpose, a swap or a few elements): compare "
+                                     f"the formula with the forward's derivative")
+
+    def factor_kind(self, c: float) -> tuple[str, str]:
+        it = self.m.it(self.name)
+        if abs(c + 1) < 1e-6:
+            return "sign", f"{it} has the wrong sign: a minus too many or too few"
+        if not self.m.forward:
+            k = broadcast_count(self.m.results[self.name], self.m.spaces[self.space])
+            if k > 1 and abs(c * k - 1) < 1e-6:
+                return "broadcast mean", (f"{it} is 1/{k} of the right one: it averages "
+                                          f"grad_output over the dimension(s) {self.name} is "
+                                          f"broadcast over where it should sum them")
+        return "factor", (f"{it} is {ratio(c)} times the right one: a constant factor is off; "
+                          f"multiply it by {ratio(1 / c)}")
+
+    def others_fine(self) -> bool:
+        """Whether this result is right from every other space (so this space's contribution
+        alone is missing)."""
+        g = torch.Generator().manual_seed(11)
+        for space, value in self.m.spaces.items():
+            if space == self.space or not value.is_floating_point():
+                continue
+            v = torch.randn(value.shape, generator=g, dtype=torch.float64)
+            if not same(self.m.got(space, v).get(self.name),
+                        self.m.expected(space, v).get(self.name)):
+                return False
+        return True
+
+    def broadcast_slice(self, g1: torch.Tensor, g2: torch.Tensor) -> str:
+        """The output's dimensions the input is broadcast over, where its gradient is the right
+        one for grad_output's first slice along them alone; '' otherwise."""
+        x, out = self.m.results[self.name], self.m.spaces[self.space]
+        dims = broadcast_dims(x.shape, out.shape)
+        if not dims:
+            return ""
+        for g, v in zip((g1, g2), self.probes):
+            first = torch.zeros_like(v)
+            keep = tuple(slice(0, 1) if d in dims else slice(None) for d in range(v.dim()))
+            first[keep] = v[keep]
+            if not same(g, self.m.expected(self.space, first).get(self.name)):
+                return ""
+        return ", ".join(map(str, dims))
+
+    def elementwise(self, g1, g2, e1, e2) -> tuple[str, str] | None:
+        """Where the output has the input's shape and each gradient is the incoming one times a
+        local derivative: the input used for the output (or the other way), or a condition
+        inverted."""
+        x, y = (t.detach().double() for t in self.m.values(self.space, self.name))
+        v1, v2 = self.probes
+        if x.shape != y.shape or (v1.abs() < 1e-3).any() or (v2.abs() < 1e-3).any():
+            return None
+        d_got, d_want = g1 / v1, e1 / v1
+        if not (same(g2 / v2, d_got) and same(e2 / v2, d_want)):
+            return None  # not elementwise
+        it, incoming = self.m.it(self.name), self.m.incoming
+        for used, meant, was, needs in ((x, y, "input", "output"), (y, x, "output", "input")):
+            c = factor(d_want, meant)
+            if c is not None and same(d_want, c * meant) and same(d_got, c * used) and \
+                    not same(d_want, d_got):
+                return f"{was} for {needs}", (
+                    f"{it} multiplies {incoming} by the {was} where the derivative needs the "
+                    f"{needs}" + (" (for exp(x), the derivative is the output: save it for "
+                                  "backward)" if needs == "output" else
+                                  " (save the input for backward)"))
+        binary = ((d_want.abs() < 1e-6) | ((d_want - 1).abs() < 1e-6)).all()
+        if binary and same(d_got, 1 - d_want):
+            return "inverted condition", (f"{it} flows where it should be blocked and is "
+                                          f"blocked where it should flow: the condition is "
+                                          f"inverted (> where <= is meant)")
+        return None
+
+
+def elements(got: torch.Tensor, expected: torch.Tensor) -> list[dict[str, Any]]:
+    """The elements where got and expected differ most (index, expected, got)."""
+    if got.shape != expected.shape:
+        return []
+    diff = (got - expected).abs().flatten()
+    worst = diff.argsort(descending=True)[:MOST_ELEMENTS]
+    return [{"at": list(index(int(i), tuple(expected.shape))),
+             "expected": expected.flatten()[i].item(), "got": got.flatten()[i].item()}
+            for i in worst if diff[i] > 0]
+
+
+def close_each(got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
+    scale = max(expected.abs().max().item() if expected.numel() else 0.0, 1e-12)
+    return (got - expected).abs() <= 1e-5 * scale + 1e-7
+
+
+def factor(got: torch.Tensor, expected: torch.Tensor) -> float | None:
+    """The c with got = c * expected, by least squares; None where expected is zero."""
+    den = (expected * expected).sum().item()
+    if den == 0:
+        return None
+    c = (got * expected).sum().item() / den
+    return c if math.isfinite(c) and c != 0 else None
+
+
+def ratio(c: float) -> str:
+    """A factor as people say it: 2, 1/2, 2/3, -3, or 0.7071."""
+    f = Fraction(c).limit_denominator(12)
+    if abs(float(f) - c) < 1e-6 * max(1.0, abs(c)):
+        return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
+    return f"{c:.4g}"
+
+
+def broadcast_dims(small: torch.Size, big: torch.Size) -> tuple[int, ...]:
+    """The dimensions of `big` that a tensor of shape `small` is broadcast over."""
+    lead = len(big) - len(small)
+    if lead < 0:
+        return ()
+    return tuple(d for d in range(len(big))
+                 if d < lead or (small[d - lead] == 1 and big[d] != 1))
+
+
+def broadcast_count(x: torch.Tensor, out: torch.Tensor) -> int:
+    return math.prod(out.shape[d] for d in broadcast_dims(x.shape, out.shape))
+
+
+# -- the maps: a Function's own, finite differences of its forward, a reference's autograd --
+
+
+def output_names(n: int) -> list[str]:
+    return ["the output"] if n == 1 else [f"output {i}" for i in range(n)]
+
+
+def point(fn: Callable, xs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """fn's outputs at xs (float64, detached), by name."""
+    with torch.no_grad():
+        outs = outputs(fn(*xs.values()))
+    return dict(zip(output_names(len(outs)), (t.detach() for t in outs)))
+
+
+def pullback(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
+    """fn's autograd (its backward) at xs: a grad_output for one output -> a gradient per
+    input that requires grad."""
+    def pull(space: str, v: torch.Tensor) -> dict[str, torch.Tensor | None]:
+        leaves = {k: x.detach().clone().requires_grad_(x.requires_grad) for k, x in xs.items()}
+        with torch.enable_grad():
+            outs = outputs(fn(*leaves.values()))
+            out = outs[output_names(len(outs)).index(space)]
+            wrt = [k for k, x in leaves.items() if x.requires_grad]
+            if not out.requires_grad or not wrt:
+                return {k: None for k in wrt}
+            grads = torch.autograd.grad(out, [leaves[k] for k in wrt], v.to(out),
+                                        allow_unused=True)
+        return {k: None if g is None else g.detach().double() for k, g in zip(wrt, grads)}
+    return pull
+
+
+def numerical(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6) -> Pull | None:
+    """The vector-Jacobian product by central differences of fn's forward (float64); None
+    past MAX_NUMERICAL input elements."""
+    wrt = [k for k, x in xs.items() if x.requires_grad]
+    if sum(xs[k].numel() for k in wrt) > MAX_NUMERICAL:
+        return None
+    at = {k: x.detach().clone() for k, x in xs.items()}
+    columns: dict[str, list[list[torch.Tensor]]] = {}
+    for k in wrt:
+        flat = at[k].view(-1)
+        columns[k] = []
+        for i in range(flat.numel()):
+            keep = flat[i].item()
+            flat[i] = keep + eps
+            plus = [t.detach().double().clone() for t in outputs(fn(*at.values()))]
+            flat[i] = keep - eps
+            minus = [t.detach().double().clone() for t in outputs(fn(*at.values()))]
+            flat[i] = keep
+            columns[k].append([(a - b) / (2 * eps) for a, b in zip(plus, minus)])
+
+    def pull(space: str, v: torch.Tensor) -> dict[str, torch.Tensor | None]:
+        o = output_names(len(next(iter(columns.values()))[0])).index(space)
+        return {k: torch.tensor([(col[o] * v).sum().item() for col in columns[k]],
+                                dtype=torch.float64).view(xs[k].shape) for k in wrt}
+    return pull
+
+
+def pushforward(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
+    """fn's forward-mode AD (its jvp) at xs: a tangent for one input -> each output's
+    tangent."""
+    import torch.autograd.forward_ad as fwAD
+
+    def push(space: str, u: torch.Tensor) -> dict[str, torch.Tensor | None]:
+        with fwAD.dual_level():
+            args = [fwAD.make_dual(x.detach(), u.to(x)) if k == space else x.detach()
+                    for k, x in xs.items()]
+            outs = outputs(fn(*args))
+            tangents = [fwAD.unpack_dual(t).tangent for t in outs]
+        return {name: None if t is None else t.detach().double()
+                for name, t in zip(output_names(len(outs)), tangents)}
+    return push
+
+
+def directional(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6) -> Pull:
+    """J·u by central differences of fn's forward along u (float64)."""
+    def push(space: str, u: torch.Tensor) -> dict[str, torch.Tensor | None]:
+        with torch.no_grad():
+            plus = outputs(fn(*[x.detach() + eps * u if k == space else x.detach()
+                                for k, x in xs.items()]))
+            minus = outputs(fn(*[x.detach() - eps * u if k == space else x.detach()
+                                 for k, x in xs.items()]))
+        return {name: (a.double() - b.double()) / (2 * eps)
+                for name, a, b in zip(output_names(len(plus)), plus, minus)}
+    return push
+
+
+def against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diagnosis | None:
+    """fn's backward against finite differences of its forward, at xs (float64 leaves)."""
+    try:
+        expected = numerical(fn, xs)
+        if expected is None:
+            return None
+        wrt = {k: x for k, x in xs.items() if x.requires_grad}
+        return diagnose(Maps(pullback(fn, xs), expected, point(fn, xs), wrt))
+    except Exception:  # the check's own detail says what failed; no diagnosis then
+        return None
+
+
+def against_reference(fn: Callable, reference: Callable,
+                      xs: Mapping[str, torch.Tensor]) -> Diagnosis | None:
+    """fn's backward against the reference's autograd, at xs (float64 leaves)."""
+    try:
+        wrt = {k: x for k, x in xs.items() if x.requires_grad}
+        return diagnose(Maps(pullback(fn, xs), pullback(reference, xs), point(fn, xs), wrt))
+    except Exception:
+        return None
+
+
+def forward_against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diagnosis | None:
+    """fn's jvp against finite differences of its forward along the same tangents."""
+    try:
+        wrt = {k: x for k, x in xs.items() if x.is_floating_point()}
+        return diagnose(Maps(pushforward(fn, xs), directional(fn, xs), wrt, point(fn, xs),
+                             forward=True))
+    except Exception:
+        return None
+
+
+def second_against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diagnosis | None:
+    """The double backward (the backward's own backward) against finite differences of the
+    backward: the diagnosis of a failed gradgradcheck. The backward is seen as a function of
+    the inputs and each output's grad_output; its results, the inputs' gradients."""
+    names = list(xs)
+    wrt = [k for k in names if xs[k].requires_grad]
+    outs = point(fn, xs)
+
+    def backward(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        with torch.enable_grad():
+            given = [a if a.requires_grad else a.detach().requires_grad_(xs[k].requires_grad)
+                     for k, a in zip(names, args)]
+            gs = args[len(names):]
+            got = outputs(fn(*given))
+            grads = torch.autograd.grad(got, [a for k, a in zip(names, given) if k in wrt],
+                                        list(gs), create_graph=True, allow_unused=True)
+        return tuple(torch.zeros_like(xs[k]) if g is None else g for k, g in zip(wrt, grads))
+
+    extended = {**xs, **{f"grad_output{'' if len(outs) == 1 else ' ' + str(i)}":
+                         torch.randn(t.shape, generator=torch.Generator().manual_seed(3),
+                                     dtype=torch.float64).requires_grad_()
+                         for i, t in enumerate(outs.values())}}
+    d = against_numbers(backward, extended)
+    if d is not None:  # say it as the backward's: output i of it is input i's gradient
+        of = wrt[output_names(len(wrt)).index(d.output)]
+        d.output = f"the backward's gradient of {of}"
+        d.says = (f"the backward's gradient of {of} carries no gradient w.r.t. {d.input}: the "
+                  f"backward detaches something it depends on (.detach(), .data, NumPy, "
+                  f"@once_differentiable) or is not differentiable"
+                  if d.kind == "zero" else f"in the double backward, {d.says}")
+    return d

@@ -1,0 +1,135 @@
+"""Why a gradient is wrong (issue 35): each kind of the catalogue, held by a deliberately wrong
+Function that gets exactly that diagnosis, from finite differences and from a reference; the
+right Functions get none; and the diagnosis reaches the console, summary.json, explain.txt,
+the report and check_function's result."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from demos import check_function
+from demos.documents import functions as docs
+from demos.lab.checks.diagnose import (
+    against_numbers,
+    against_reference,
+    forward_against_numbers,
+    ratio,
+    second_against_numbers,
+)
+from tests.conftest import cli
+from tests.fixtures import diagnosed as d
+from tests.fixtures import wrong_functions as w
+
+
+def x_(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float64).requires_grad_()
+
+
+CLAMPED = torch.tensor([-1.5, -0.5, -0.2, 0.1, 0.3, 0.6, 0.8, 1.7], dtype=torch.float64)
+
+CATALOGUE = [  # (wrong Function, its inputs, reference, kind, words the sentence says)
+    (d.SinTripled, {"x": x_(6)}, d.sin, "factor", "3 times the right one"),
+    (w.P3MissingFactor, {"x": x_(6)}, lambda x: 0.5 * (5 * x**3 - 3 * x), "factor",
+     "multiply it by 3/2"),
+    (d.SinNegated, {"x": x_(6)}, d.sin, "sign", "wrong sign"),
+    (d.SinLocalOnly, {"x": x_(6)}, d.sin, "not multiplied", "not multiplied by grad_output"),
+    (d.SinCos, {"x": x_(6)}, d.sin_cos, "one contribution missing",
+     "output 1's gradient never reaches x"),
+    (d.Mul, {"x": x_(3, 2), "w": x_(3, 2, seed=1)}, d.mul, "swapped", "x's gradient is w's"),
+    (d.MatMul, {"a": x_(3, 3), "b": x_(3, 3, seed=1)}, d.matmul, "transposed", "transposed"),
+    (w.LinearNoBiasSum, {"input": x_(4, 3), "weight": x_(2, 3, seed=1), "bias": x_(2, seed=2)},
+     lambda i, wt, b: i @ wt.t() + b, "broadcast sum", "grad_output.sum(0)"),
+    (d.AddBias, {"x": x_(4, 3), "b": x_(3, seed=1)}, d.add_bias, "broadcast mean",
+     "1/4 of the right one"),
+    (w.MyExpSavesInput, {"x": x_(5)}, torch.exp, "input for output",
+     "by the input where the derivative needs the output"),
+    (d.HalfSquareUsesOutput, {"x": x_(5)}, d.half_square, "output for input",
+     "by the output where the derivative needs the input"),
+    (d.SinZero, {"x": x_(6)}, d.sin, "zero", "zero where one is needed"),
+    (d.Clamp, {"x": CLAMPED.clone().requires_grad_()}, d.clamp, "some elements",
+     "wrong at 2 of 8 elements only ((0,), (7,))"),
+    (w.ReLUWrongMask, {"x": x_(8)}, torch.relu, "inverted condition", "inverted"),
+    (d.SinNoPattern, {"x": x_(6)}, d.sin, "no simple pattern", "no simple pattern"),
+]
+
+
+@pytest.mark.parametrize("fn, xs, reference, kind, says", CATALOGUE,
+                         ids=[f"{c[3]}-{c[0].__name__}" for c in CATALOGUE])
+def test_each_kind_of_mistake_gets_its_diagnosis(fn, xs, reference, kind, says):
+    for found in (against_numbers(fn.apply, xs), against_reference(fn.apply, reference, xs)):
+        assert found is not None and found.kind == kind, found
+        assert says in found.says, found.says
+        assert found.elements and all(e["got"] != e["expected"] for e in found.elements)
+
+
+
+@pytest.mark.parametrize("fn, xs", [
+    (d.Sin, {"x": x_(6)}), (d.HalfSquare, {"x": x_(5)}),
+    (docs.LegendrePolynomial3Modern, {"x": x_(7)}), (docs.MyReLUModern, {"x": x_(8)}),
+    (docs.MyExpModern, {"x": x_(5)}),
+    (docs.MultiplyAddModern, {"w": x_(2, 2), "x": x_(2, 2, seed=1), "b": x_(2, 2, seed=2)}),
+    (docs.LinearFunctionModern, {"input": x_(4, 3), "weight": x_(2, 3, seed=1),
+                                 "bias": x_(2, seed=2)}),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_a_right_function_gets_no_diagnosis(fn, xs):
+    assert against_numbers(fn.apply, xs) is None
+    assert forward_against_numbers(fn.apply, xs) is None
+    assert second_against_numbers(fn.apply, xs) is None
+
+
+def test_a_wrong_jvp_and_a_detached_backward_are_diagnosed_too():
+    found = forward_against_numbers(d.SinJvpHalved.apply, {"x": x_(5)})
+    assert found.kind == "factor" and found.says.startswith(
+        "the tangent of the output is 1/2 times the right one"), found
+    found = second_against_numbers(d.CubeDetached.apply, {"x": x_(5)})
+    assert found.kind == "zero" and "the backward detaches something it depends on" in \
+        found.says and found.output == "the backward's gradient of x"
+
+
+def test_a_factor_is_said_as_people_say_it():
+    assert [ratio(c) for c in (2, 0.5, 2 / 3, -3, 1.5, 0.70710678)] == \
+        ["2", "1/2", "2/3", "-3", "3/2", "0.7071"]
+
+
+def test_the_diagnosis_reaches_every_place_a_failure_is_shown(tmp_path):
+    """From check_function: the result's checks carry it; the console says WHY in one line;
+    summary.json, explain.txt and the report have it, the report beside the failing check."""
+    r = check_function(d.SinTripled, inputs={"x": x_(6)}, reference=d.sin, support=[],
+                       output_dir=tmp_path, quiet=True)
+    failed = {c.name: c.diagnosis for c in r.failures}
+    assert set(failed) == {"gradcheck", "parity with the reference"}
+    assert all(v["kind"] == "factor" and v["input"] == "x" for v in failed.values())
+    folder = r.entries[0].folder
+    explain = (folder / "explain.txt").read_text()
+    assert "Why 'gradcheck' failed (factor): the output, w.r.t. x" in explain
+    summary = json.loads((r.folder / "summary.json").read_text())
+    checks = {c["name"]: c for c in summary["scenarios"][0]["checks"]}
+    assert checks["gradcheck"]["diagnosis"]["says"].startswith("x's gradient is 3 times")
+    assert "diagnosis" not in checks["forward runs"]  # a passing check carries none
+    report = (r.folder / "report.html").read_text()
+    assert report.count('<div class="why"><b>Why:</b> x&#39;s gradient is 3 times') == 2
+
+
+def test_the_console_says_why_for_a_config(tmp_path, monkeypatch):
+    from tests.conftest import FIXTURES
+
+    monkeypatch.syspath_prepend(str(FIXTURES.parent.parent))
+    config = tmp_path / "c.yaml"
+    config.write_text("scenarios:\n- scenario: custom_function\n"
+                      "  function: tests.fixtures.diagnosed:SinNegated\n"
+                      "  reference: tests.fixtures.diagnosed:sin\n  support: []\n"
+                      "  inputs: [{name: x, shape: [5]}]\n")
+    code, out, _ = cli("--config", config, "--output-dir", tmp_path / "o", "--no-progress")
+    assert code == 1
+    why = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("WHY")]
+    assert why == ["WHY x's gradient has the wrong sign: a minus too many or too few"] * 2
+
+
+def test_a_wrong_jvp_says_why_in_forward_mode_agrees(tmp_path):
+    r = check_function(d.SinJvpHalved, inputs={"x": x_(5)}, reference=d.sin,
+                       support=["forward_ad"], output_dir=tmp_path, quiet=True)
+    why = {c.name: c.diagnosis for c in r.failures}["forward mode agrees: forward_mode"]
+    assert why["kind"] == "factor" and why["probe"] == "tangent" and why["input"] == "x"
