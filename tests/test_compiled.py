@@ -119,3 +119,28 @@ def test_the_documents_twins_are_ok_under_every_compiled_transform(twin, xs, cpu
         "compile": "unsupported", "compile_grad": "ok", "compile_jvp": "ok",
         "compile_vmap": "ok"}, rows
     assert "Unsupported custom jvp" in rows["compile"].detail
+
+
+@pytest.mark.slow
+def test_inductor_when_asked_for(cpu):
+    """The inductor row builds C++ (half a minute, the first time in a process): a classic
+    Function compiles forward and backward (torch.func refuses it); the reversal layer
+    differs under its torch.func.grad, as under aot_eager."""
+    import shutil
+    import sys as _sys
+
+    if not shutil.which("g++"):
+        pytest.skip("no C++ compiler here")
+    x = torch.linspace(-1.5, 1.5, 6, dtype=torch.float64).requires_grad_()
+    row = support.matrix(LegendrePolynomial3.apply, {"x": x}, None, cpu,
+                         rows=["inductor"])["inductor"]
+    assert row.status == "ok" and row.detail.startswith("fullgraph=True (inductor backend)")
+    assert "not torch.func.grad" in row.detail
+    _sys.path.insert(0, str(CONFIGS / "examples"))
+    try:
+        import my_ops
+    finally:
+        _sys.path.remove(str(CONFIGS / "examples"))
+    row = support.matrix(my_ops.GradientReversal.apply, {"x": x}, None, cpu,
+                         rows=["inductor"])["inductor"]
+    assert row.status == "differs" and "(backend inductor)" in row.detail, row
