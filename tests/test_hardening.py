@@ -921,3 +921,35 @@ def test_an_environment_torch_refuses_is_one_line_and_exit_2(tmp_path):
     # said where torch was first imported: a scenario file of the config, or the run's start
     assert proc.stderr.startswith("error: ") and ("torch could not be imported: ValueError: "
                                                   "Invalid log settings: nonsense") in proc.stderr
+
+
+def test_a_save_during_the_first_run_of_a_file_is_run_again(tmp_path):
+    """Issue 36: a file first loaded by a run (the Function's file, a neighbour) had its stamp
+    taken after the run, so a save made while the run went on became the baseline and was never
+    run. Its content when loaded is what counts: saved since, it is a change at once."""
+    import threading
+
+    from demos.lab.core import user_code
+    from demos.lab.core.signals import StopRequest
+    from demos.lab.runner.watch import watch
+
+    config = tmp_path / "c.yaml"
+    config.write_text("scenarios: []\n")
+    ops = tmp_path / "ops_saved_late.py"
+    ops.write_text("X = 1\n")
+    calls, stop = [], StopRequest()
+
+    def once() -> int:
+        calls.append(user_code.load_file(str(ops), "function").X)
+        if len(calls) == 1:
+            ops.write_text("X = 22\n")  # saved while the run goes on, after it read the file
+            return 0
+        stop.requested = "SIGINT"
+        return EXIT_INTERRUPTED
+
+    done: list[int] = []
+    thread = threading.Thread(target=lambda: done.append(
+        watch(str(config), tmp_path, once, lambda: None, stop)), daemon=True)
+    thread.start()
+    thread.join(timeout=20)
+    assert done == [EXIT_INTERRUPTED] and calls == [1, 22]

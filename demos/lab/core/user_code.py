@@ -36,7 +36,18 @@ def is_path(module: str, base: str = "") -> bool:
             or os.path.exists(os.path.join(base, module)))
 
 
-loaded: set[str] = set()  # every file of the user's code loaded in this process (--watch)
+# every file of the user's code loaded in this process, with a digest of what was read from it
+# (--watch: a file saved while the first run that loaded it went on is a change after it)
+loaded: dict[str, str | None] = {}
+
+
+def digest(path: str) -> str | None:
+    """A file's content as a short digest; None where it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha1(f.read()).hexdigest()
+    except OSError:
+        return None
 
 
 def forget_all() -> None:
@@ -81,7 +92,7 @@ def load_file(path: str, where: str) -> types.ModuleType:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None  # a .py file always has both
-    loaded.add(path)
+    loaded[path] = digest(path)  # what the import is about to read
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look their module up by name
     before, bytecode = set(sys.modules), sys.dont_write_bytecode
@@ -116,7 +127,9 @@ def forget_neighbours(folder: str, names: set[str]) -> None:
     for name in names:
         file = getattr(sys.modules.get(name), "__file__", None) or ""
         if os.path.dirname(os.path.abspath(file)) == folder:
-            loaded.add(os.path.abspath(file))  # a neighbour it imported: watched too
+            file = os.path.abspath(file)  # a neighbour it imported: watched too
+            if file not in loaded:
+                loaded[file] = digest(file)
             if not name.startswith("_user_"):
                 del sys.modules[name]
 

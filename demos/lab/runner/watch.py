@@ -52,7 +52,8 @@ def watch(config: str, output_dir: Path, once: Callable[[], int], latest: Callab
                 return code
             say(f"watching {len(files)} file(s): {', '.join(sorted(map(short, files)))} "
                 f"(Ctrl-C ends the watch)")
-            changed = wait_for_change({f: before.get(f, stamp(f)) for f in files})
+            changed = wait_for_change({f: before[f] if f in before else first_seen(f)
+                                       for f in files})
             say(f"\n{short(changed)} changed: running again")
     except KeyboardInterrupt:  # while waiting (a run's own Ctrl-C returned above)
         say("\nwatch ended", err=True)
@@ -76,6 +77,16 @@ def watched(config: str, also: tuple[str, ...], before: set[str], failed: bool) 
     beside = {str(p) for folder in {os.path.dirname(f) for f in loaded}
               for p in Path(folder).glob("*.py")}
     return found | before | beside
+
+
+CHANGED = (-1, -1)  # a stamp no file has: a change to run at once
+
+
+def first_seen(path: str) -> tuple[int, int] | None:
+    """The baseline of a file the last run loaded for the first time: its stamp now, unless
+    what it holds now is not what the run read (saved while the run went on): then changed."""
+    read = user_code.loaded.get(path)
+    return CHANGED if read is not None and read != user_code.digest(path) else stamp(path)
 
 
 def stamp(path: str) -> tuple[int, int] | None:
