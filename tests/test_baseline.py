@@ -241,3 +241,20 @@ def test_ensemble_misuse_is_a_one_line_error(tmp_path, args, words):
     code, err = refused(tmp_path / "out", *FIT, *(a.format(tmp=tmp_path) for a in args))
     assert code == 2 and err == f"error: {words}\n"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_baseline_of_a_scenario_on_its_defaults_names_commands_that_run(tmp_path):
+    """Issue 36: saved from `python -m demos.scenarios.my_exp` (a run on the scenario's
+    defaults, no config file), its comment said `--config <my_exp defaults>`, which no
+    command line can take."""
+    import demos
+    from demos.lab.comparing.baseline import header
+
+    path = tmp_path / "b.yaml"
+    head = header("<my_exp defaults>", str(path), {}, None).split("\n# Saved from")[0]
+    assert "<my_exp defaults>" not in head
+    assert f"#   python -m demos.scenarios.my_exp --baseline {path}\n" in head
+    assert f"#   or from Python: demos.run('my_exp', baseline={str(path)!r})" in head
+    demos.run("my_exp", dry_run=True, save_baseline=path, quiet=True, output_dir=tmp_path)
+    assert demos.run("my_exp", dry_run=True, baseline=path, quiet=True,
+                     output_dir=tmp_path).passed  # the Python spelling runs, and passes

@@ -293,3 +293,15 @@ def test_a_base_exception_from_a_function_is_an_error_entry_and_the_run_goes_on(
     later = entry(data, "later")  # raised past the checks: the entry is an error that says so
     assert later["status"] == "error"
     assert later["error"] == "CancelledError: cancelled at the third call"
+
+
+def test_an_exception_whose_str_raises_keeps_the_checks_made_before_it(tmp_path):
+    """Issue 36: reporting it raised again, and the entry lost every check it had made."""
+    r = check_function(fns.BackwardRaisesUnsayable, inputs={"x": x_(3)}, support=[],
+                       output_dir=tmp_path, quiet=True)
+    e = r.entries[0].summary
+    assert e.status == "failed" and e.error is None
+    assert [(c.name, c.passed) for c in e.checks[:2]] == [("forward runs", True),
+                                                         ("backward runs", False)]
+    assert e.checks[1].detail == ("Unsayable: (its message could not be read: RuntimeError in "
+                                  "its __str__)")

@@ -420,3 +420,35 @@ def test_load_refuses_a_hand_edited_summary(tmp_path, edit, problem):
     with pytest.raises(ConfigError) as e:
         load(r.folder)
     assert str(e.value) == f"{path}: not a run's summary ({problem})"
+
+
+NESTED: dict = {}  # where NestsARun's inner run goes, and its result
+
+
+class NestsARun(torch.autograd.Function):
+    """A Function whose forward runs a whole quiet run once (issue 36)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        if "result" not in NESTED:
+            NESTED["result"] = demos.run("my_exp", dry_run=True, quiet=True,
+                                         output_dir=NESTED["dir"])
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+
+
+def test_a_quiet_run_inside_a_run_says_nothing_in_the_outer_ones_console_or_log(tmp_path,
+                                                                                 capsys):
+    NESTED.clear()
+    NESTED["dir"] = tmp_path / "inner"
+    r = demos.check_function(NestsARun, inputs={"x": {"shape": [3]}}, support=[],
+                             output_dir=tmp_path / "outer")
+    assert r.passed and NESTED["result"].passed
+    out = capsys.readouterr().out
+    assert "my_exp" not in out and "NestsARun" in out  # the outer run's lines, only
+    log = (r.folder / "run.log").read_text()
+    assert "my_exp" not in log and "start NestsARun" in log
+    assert "start my_exp" in (NESTED["result"].folder / "run.log").read_text()

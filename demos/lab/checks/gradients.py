@@ -17,6 +17,7 @@ from demos.lab.checks.diagnose import against_numbers, against_reference, index
 from demos.lab.checks.diagnose import outputs as tensors
 from demos.lab.core.results import Check
 from demos.lab.core.scenario import Expect, Target
+from demos.lab.core.text import message
 
 
 def check(name: str, passed: bool, detail: str) -> Check:
@@ -113,7 +114,7 @@ def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, t
         from torch.autograd.gradcheck import GradcheckError
 
         why = None
-        if isinstance(e, GradcheckError) and "forward AD" not in str(e):  # a wrong backward
+        if isinstance(e, GradcheckError) and "forward AD" not in message(e):  # a wrong backward
             why = against_numbers(fn, xs)
         return Check(name, False, gradcheck_failure(e, wrt), why and why.to_json())
     opts = ", ".join(f"{k}={v}" for k, v in kwargs.items())
@@ -257,7 +258,7 @@ def changes_a_leaf(apply: Callable, inputs: Mapping[str, torch.Tensor],
     try:
         apply(*arguments(list(as_float64(inputs, device).values()), fixed, device))
     except RuntimeError as e:
-        return "leaf Variable that requires grad" in str(e) and "in-place" in str(e)
+        return "leaf Variable that requires grad" in message(e) and "in-place" in message(e)
     except Exception:
         return False  # the checks say what is wrong
     return False
@@ -307,6 +308,6 @@ def compare(actual: float, t: Target) -> tuple[bool, str]:
 
 def one_line(e: BaseException, limit: int = 400) -> str:
     """An exception as one short line: its type and the first lines of its message."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in message(e).splitlines() if ln.strip()]
     text = f"{type(e).__name__}: {' '.join(lines[:4])}"
     return text if len(text) <= limit else text[:limit - 3] + "..."

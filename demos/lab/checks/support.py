@@ -28,6 +28,7 @@ import torch
 
 from demos.lab.checks.gradients import gradcheck_failure, one_line, stopping, tensors, too_big
 from demos.lab.core.results import CAPABILITIES, Check
+from demos.lab.core.text import message
 
 # torch's refusals, by the words of its message, and what to add to the Function
 REFUSALS = [
@@ -163,9 +164,9 @@ def attempt(run: Callable[[], str | None]) -> Row:
             warnings.simplefilter("ignore")
             detail = run()
     except Mismatch as e:
-        return Row("fails", str(e))
+        return Row("fails", message(e))
     except TorchDiffers as e:
-        return Row("differs", str(e), e.case)
+        return Row("differs", message(e), e.case)
     except KeyboardInterrupt:
         if stopping():  # Ctrl-C again, from a notebook: the run's, not the row's
             raise
@@ -173,9 +174,9 @@ def attempt(run: Callable[[], str | None]) -> Row:
     except SystemExit as e:  # a Function that ends its process fails its row
         return Row("fails", f"SystemExit: the Function called sys.exit({e.code!r})")
     except Exception as e:
-        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
+        first = next((ln.strip() for ln in message(e).splitlines() if ln.strip()), "")
         for pattern, hint in REFUSALS:
-            if re.search(pattern, str(e)):
+            if re.search(pattern, message(e)):
                 return Row("unsupported", f"{type(e).__name__}: {first[:300]} -> {hint}")
         if type(e).__name__ in REFUSING_TYPES:
             return Row("unsupported", f"{type(e).__name__}: {first[:300]} -> "

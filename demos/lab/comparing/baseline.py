@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -427,7 +428,11 @@ def header(config: str, path: str, entries: dict[str, dict[str, Any]],
            ensemble: dict[str, str] | None) -> str:
     """The file's opening comment: how to use it, and what its tolerances rest on."""
     measured = [i for i, v in entries.items() if v.get("band")]
-    text = HEADER.format(config=config, path=path)
+    made = re.fullmatch(r"<(\w+) defaults>", config or "")
+    text = HEADER.format(config=config, path=path) if not made else HEADER.split(
+        "#   python runner.py")[0] + (  # a scenario run on its defaults: no config file
+        f"#   python -m demos.scenarios.{made[1]} --baseline {path}\n"
+        f"#   or from Python: demos.run({made[1]!r}, baseline={path!r})\n")
     if not measured:
         return text + EXACT_NOTE + TOLERANCE_NOTE
     unmeasured = [i for i in entries if i not in measured]

@@ -143,6 +143,9 @@ def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
                        errors="backslashreplace")  # paths that are not UTF-8
     log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     handlers = [out, err, log_file]
+    outer = list(root.handlers)  # a run inside another's (run() from a Function): the outer
+    for kept in outer:           # run's console and run.log hear none of this one's lines
+        root.removeHandler(kept)
     for h in handlers:
         root.addHandler(h)
 
@@ -150,6 +153,8 @@ def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
         for h in handlers:
             root.removeHandler(h)
             h.close()
+        for kept in outer:
+            root.addHandler(kept)
 
     return logging.getLogger(RUN_LOGGER), close
 

@@ -15,3 +15,12 @@ def no_surrogates(text: str) -> str:
     except UnicodeEncodeError:  # a surrogate that stands for no byte
         data = text.encode("utf-8", "replace")
     return data.decode("utf-8", "replace").replace("\ufffd", "?")
+
+
+def message(e: BaseException) -> str:
+    """str(e); where the exception's own __str__ raises (user code's), what can be said of it,
+    so that reporting it never raises in turn and loses what was found before."""
+    try:
+        return str(e)
+    except Exception as inner:
+        return f"(its message could not be read: {type(inner).__name__} in its __str__)"

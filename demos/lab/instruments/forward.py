@@ -23,6 +23,7 @@ import torch.autograd.forward_ad as fwAD
 from torch.overrides import TorchFunctionMode
 
 from demos.lab.core.results import Check
+from demos.lab.core.text import message
 from demos.lab.instruments.trace import brief, describe, fresh, outputs_of
 from demos.lab.instruments.walk import node_name
 
@@ -116,7 +117,7 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             trace.jv = tuple(None if t is None else t.detach().clone() for t in trace.jv)
             trace.outputs = outs  # after the level: plain tensors, with the pass's graph
     except Exception as e:  # a Function without jvp, or a jvp that raises
-        trace.error = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+        trace.error = f"{type(e).__name__}: {' '.join(message(e).split())[:300]}"
     return trace
 
 
