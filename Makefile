@@ -8,15 +8,18 @@
 # development machine, does that one win. For the CPU-only build:
 #   make demo TORCH_INDEX=cpu     (or make setup / make test TORCH_INDEX=cpu)
 # takes torch alone from PyTorch's CPU index (~190 MB wheel, no nvidia-*); everything else still
-# comes from pip's configured index (~70 MB). Changing TORCH_INDEX on a venv replaces its torch.
+# comes from pip's configured index (~70 MB). A venv keeps the torch 2.13.0 it has whenever
+# TORCH_INDEX is left out (make setup, make test after make demo TORCH_INDEX=cpu); naming
+# another (TORCH_INDEX=cpu, or TORCH_INDEX=default for pip's configured index) replaces it.
 
 # The Python the venv is made from (3.10 or newer), e.g. PYTHON=python3.12. A venv that
 # already has pip is kept: make clean first to change it.
 PYTHON ?= python3
 # Where the venv goes.
 VENV ?= .venv
-# Empty: torch from pip's configured index. cpu (or the name of another of PyTorch's wheel
-# indexes): torch alone from $(TORCH_INDEX_URL).
+# Empty: the venv's torch as it is (a new venv: from pip's configured index). default: from
+# pip's configured index, replacing another build. cpu (or the name of another of PyTorch's
+# wheel indexes): torch alone from $(TORCH_INDEX_URL).
 TORCH_INDEX ?=
 # The index TORCH_INDEX names; set it too only to use a mirror of PyTorch's index.
 TORCH_INDEX_URL ?= https://download.pytorch.org/whl/$(TORCH_INDEX)
@@ -26,10 +29,12 @@ PY := $(VENV)/bin/python
 TORCH := torch==2.13.0
 # pip install, quietly.
 PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
+# A PyTorch index named (not empty, not default).
+TORCH_OTHER := $(filter-out default,$(TORCH_INDEX))
 # pip's option for TORCH_INDEX: torch alone comes from there (with --no-deps).
-TORCH_INDEX_OPT := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX_URL))
+TORCH_INDEX_OPT := $(if $(TORCH_OTHER),--index-url $(TORCH_INDEX_URL))
 # Where torch comes from; written into the stamp.
-TORCH_FROM := $(if $(TORCH_INDEX),$(TORCH_INDEX_URL),default)
+TORCH_FROM := $(if $(TORCH_OTHER),$(TORCH_INDEX_URL),default)
 # Marks a finished install; it holds $(TORCH_FROM).
 STAMP := $(VENV)/.installed
 # Removes $(VENV), but only if it is a venv.
@@ -37,9 +42,12 @@ RM_VENV := if [ -f $(VENV)/pyvenv.cfg ]; then rm -rf $(VENV); fi
 
 .PHONY: setup demo test test-slow bench dot browser clean
 
-# Install again when TORCH_INDEX differs from what the stamp records.
+# Install again when a TORCH_INDEX given differs from what the stamp records (left out, the
+# venv's torch stays whatever it came from).
+ifneq ($(TORCH_INDEX),)
 ifneq ($(shell cat $(STAMP) 2>/dev/null),$(TORCH_FROM))
 .PHONY: $(STAMP)
+endif
 endif
 
 setup: dot $(STAMP)
@@ -71,24 +79,25 @@ $(STAMP): pyproject.toml Makefile
 	    fi; \
 	  fi; \
 	fi
-ifeq ($(TORCH_INDEX),)
-	@echo "installing $(TORCH) from pip's index, then the package, into $(VENV)"
+ifeq ($(TORCH_OTHER),)
+	@echo "installing $(TORCH) from pip's index (kept where the venv has it), then the package, into $(VENV)"
 	@echo "  (on Linux x86_64 PyPI's is the CUDA build, ~2.7 GB of downloads; make ... TORCH_INDEX=cpu for the CPU-only build)"
 else
 	@echo "installing $(TORCH) alone from $(TORCH_INDEX_URL), then the package, into $(VENV)"
 endif
 	@prev=$$(cat $@ 2>/dev/null); force=; \
-	if [ -n "$$prev" ] && [ "$$prev" != "$(TORCH_FROM)" ]; then \
-	  echo "replacing the venv's torch (from $$prev); what only the old one needed stays until make clean"; \
+	if [ -n "$(TORCH_INDEX)" ] && [ -n "$$prev" ] && [ "$$prev" != "$(TORCH_FROM)" ]; then \
+	  echo "replacing the venv's torch (from $$prev), as TORCH_INDEX=$(TORCH_INDEX) asks; what only the old one needed stays until make clean"; \
 	  force=--force-reinstall; \
 	fi; \
-	if [ -n "$$force" ] || [ -n "$(TORCH_INDEX)" ]; then \
+	if [ -n "$$force" ] || [ -n "$(TORCH_OTHER)" ]; then \
 	  echo "$(PIP_INSTALL) --no-deps $$force $(TORCH_INDEX_OPT) $(TORCH)"; \
 	  $(PIP_INSTALL) --no-deps $$force $(TORCH_INDEX_OPT) "$(TORCH)"; \
 	fi
 	$(PIP_INSTALL) "$(TORCH)" -e '.[test]'
 	@$(PY) -c 'import torch; print("installed torch", torch.__version__)'
-	@echo "$(TORCH_FROM)" > $@
+	@prev=$$(cat $@ 2>/dev/null); \
+	if [ -z "$(TORCH_INDEX)" ] && [ -n "$$prev" ]; then echo "$$prev"; else echo "$(TORCH_FROM)"; fi > $@.new && mv $@.new $@
 
 dot:
 	@if ! command -v dot >/dev/null 2>&1; then \

@@ -420,3 +420,26 @@ def test_drawing_leaves_the_callers_mplbackend_as_it_was(tmp_path, monkeypatch):
                     ylabel="y")
     assert os.environ["MPLBACKEND"] == "module://matplotlib_inline.backend_inline"
     assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("torch_index, up_to_date", [(None, True), ("cpu", True),
+                                                     ("default", False)])
+def test_setup_keeps_the_torch_a_venv_has_unless_another_is_named(tmp_path, torch_index,
+                                                                  up_to_date):
+    """Issue 36: after `make demo TORCH_INDEX=cpu`, a later `make setup` or `make test`
+    without it force-reinstalled torch (36 s; and again going back). Left out, the venv's
+    build stays; naming another replaces it. (make -q: is the install stamp up to date?)"""
+    import shutil
+
+    if not shutil.which("make"):
+        pytest.skip("no make here")
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    stamp = venv / ".installed"
+    stamp.write_text("https://download.pytorch.org/whl/cpu\n")  # as make demo TORCH_INDEX=cpu
+    later = max((ROOT / f).stat().st_mtime for f in ("pyproject.toml", "Makefile")) + 10
+    os.utime(stamp, (later, later))
+    args = ["make", "-q", "-C", str(ROOT), f"VENV={venv}", str(stamp)]
+    done = subprocess.run(args + ([f"TORCH_INDEX={torch_index}"] if torch_index else []),
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode == 0) == up_to_date, done.stdout + done.stderr
