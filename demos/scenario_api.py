@@ -128,11 +128,11 @@ NOT_ALONE = ("--config", "--ensemble", "--jobs", "--watch")
 
 
 def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
-    """`python -m demos.scenarios.<name> [options]`: run that one scenario on its Config()
-    defaults, as `runner.py --config` runs a config of one entry, and exit with the runner's
-    code. The options are the runner's run options, less those in NOT_ALONE (--output-dir,
-    --dry-run, --set, --device, ...). The config is made in memory: no file is read or written
-    outside the run."""
+    """`python -m demos.scenarios.<name> [options]`: run that one scenario with its shipped
+    config (configs/<name>.yaml, its expected values with it), as `runner.py <name>` does, or,
+    for a scenario that ships none, on its Config() defaults (a config made in memory); exit
+    with the runner's code. The options are the runner's run options, less those in NOT_ALONE
+    (--output-dir, --dry-run, --set, --device, ...)."""
     from demos.lab.core.results import EXIT_OK, EXIT_USAGE
     from demos.lab.core.schema import ConfigError
     from demos.lab.core.signals import leave
@@ -141,8 +141,9 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
     prog = f"python -m demos.scenarios.{scenario.name}"
     typed = sys.argv[1:] if argv is None else argv
     if "-h" in typed or "--help" in typed:
-        print(f"usage: {prog} [options]\n\nRuns {scenario.name} once, on its defaults. The "
-              f"options are those of `runner.py run --help`, less {', '.join(NOT_ALONE)}.")
+        print(f"usage: {prog} [options]\n\nRuns {scenario.name} once, with its shipped config "
+              f"(or on its defaults where it ships none). The options are those of `runner.py "
+              f"run --help`, less {', '.join(NOT_ALONE)}.")
         sys.exit(EXIT_OK)
     try:
         argv = options.spelled_out(typed, options.every_option())
@@ -154,6 +155,15 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
         print(f"error: {refused[0]}: {prog} runs its scenario once, on its defaults; for "
               f"{refused[0]}, use runner.py with a config", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+    shipped = cli.CONFIGS / f"{scenario.name}.yaml"
+    import inspect
+    from pathlib import Path
+
+    own = Path(inspect.getfile(scenario.run)).resolve() == \
+        Path(__file__).resolve().parent / "scenarios" / f"{scenario.name}.py"  # the package's
+    if own and shipped.is_file():  # its config, as runner.py NAME runs it
+        leave(cli.main(["--config", str(shipped), *argv], lambda: {scenario.name: scenario},
+                       prog, typed=typed))
     config = {"scenarios": [{"scenario": scenario.name}]}
     leave(cli.main(["--config", f"<{scenario.name} defaults>", *argv],
                    lambda: {scenario.name: scenario}, prog, config=config, typed=typed))

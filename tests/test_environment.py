@@ -443,3 +443,64 @@ def test_setup_keeps_the_torch_a_venv_has_unless_another_is_named(tmp_path, torc
     done = subprocess.run(args + ([f"TORCH_INDEX={torch_index}"] if torch_index else []),
                           capture_output=True, text=True, timeout=60)
     assert (done.returncode == 0) == up_to_date, done.stdout + done.stderr
+
+
+def test_the_package_list_is_the_tree():
+    """pyproject.toml names its packages (to map configs/ in as demos.configs): every package
+    of the tree, and that one."""
+    import tomllib
+
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = sorted(str(p.parent.relative_to(ROOT)).replace(os.sep, ".")
+                   for p in (ROOT / "demos").rglob("__init__.py"))
+    assert sorted(listed["packages"]) == sorted([*found, "demos.configs"])
+    assert listed["package-dir"] == {"demos.configs": "configs"}
+
+
+INSTALLED = """
+import sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__]
+sys.path.insert(0, {target!r})
+how = sys.argv[1]
+import demos
+assert demos.__file__.startswith({target!r}), demos.__file__
+if how == "cli":
+    from demos.cli import main
+    sys.exit(main(["legendre_fit", "--no-progress", "--output-dir", "cli"]))
+if how == "api":
+    r = demos.run("legendre_fit", output_dir="api", quiet=True)
+    sys.exit(0 if r.passed else 1)
+import runpy
+sys.argv = ["legendre_fit", "--no-progress", "--output-dir", "module"]
+runpy.run_module("demos.scenarios.legendre_fit", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.slow
+def test_an_installed_copy_runs_a_scenario_by_name_with_its_shipped_config(tmp_path):
+    """Issue 36: from a wheel, in another folder, the command line, the API and the module
+    each run legendre_fit's shipped config, expected values and all (14 checks), as a checkout
+    does."""
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                            "--no-build-isolation", "-w", str(tmp_path / "dist"), str(ROOT)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    target = tmp_path / "installed"
+    wheel = next((tmp_path / "dist").glob("*.whl"))
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                           "--target", str(target), str(wheel)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (target / "demos" / "configs" / "examples" / "my_ops.py").is_file()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = INSTALLED.format(target=str(target))
+    for how in ("cli", "api", "module"):
+        ran = subprocess.run([sys.executable, "-c", script, how], cwd=elsewhere,
+                             capture_output=True, text=True, timeout=300)
+        assert ran.returncode == 0, (how, ran.stdout, ran.stderr)
+        data = summary(only_run_dir(elsewhere / how))
+        e = data["scenarios"][0]
+        assert e["status"] == "passed" and len(e["checks"]) == 13, (how, e["checks"])
+        assert "expect params.b" in {c["name"] for c in e["checks"]}
+        assert data["config"].endswith(os.path.join("demos", "configs", "legendre_fit.yaml"))

@@ -234,7 +234,15 @@ def interrupted_when(stop: StopRequest) -> str:
     return when
 
 
-CONFIGS = Path(__file__).resolve().parents[3] / "configs"  # the shipped configs, by scenario
+def shipped_configs() -> Path:
+    """The shipped configs, by scenario: demos/configs in an installed copy (the package data
+    of demos.configs), else configs/ beside the package, in a checkout."""
+    package = Path(__file__).resolve().parents[2]
+    installed = package / "configs"
+    return installed if installed.is_dir() else package.parent / "configs"
+
+
+CONFIGS = shipped_configs()
 
 
 def by_name(argv: list[str], registry: Callable[[], Registry]) -> list[str]:
@@ -250,8 +258,8 @@ def by_name(argv: list[str], registry: Callable[[], Registry]) -> list[str]:
         raise ConfigError(f"{argv[0]}: not a command or a scenario{hint}")
     path = CONFIGS / f"{argv[0]}.yaml"
     if not path.is_file():
-        raise ConfigError(f"{argv[0]}: its config {path} is not here (an installed copy ships "
-                          f"none); python -m demos.scenarios.{argv[0]} runs it on its defaults")
+        raise ConfigError(f"{argv[0]}: its config {path} is not here; python -m "
+                          f"demos.scenarios.{argv[0]} runs it on its defaults")
     shown = os.path.relpath(path) if path.is_relative_to(Path.cwd()) else str(path)
     return ["run", "--config", shown, *argv[1:]]
 
