@@ -147,9 +147,8 @@ def start_long_run(tmp_path):
     deadline = time.time() + 60
     while time.time() < deadline:  # wait until the training loop runs
         logs = list(tmp_path.glob("*/run.log"))
-        if logs and "start legendre_fit" in logs[0].read_text():
-            time.sleep(0.6)  # set-up (graph, its traced backward) done: the loop runs
-            return proc
+        if logs and "training: steps" in logs[0].read_text():  # the loop began: a state
+            return proc                                         # seen, not a time waited
         time.sleep(0.1)
     proc.kill()
     raise AssertionError("the run did not start")

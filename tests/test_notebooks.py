@@ -69,7 +69,11 @@ def test_a_notebooks_interrupt_stops_the_run_whole(tmp_path, kernel):  # noqa: F
         cell = kc.execute("from demos import run\n"
                           "r = run('legendre_fit', steps=10**8, output_dir='outputs')")
         assert "run " in outputs(cell, until=", seed 0")  # the run's first line: it has begun
-        time.sleep(1.0)
+        deadline = time.monotonic() + 120
+        while not any("training: steps" in p.read_text()  # its loop began: a state seen
+                      for p in (tmp_path / "outputs").glob("*/run.log")):
+            assert time.monotonic() < deadline, "the run's loop did not begin"
+            time.sleep(0.05)
         km.interrupt_kernel()
         shown = outputs(cell)
         assert "RunInterrupted: interrupted: what was done is in" in shown

@@ -123,11 +123,11 @@ def test_ctrl_c_stops_the_run_whole_and_raises(tmp_path):
     summary says interrupted, and RunInterrupted (a KeyboardInterrupt) carries the result."""
     def interrupt_once_running():
         deadline = time.monotonic() + 60
-        while not isinstance(signal.getsignal(signal.SIGINT), SignalHandler):
-            if time.monotonic() > deadline:
+        while not isinstance(signal.getsignal(signal.SIGINT), SignalHandler) or not any(
+                "training: steps" in p.read_text() for p in tmp_path.glob("*/run.log")):
+            if time.monotonic() > deadline:  # the run's handler in, and its loop begun
                 return
             time.sleep(0.01)
-        time.sleep(0.3)  # into the training loop
         os.kill(os.getpid(), signal.SIGINT)  # as a notebook's interrupt does
 
     before = signal.getsignal(signal.SIGINT)  # ignored in a suite started in the background

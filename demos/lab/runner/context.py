@@ -132,6 +132,8 @@ class Context:
             from tqdm import tqdm
             bar = tqdm(total=n, initial=start, desc=desc or self.cfg.id, leave=False,
                        unit="step", dynamic_ncols=True)
+        # run.log alone: when the loop began (what a test or a user watching the log waits for)
+        self.log.info("training: steps %d to %d", start, n - 1, extra={"console": False})
         started = time.perf_counter()
         rec.guard_sync(True)
         try:
