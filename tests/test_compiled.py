@@ -144,3 +144,48 @@ def test_inductor_when_asked_for(cpu):
     row = support.matrix(my_ops.GradientReversal.apply, {"x": x}, None, cpu,
                          rows=["inductor"])["inductor"]
     assert row.status == "differs" and "(backend inductor)" in row.detail, row
+
+
+OPS_WITH_HELPERS = {
+    "helpers.py": "LAMBDA = 0.5\n",
+    "ops_here.py": (  # a helper and a constant of its own module, a base class, a main block
+        "import torch\nLAMBDA = 0.5\n\n\ndef _rev(g):\n    return -LAMBDA * g\n\n\n"
+        "class Base(torch.autograd.Function):\n    @staticmethod\n    def forward(x):\n"
+        "        return x.clone()\n\n    @staticmethod\n"
+        "    def setup_context(ctx, inputs, output):\n        pass\n\n\n"
+        "class RevHere(Base):\n    @staticmethod\n    def backward(ctx, g):\n"
+        "        return _rev(g)\n\n\nif __name__ == '__main__':\n    raise SystemExit(7)\n"),
+    "ops_beside.py": (  # a neighbour imported by name
+        "import torch\nfrom helpers import LAMBDA\n\n\n"
+        "class RevBeside(torch.autograd.Function):\n    @staticmethod\n    def forward(x):\n"
+        "        return x.clone()\n\n    @staticmethod\n"
+        "    def setup_context(ctx, inputs, output):\n        pass\n\n    @staticmethod\n"
+        "    def backward(ctx, g):\n        return -LAMBDA * g\n"),
+}
+
+
+@pytest.mark.slow
+def test_a_reproduction_runs_alone_with_the_functions_helpers(tmp_path, monkeypatch, cpu):
+    """Found by an outside review: helpers and constants of the Function's module, and a
+    neighbour module it imports, made the script fail with NameError / ModuleNotFoundError."""
+    import importlib
+
+    source = tmp_path / "src"
+    source.mkdir()
+    for name, text in OPS_WITH_HELPERS.items():
+        (source / name).write_text(text)
+    monkeypatch.syspath_prepend(str(source))
+    x = torch.tensor([1.0, 3.0, 2.0], dtype=torch.float64).requires_grad_()
+    for module, name in (("ops_here", "RevHere"), ("ops_beside", "RevBeside")):
+        fn = getattr(importlib.import_module(module), name)
+        rows = support.matrix(fn.apply, {"x": x}, None, cpu, rows=["compile_grad"])
+        assert rows["compile_grad"].status == "differs", rows
+        support.write_repros(rows, name, tmp_path)
+        alone = tmp_path / f"alone_{name}"
+        alone.mkdir()
+        script = f"repro_{name}_compile_grad.py"
+        (alone / script).write_text((tmp_path / script).read_text())
+        done = subprocess.run([sys.executable, script], cwd=alone, capture_output=True,
+                              text=True, timeout=300, env={"PATH": "/usr/bin:/bin"})
+        assert done.returncode == 1 and "AssertionError: torch.compile(torch.func.grad) " \
+            "differs from eager" in done.stderr, (name, done.stdout, done.stderr)

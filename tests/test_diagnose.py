@@ -42,8 +42,9 @@ CATALOGUE = [  # (wrong Function, its inputs, reference, kind, words the sentenc
     (d.MatMul, {"a": x_(3, 3), "b": x_(3, 3, seed=1)}, d.matmul, "transposed", "transposed"),
     (w.LinearNoBiasSum, {"input": x_(4, 3), "weight": x_(2, 3, seed=1), "bias": x_(2, seed=2)},
      lambda i, wt, b: i @ wt.t() + b, "broadcast sum", "grad_output.sum(0)"),
-    (d.AddBias, {"x": x_(4, 3), "b": x_(3, seed=1)}, d.add_bias, "broadcast mean",
-     "1/4 of the right one"),
+    (d.AddBias, {"x": x_(4, 3), "b": x_(3, seed=1)}, d.add_bias, "factor",
+     "1/4 times the right one: a constant factor is off; multiply it by 4 (1/4: or it averages "
+     "grad_output over the 4 elements b is broadcast over, where it should sum them)"),
     (w.MyExpSavesInput, {"x": x_(5)}, torch.exp, "input for output",
      "by the input where the derivative needs the output"),
     (d.HalfSquareUsesOutput, {"x": x_(5)}, d.half_square, "output for input",
@@ -133,3 +134,117 @@ def test_a_wrong_jvp_says_why_in_forward_mode_agrees(tmp_path):
                        support=["forward_ad"], output_dir=tmp_path, quiet=True)
     why = {c.name: c.diagnosis for c in r.failures}["forward mode agrees: forward_mode"]
     assert why["kind"] == "factor" and why["probe"] == "tangent" and why["input"] == "x"
+
+
+class Dirty(torch.autograd.Function):
+    """x.mul_(2), marked dirty: right."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mark_dirty(x)
+        return x.mul_(2)
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+
+
+class DirtyTripled(Dirty):
+    @staticmethod
+    def backward(ctx, g):
+        return 3 * g
+
+
+class BigAndSquare(torch.autograd.Function):
+    """(1e7 + x, x**2): right; finite differences of the first are rounded to 1e-3."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return 1e7 + x, x ** 2
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        x, = ctx.saved_tensors
+        return g1 + 2 * x * g2
+
+
+class BigAndSquareHalved(BigAndSquare):
+    @staticmethod
+    def backward(ctx, g1, g2):
+        x, = ctx.saved_tensors
+        return g1 + x * g2
+
+
+class MeanIndexAndDouble(torch.autograd.Function):
+    """(x.mean() marked non-differentiable, 2 x): right."""
+
+    @staticmethod
+    def forward(ctx, x):
+        m = x.detach().mean()
+        ctx.mark_non_differentiable(m)
+        return m, 2 * x
+
+    @staticmethod
+    def backward(ctx, g_m, g):
+        return 2 * g
+
+
+class MeanIndexAndDoubleNegated(MeanIndexAndDouble):
+    @staticmethod
+    def backward(ctx, g_m, g):
+        return -2 * g
+
+
+class OwnTwice(torch.autograd.Function):
+    """x * y whose backward gives (g x, g x): y's is right only by chance of the formula, x's
+    is not the other's swapped in."""
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return x * y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        return g * x, g * x
+
+
+def dirty_copy(fn):
+    """As the checks apply a mark_dirty Function: to copies of what requires grad."""
+    from demos.lab.checks.gradients import with_fixed
+
+    return with_fixed(fn.apply, {}, copies=True)
+
+
+@pytest.mark.parametrize("fn, xs, kind, output", [
+    (Dirty, None, None, None), (DirtyTripled, None, "factor", "the output"),
+    (BigAndSquare, None, None, None), (BigAndSquareHalved, None, "factor", "output 1"),
+    (MeanIndexAndDouble, None, None, None),
+    (MeanIndexAndDoubleNegated, None, "sign", "output 1"),
+], ids=lambda v: getattr(v, "__name__", None) if isinstance(v, type) else None)
+def test_what_an_outside_review_found(fn, xs, kind, output):
+    """In place (its finite differences on copies), an output near 1e7 (gradcheck's own
+    tolerance), an output marked non-differentiable (no gradient expected there)."""
+    x = x_(5)
+    call = dirty_copy(fn) if issubclass(fn, Dirty) else fn.apply
+    before = x.detach().clone()
+    found = against_numbers(call, {"x": x})
+    assert torch.equal(x.detach(), before)  # the caller's tensor untouched
+    assert (found and (found.kind, found.output)) == ((kind, output) if kind else None), found
+
+
+def test_only_a_true_swap_is_called_swapped():
+    found = against_numbers(OwnTwice.apply, {"x": x_(4), "y": x_(4, seed=1)})
+    assert found.kind != "swapped", found
+
+
+def test_a_second_diagnosis_never_raises():
+    class Raises(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            raise ValueError("boom")
+
+    assert second_against_numbers(Raises.apply, {"x": x_(3)}) is None
+    assert second_against_numbers(d.Sin.apply, {"x": x_(3), "n": 2}) is None

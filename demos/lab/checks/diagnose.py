@@ -30,6 +30,13 @@ def index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape))
 
 
+# how close is the same, as the check that failed compares: finite differences as gradcheck
+# does (rtol 1e-3, atol 1e-5: their own rounding, 1e-3 of a derivative beside an output near
+# 1e7, is no mistake); a reference's autograd much closer
+NUMERICAL, EXACT = (1e-3, 1e-5), (1e-6, 1e-8)
+_tolerance = NUMERICAL
+
+
 MOST_ELEMENTS = 5  # rows of the table of differing elements
 MAX_NUMERICAL = 4096  # input elements: past this, no finite differences (two forwards each)
 
@@ -80,9 +87,18 @@ class Maps:
         return (s, r) if self.forward else (r, s)
 
 
-def diagnose(m: Maps) -> Diagnosis | None:
-    """The diagnosis of the first (space, result) pair whose maps differ; None when none does
-    (nothing to explain)."""
+def diagnose(m: Maps, tolerance: tuple[float, float] = NUMERICAL) -> Diagnosis | None:
+    """The diagnosis of the first (space, result) pair whose maps differ, at `tolerance`
+    (rtol, atol); None when none does (nothing to explain)."""
+    global _tolerance
+    before, _tolerance = _tolerance, tolerance
+    try:
+        return first_differing(m)
+    finally:
+        _tolerance = before
+
+
+def first_differing(m: Maps) -> Diagnosis | None:
     g = torch.Generator().manual_seed(7)
     for space, value in m.spaces.items():
         if not value.is_floating_point():
@@ -169,8 +185,10 @@ class Pair:
             return self.factor_kind(c)
         for other in m.results:
             theirs = [w.get(other) for w in self.all_expected]
+            mine = [w.get(other) for w in self.all_got]  # and the other got this one's
             if other != x and all(t is not None and t.shape == g.shape and same(g, t)
-                                  for g, t in zip((g1, g2), theirs)):
+                                  for g, t in zip((g1, g2), theirs)) and \
+                    all(same(o, e) for o, e in zip(mine, (e1, e2))):
                 what, per = ("tangents", "output") if m.forward else \
                     ("gradients", "input of forward")
                 return "swapped", (f"{it} is {other}'s: the {what} of {x} and {other} come in "
@@ -203,14 +221,14 @@ class Pair:
         it = self.m.it(self.name)
         if abs(c + 1) < 1e-6:
             return "sign", f"{it} has the wrong sign: a minus too many or too few"
+        mean = ""
         if not self.m.forward:
             k = broadcast_count(self.m.results[self.name], self.m.spaces[self.space])
-            if k > 1 and abs(c * k - 1) < 1e-6:
-                return "broadcast mean", (f"{it} is 1/{k} of the right one: it averages "
-                                          f"grad_output over the dimension(s) {self.name} is "
-                                          f"broadcast over where it should sum them")
+            if k > 1 and abs(c * k - 1) < 1e-6:  # the numbers cannot tell these two apart
+                mean = (f" (1/{k}: or it averages grad_output over the {k} elements "
+                        f"{self.name} is broadcast over, where it should sum them)")
         return "factor", (f"{it} is {ratio(c)} times the right one: a constant factor is off; "
-                          f"multiply it by {ratio(1 / c)}")
+                          f"multiply it by {ratio(1 / c)}{mean}")
 
     def others_fine(self) -> bool:
         """Whether this result is right from every other space (so this space's contribution
@@ -281,8 +299,8 @@ def elements(got: torch.Tensor, expected: torch.Tensor) -> list[dict[str, Any]]:
 
 
 def close_each(got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
-    scale = max(expected.abs().max().item() if expected.numel() else 0.0, 1e-12)
-    return (got - expected).abs() <= 1e-5 * scale + 1e-7
+    rtol, atol = _tolerance
+    return (got - expected).abs() <= atol + rtol * expected.abs()
 
 
 def factor(got: torch.Tensor, expected: torch.Tensor) -> float | None:
@@ -322,11 +340,26 @@ def output_names(n: int) -> list[str]:
     return ["the output"] if n == 1 else [f"output {i}" for i in range(n)]
 
 
+def copies(xs: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
+    """Fresh copies of the inputs: a Function that changes its input in place changes these."""
+    return [x.detach().clone() for x in xs.values()]
+
+
 def point(fn: Callable, xs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """fn's outputs at xs (float64, detached), by name."""
     with torch.no_grad():
-        outs = outputs(fn(*xs.values()))
+        outs = outputs(fn(*copies(xs)))
     return dict(zip(output_names(len(outs)), (t.detach() for t in outs)))
+
+
+def differentiable(fn: Callable, xs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """fn's outputs that a gradient flows back through (not an index marked
+    non-differentiable, not an integer), by name."""
+    leaves = {k: x.detach().clone().requires_grad_(x.requires_grad) for k, x in xs.items()}
+    with torch.enable_grad():
+        outs = outputs(fn(*leaves.values()))
+    return {name: t.detach() for name, t in zip(output_names(len(outs)), outs)
+            if t.requires_grad and t.is_floating_point()}
 
 
 def pullback(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
@@ -360,9 +393,9 @@ def numerical(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6) -
         for i in range(flat.numel()):
             keep = flat[i].item()
             flat[i] = keep + eps
-            plus = [t.detach().double().clone() for t in outputs(fn(*at.values()))]
+            plus = [t.detach().double().clone() for t in outputs(fn(*copies(at)))]
             flat[i] = keep - eps
-            minus = [t.detach().double().clone() for t in outputs(fn(*at.values()))]
+            minus = [t.detach().double().clone() for t in outputs(fn(*copies(at)))]
             flat[i] = keep
             columns[k].append([(a - b) / (2 * eps) for a, b in zip(plus, minus)])
 
@@ -380,8 +413,8 @@ def pushforward(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
 
     def push(space: str, u: torch.Tensor) -> dict[str, torch.Tensor | None]:
         with fwAD.dual_level():
-            args = [fwAD.make_dual(x.detach(), u.to(x)) if k == space else x.detach()
-                    for k, x in xs.items()]
+            args = [fwAD.make_dual(x.detach().clone(), u.to(x)) if k == space
+                    else x.detach().clone() for k, x in xs.items()]
             outs = outputs(fn(*args))
             tangents = [fwAD.unpack_dual(t).tangent for t in outs]
         return {name: None if t is None else t.detach().double()
@@ -393,9 +426,9 @@ def directional(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6)
     """J·u by central differences of fn's forward along u (float64)."""
     def push(space: str, u: torch.Tensor) -> dict[str, torch.Tensor | None]:
         with torch.no_grad():
-            plus = outputs(fn(*[x.detach() + eps * u if k == space else x.detach()
+            plus = outputs(fn(*[x.detach() + eps * u if k == space else x.detach().clone()
                                 for k, x in xs.items()]))
-            minus = outputs(fn(*[x.detach() - eps * u if k == space else x.detach()
+            minus = outputs(fn(*[x.detach() - eps * u if k == space else x.detach().clone()
                                  for k, x in xs.items()]))
         return {name: (a.double() - b.double()) / (2 * eps)
                 for name, a, b in zip(output_names(len(plus)), plus, minus)}
@@ -409,7 +442,7 @@ def against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diagnosis |
         if expected is None:
             return None
         wrt = {k: x for k, x in xs.items() if x.requires_grad}
-        return diagnose(Maps(pullback(fn, xs), expected, point(fn, xs), wrt))
+        return diagnose(Maps(pullback(fn, xs), expected, differentiable(fn, xs), wrt))
     except Exception:  # the check's own detail says what failed; no diagnosis then
         return None
 
@@ -419,7 +452,8 @@ def against_reference(fn: Callable, reference: Callable,
     """fn's backward against the reference's autograd, at xs (float64 leaves)."""
     try:
         wrt = {k: x for k, x in xs.items() if x.requires_grad}
-        return diagnose(Maps(pullback(fn, xs), pullback(reference, xs), point(fn, xs), wrt))
+        return diagnose(Maps(pullback(fn, xs), pullback(reference, xs), differentiable(fn, xs),
+                             wrt), EXACT)
     except Exception:
         return None
 
@@ -438,6 +472,13 @@ def second_against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diag
     """The double backward (the backward's own backward) against finite differences of the
     backward: the diagnosis of a failed gradgradcheck. The backward is seen as a function of
     the inputs and each output's grad_output; its results, the inputs' gradients."""
+    try:
+        return second(fn, xs)
+    except Exception:
+        return None
+
+
+def second(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diagnosis | None:
     names = list(xs)
     wrt = [k for k in names if xs[k].requires_grad]
     outs = point(fn, xs)

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
+import re
 import sys
+import textwrap
 from typing import Any
 
 import torch
@@ -96,46 +99,77 @@ TRANSFORMS = {"torch.func.grad": grad_lines, "torch.func.jvp": jvp_lines,
 
 
 def definition(cls: type | None, inner: Any) -> tuple[str, str]:
-    """The Function's source (its module's imports, then its classes, bases first) and the
-    expression that applies it; for what has no source here, an import from its file."""
-    if cls is not None:
-        try:
-            chain = [c for c in reversed(cls.__mro__)
-                     if c.__module__ == cls.__module__ and issubclass(c, torch.autograd.Function)]
-            module = sys.modules.get(cls.__module__)
-            imports = [i for i in imports_of(inspect.getsource(module)) if i != "import torch"] \
-                if module else []
-            return "\n".join([*imports, "", "", *("\n" + inspect.getsource(c)
-                                                  for c in chain)]), f"{cls.__name__}.apply"
-        except (OSError, TypeError):
-            pass
-    module = sys.modules.get(getattr(inner, "__module__", "") or "")
+    """The Function's definition as the script's source, and the expression that applies it.
+    Its whole module's source where that stands alone (its helpers and constants come with
+    it); where the module imports neighbours of its folder (or relatively), its own file loaded
+    by path, its folder on sys.path; a class defined inside a function, its source alone."""
+    init = getattr(inner, "_init_fn", None)  # a torch.library.custom_op: the user's function
+    module = sys.modules.get(getattr(init or cls or inner, "__module__", "") or "")
+    name = (init.__name__ if init is not None else cls.__name__ if cls is not None
+            else getattr(inner, "__qualname__", "fn"))
+    call = f"{name}.apply" if cls is not None and init is None else name
     path = getattr(module, "__file__", None)
-    what = getattr(inner, "__qualname__", None) or getattr(inner, "_qualname", "fn")
-    if path:
-        head = what.split(".")[0]
-        return ("import importlib.util\n"
+    try:
+        source = inspect.getsource(module) if module is not None else ""
+    except (OSError, TypeError):
+        source = ""
+    nested = cls is not None and "<locals>" in cls.__qualname__
+    if source and not nested and standalone(source, os.path.dirname(path or "")):
+        return without_main(source), call
+    if path and not nested:
+        return ("import importlib.util, os, sys\n"
+                f"folder = {os.path.dirname(path)!r}  # the Function's file imports from its "
+                "folder: load it from there\n"
+                "sys.path.insert(0, folder)\n"
                 f"spec = importlib.util.spec_from_file_location('source', {path!r})\n"
                 "source = importlib.util.module_from_spec(spec)\n"
-                "spec.loader.exec_module(source)  # the Function's own file, as the run had it"
-                f"\n{head} = source.{head}", what)
-    return (f"# no source for {what} here: paste its definition in place of this line",
-            what)
+                "spec.loader.exec_module(source)\n"
+                f"{name} = source.{name}"), call
+    if cls is not None:
+        try:
+            return textwrap.dedent(inspect.getsource(cls)), call
+        except (OSError, TypeError):
+            pass
+    return f"# no source for {name} here: paste its definition in place of this line", call
 
 
-def imports_of(source: str) -> list[str]:
-    """The top-level import statements of a module's source (not __future__'s)."""
+def standalone(source: str, folder: str) -> bool:
+    """Whether a module's source runs alone: no relative import, no import of a module that
+    is a file or folder beside it."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.level or 0) > 0:
+            return False
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        for n in names:
+            top = n.split(".")[0]
+            if folder and top and (os.path.exists(os.path.join(folder, f"{top}.py"))
+                                   or os.path.isdir(os.path.join(folder, top))):
+                return False
+    return True
+
+
+def without_main(source: str) -> str:
+    """A module's source without its `if __name__ == "__main__":` block (and __future__)."""
     tree = ast.parse(source)
-    return [ast.get_source_segment(source, node) or "" for node in tree.body
-            if isinstance(node, (ast.Import, ast.ImportFrom))
-            and not (isinstance(node, ast.ImportFrom) and node.module == "__future__")]
+    lines = source.splitlines()
+    for node in reversed(tree.body):
+        main = isinstance(node, ast.If) and "__main__" in (ast.get_source_segment(
+            source, node.test) or "")
+        future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        if main or future:
+            del lines[node.lineno - 1:node.end_lineno]
+    return "\n".join(lines)
 
 
 def literal(t: torch.Tensor) -> str:
-    """A tensor as Python source: its values in full precision, and its dtype."""
-    return f"torch.tensor({t.detach().cpu().tolist()!r}, dtype={t.dtype})"
+    """A tensor as Python source: its values in full precision (nan and inf spelled as Python
+    reads them), and its dtype."""
+    values = re.sub(r"\b(nan|inf)\b", r"float('\1')", repr(t.detach().cpu().tolist()))
+    return f"torch.tensor({values}, dtype={t.dtype})"
 
 
 def value(f: Fixed) -> str:
     v = f.value
-    return literal(v) if isinstance(v, torch.Tensor) else repr(v)
+    return literal(v) if isinstance(v, torch.Tensor) else \
+        re.sub(r"\b(nan|inf)\b", r"float('\1')", repr(v))

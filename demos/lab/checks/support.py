@@ -167,6 +167,8 @@ def attempt(run: Callable[[], str | None]) -> Row:
         return Row("fails", message(e))
     except TorchDiffers as e:
         return Row("differs", message(e), e.case)
+    except CompileRefused as e:
+        return Row("unsupported", message(e))
     except KeyboardInterrupt:
         if stopping():  # Ctrl-C again, from a notebook: the run's, not the row's
             raise
@@ -396,15 +398,17 @@ def versus_eager(what: str, transform: str, fn, xs, compiled: Any, eager: Any,
     """Raise TorchDiffers unless the compiled transform's numbers equal eager's."""
     try:
         same(what, compiled, eager)
-    except Mismatch as e:
+    except Mismatch:
         got = [t.detach().double().cpu() for t in (compiled if isinstance(compiled, tuple)
                                                    else (compiled,))]
         want = [t.detach().double().cpu() for t in (eager if isinstance(eager, tuple)
                                                     else (eager,))]
+        err = max(((a - b).abs().max().item() for a, b in zip(got, want)
+                   if a.shape == b.shape and a.numel()), default=float("nan"))
         raise TorchDiffers(
             f"torch differs: torch.compile({transform}) (backend {backend}) gives "
-            f"{brief(got)} where eager {transform} gives {brief(want)} ({e}; torch "
-            f"{torch.__version__})",
+            f"{brief(got)} where eager {transform} gives {brief(want)} (max abs difference "
+            f"{err:.3g}; torch {torch.__version__})",
             {"transform": transform, "backend": backend, "fn": fn,
              "inputs": {k: v.detach().cpu() for k, v in xs.items()},
              "eager": want, "compiled": got, **case}) from None
@@ -416,6 +420,22 @@ def brief(ts: Sequence[torch.Tensor]) -> str:
         flat = [f"{v:.4g}" for v in t.flatten()[:4].tolist()]
         return "[" + ", ".join(flat) + (", ...]" if t.numel() > 4 else "]")
     return ", ".join(one(t) for t in ts)
+
+
+class CompileRefused(Exception):
+    """torch.compile could not take a transform that eager torch ran: torch's limit."""
+
+
+def refused_when_compiled(call: Callable[[], Any], transform: str) -> Any:
+    """call(), the compiled transform; an error there, where eager ran it, is torch's compiled
+    path refusing the Function (`unsupported`), not the Function's mistake."""
+    try:
+        return call()
+    except Exception as e:
+        first = next((ln.strip() for ln in message(e).splitlines() if ln.strip()), "")
+        raise CompileRefused(f"{type(e).__name__}: {first[:300]} -> torch.compile cannot "
+                             f"take {transform} of this Function (eager {transform} runs it)"
+                             ) from None
 
 
 def fresh_compiler() -> None:
@@ -436,7 +456,8 @@ def compiled_grad(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     grad = torch.func.grad(scalar(fn, ws), argnums=argnums)
     eager = grad(*primals)
     fresh_compiler()
-    compiled = torch.compile(grad, backend=backend)(*primals)
+    compiled = refused_when_compiled(lambda: torch.compile(grad, backend=backend)(*primals),
+                                     "torch.func.grad")
     versus_eager(f"compiled torch.func.grad w.r.t. {', '.join(names)}", "torch.func.grad",
                  fn, xs, tuple(compiled), tuple(eager), backend, weights=ws, argnums=argnums)
     return f"torch.func.grad compiled ({backend}): gradients match eager"
@@ -454,7 +475,8 @@ def compiled_jvp(fn, xs, backend: str = COMPILED_BACKEND) -> str:
 
     eager = jvp(*primals, *tangents)
     fresh_compiler()
-    compiled = torch.compile(jvp, backend=backend)(*primals, *tangents)
+    compiled = refused_when_compiled(
+        lambda: torch.compile(jvp, backend=backend)(*primals, *tangents), "torch.func.jvp")
     versus_eager("compiled torch.func.jvp", "torch.func.jvp", fn, xs,
                  (*tensors(compiled[0]), *tensors(compiled[1])),
                  (*tensors(eager[0]), *tensors(eager[1])), backend, tangents=tangents)
@@ -466,7 +488,8 @@ def compiled_vmap(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     batched = batch_of(xs)
     eager = torch.func.vmap(fn)(*batched)
     fresh_compiler()
-    compiled = torch.compile(torch.func.vmap(fn), backend=backend)(*batched)
+    compiled = refused_when_compiled(
+        lambda: torch.compile(torch.func.vmap(fn), backend=backend)(*batched), "torch.func.vmap")
     versus_eager("compiled torch.func.vmap", "torch.func.vmap", fn, xs, tensors(compiled),
                  tensors(eager), backend, batched=batched)
     return f"torch.func.vmap compiled ({backend}): values match eager"
@@ -481,7 +504,11 @@ def inductor(fn, xs) -> str:
         return "skipped: no C++ compiler here (inductor builds C++ on the CPU)"
     if next(iter(xs.values())).device.type != "cpu" and not torch.cuda.is_available():
         return "skipped: inductor runs here on the CPU"
-    done = compiled(fn, xs, backend="inductor")
+    try:
+        done = compiled(fn, xs, backend="inductor")
+    except Mismatch as e:  # eager and the aot_eager row agree on the Function: inductor differs
+        raise TorchDiffers(f"torch differs: inductor's compiled forward and backward against "
+                           f"eager: {e} (torch {torch.__version__})", {}) from None
     if needing(xs):
         try:
             compiled_grad(fn, xs, backend="inductor")
@@ -620,7 +647,8 @@ def verdict(name: str, rows: Mapping[str, Row]) -> Check:
 
 
 # a `differs` row, said in a check's detail: torch's compiled path, not the Function
-TORCH_DIFFERS = "torch's compiled path differs from eager (not the Function's mistake)"
+TORCH_DIFFERS = ("torch's compiled path differs from eager (torch's disagreement; whether the "
+                 "backward itself is right is gradcheck's question)")
 
 
 def write_repros(rows: Mapping[str, Row], name: str, folder: Any) -> None:

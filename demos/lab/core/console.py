@@ -143,8 +143,10 @@ def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
                        errors="backslashreplace")  # paths that are not UTF-8
     log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     handlers = [out, err, log_file]
-    outer = list(root.handlers)  # a run inside another's (run() from a Function): the outer
-    for kept in outer:           # run's console and run.log hear none of this one's lines
+    # a run inside another's (run() from a Function): the outer run's console and run.log hear
+    # none of this one's lines (a handler of the user's on the logger stays)
+    outer = [h for h in root.handlers if isinstance(h, (ConsoleHandler, LogFile))]
+    for kept in outer:
         root.removeHandler(kept)
     for h in handlers:
         root.addHandler(h)
