@@ -179,7 +179,7 @@ class Scenario:
 COMPILER_ROWS = ("func_grad", "vmap", "compile", "compile_grad", "compile_jvp", "compile_vmap",
                  "inductor")
 # a row run only where a config lists it: inductor's first compile in a process builds C++
-# (36 s here, 0.2 s warm)
+# (15-37 s here, 0.2 s warm)
 ASKED_ONLY = ("inductor",)
 
 
@@ -202,7 +202,7 @@ def support_param(every_row: bool = False, forward_mode: bool = True) -> Any:
     return param(rows, "rows of the support matrix to run for its Functions (see 'What a "
                        "Function supports'); [] for none" +
                  ("; add inductor to compile with inductor too (its first compile builds "
-                  "C++: half a minute)" if every_row else
+                  "C++: 15-37 s)" if every_row else
                   "; " + forward * (not forward_mode) + compiler),
                  dry_run=without_compile)
 
