@@ -133,6 +133,9 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
     for a scenario that ships none, on its Config() defaults (a config made in memory); exit
     with the runner's code. The options are the runner's run options, less those in NOT_ALONE
     (--output-dir, --dry-run, --set, --device, ...)."""
+    import inspect
+    from pathlib import Path
+
     from demos.lab.core.results import EXIT_OK, EXIT_USAGE
     from demos.lab.core.schema import ConfigError
     from demos.lab.core.signals import leave
@@ -152,13 +155,10 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
         sys.exit(EXIT_USAGE)
     refused = [a.split("=", 1)[0] for a in argv if a.split("=", 1)[0] in NOT_ALONE]
     if refused:
-        print(f"error: {refused[0]}: {prog} runs its scenario once, on its defaults; for "
+        print(f"error: {refused[0]}: {prog} runs its scenario once, with its shipped config; for "
               f"{refused[0]}, use runner.py with a config", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     shipped = cli.CONFIGS / f"{scenario.name}.yaml"
-    import inspect
-    from pathlib import Path
-
     own = Path(inspect.getfile(scenario.run)).resolve() == \
         Path(__file__).resolve().parent / "scenarios" / f"{scenario.name}.py"  # the package's
     if own and shipped.is_file():  # its config, as runner.py NAME runs it

@@ -75,8 +75,8 @@ def test_running_alone_refuses_what_needs_a_config_file(capsys, option, name):
         api.run_alone(registry()["my_exp"], [option, "x"])
     assert stop.value.code == 2
     assert capsys.readouterr().err == (
-        f"error: {name}: python -m demos.scenarios.my_exp runs its scenario once, on its "
-        f"defaults; for {name}, use runner.py with a config\n")
+        f"error: {name}: python -m demos.scenarios.my_exp runs its scenario once, with its "
+        f"shipped config; for {name}, use runner.py with a config\n")
 
 
 def test_running_alone_has_its_own_help(capsys):

@@ -34,9 +34,6 @@ def index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
 # does (rtol 1e-3, atol 1e-5: their own rounding, 1e-3 of a derivative beside an output near
 # 1e7, is no mistake); a reference's autograd much closer
 NUMERICAL, EXACT = (1e-3, 1e-5), (1e-6, 1e-8)
-_tolerance = NUMERICAL
-
-
 MOST_ELEMENTS = 5  # rows of the table of differing elements
 MAX_NUMERICAL = 4096  # input elements: past this, no finite differences (two forwards each)
 
@@ -73,6 +70,28 @@ class Maps:
     spaces: Mapping[str, torch.Tensor]
     results: Mapping[str, torch.Tensor]
     forward: bool = False
+    tolerance: tuple[float, float] = NUMERICAL  # (rtol, atol): as the check that failed
+
+    def close(self, got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
+        """Element by element, whether got is expected at this tolerance."""
+        rtol, atol = self.tolerance
+        return (got - expected).abs() <= atol + rtol * expected.abs()
+
+    def same(self, got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
+        """got equals expected at this tolerance (None is zero; a gradient of a shape that
+        broadcasts is summed to expected's, as autograd sums it)."""
+        if expected is None and got is None:
+            return True
+        if expected is None:
+            expected = torch.zeros_like(got)
+        if got is None:
+            got = torch.zeros_like(expected)
+        if got.shape != expected.shape:
+            try:
+                got = got.sum_to_size(expected.shape)
+            except RuntimeError:
+                return False
+        return bool(self.close(got.double(), expected.double()).all())
 
     def it(self, r: str) -> str:
         return f"the tangent of {r}" if self.forward else f"{r}'s gradient"
@@ -87,18 +106,9 @@ class Maps:
         return (s, r) if self.forward else (r, s)
 
 
-def diagnose(m: Maps, tolerance: tuple[float, float] = NUMERICAL) -> Diagnosis | None:
-    """The diagnosis of the first (space, result) pair whose maps differ, at `tolerance`
-    (rtol, atol); None when none does (nothing to explain)."""
-    global _tolerance
-    before, _tolerance = _tolerance, tolerance
-    try:
-        return first_differing(m)
-    finally:
-        _tolerance = before
-
-
-def first_differing(m: Maps) -> Diagnosis | None:
+def diagnose(m: Maps) -> Diagnosis | None:
+    """The diagnosis of the first (space, result) pair whose maps differ; None when none does
+    (nothing to explain)."""
     g = torch.Generator().manual_seed(7)
     for space, value in m.spaces.items():
         if not value.is_floating_point():
@@ -107,28 +117,12 @@ def first_differing(m: Maps) -> Diagnosis | None:
         got = [m.got(space, v) for v in probes]
         want = [m.expected(space, v) for v in probes]
         for name in m.results:
-            if all(same(a.get(name), b.get(name)) for a, b in zip(got, want)):
+            if all(m.same(a.get(name), b.get(name)) for a, b in zip(got, want)):
                 continue
             if all(b.get(name) is None for b in want):
                 continue  # nothing is expected to flow there
             return Pair(m, space, name, probes, got, want).diagnosis()
     return None
-
-
-def same(got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
-    """got equals expected up to finite differences' error (None is zero)."""
-    if expected is None and got is None:
-        return True
-    if expected is None:
-        expected = torch.zeros_like(got)
-    if got is None:
-        got = torch.zeros_like(expected)
-    if got.shape != expected.shape:
-        try:
-            got = got.sum_to_size(expected.shape)  # as autograd sums a broadcast gradient
-        except RuntimeError:
-            return False
-    return bool(close_each(got.double(), expected.double()).all())
 
 
 @dataclass
@@ -177,24 +171,24 @@ class Pair:
             none = self.all_got[0].get(x) is None
             return "zero", (f"{it} is {'None' if none else 'zero'} where one is needed: "
                             f"return the derivative times {m.incoming} for {x}")
-        if same(g1, g2) and not same(e1, e2):
+        if self.m.same(g1, g2) and not self.m.same(e1, e2):
             return "not multiplied", (f"{it} does not change with {m.incoming}: it is the "
                                       f"local derivative, not multiplied by {m.incoming}")
         c = factor(g1, e1)
-        if c is not None and same(g2, c * e2):
+        if c is not None and self.m.same(g2, c * e2):
             return self.factor_kind(c)
         for other in m.results:
             theirs = [w.get(other) for w in self.all_expected]
             mine = [w.get(other) for w in self.all_got]  # and the other got this one's
-            if other != x and all(t is not None and t.shape == g.shape and same(g, t)
+            if other != x and all(t is not None and t.shape == g.shape and self.m.same(g, t)
                                   for g, t in zip((g1, g2), theirs)) and \
-                    all(same(o, e) for o, e in zip(mine, (e1, e2))):
+                    all(self.m.same(o, e) for o, e in zip(mine, (e1, e2))):
                 what, per = ("tangents", "output") if m.forward else \
                     ("gradients", "input of forward")
                 return "swapped", (f"{it} is {other}'s: the {what} of {x} and {other} come in "
                                    f"the wrong order (one per {per}, in order)")
-        if e1.dim() == 2 and e1.shape[0] == e1.shape[1] and same(g1, e1.t()) and \
-                same(g2, e2.t()):
+        if e1.dim() == 2 and e1.shape[0] == e1.shape[1] and self.m.same(g1, e1.t()) and \
+                self.m.same(g2, e2.t()):
             return "transposed", (f"{it} is the right one transposed: a .t() (or a matmul's "
                                   f"operands) the wrong way round")
         sliced = "" if m.forward else self.broadcast_slice(g1, g2)
@@ -205,7 +199,7 @@ class Pair:
         local = self.elementwise(g1, g2, e1, e2)
         if local:
             return local
-        wrong = ~(close_each(g1, e1) & close_each(g2, e2))
+        wrong = ~(self.m.close(g1, e1) & self.m.close(g2, e2))
         n, k = wrong.numel(), int(wrong.sum())
         if 0 < k <= n // 3:
             at = ", ".join(str(index(int(i), tuple(e1.shape)))
@@ -238,7 +232,7 @@ class Pair:
             if space == self.space or not value.is_floating_point():
                 continue
             v = torch.randn(value.shape, generator=g, dtype=torch.float64)
-            if not same(self.m.got(space, v).get(self.name),
+            if not self.m.same(self.m.got(space, v).get(self.name),
                         self.m.expected(space, v).get(self.name)):
                 return False
         return True
@@ -254,7 +248,7 @@ class Pair:
             first = torch.zeros_like(v)
             keep = tuple(slice(0, 1) if d in dims else slice(None) for d in range(v.dim()))
             first[keep] = v[keep]
-            if not same(g, self.m.expected(self.space, first).get(self.name)):
+            if not self.m.same(g, self.m.expected(self.space, first).get(self.name)):
                 return ""
         return ", ".join(map(str, dims))
 
@@ -267,11 +261,12 @@ class Pair:
         if x.shape != y.shape or (v1.abs() < 1e-3).any() or (v2.abs() < 1e-3).any():
             return None
         d_got, d_want = g1 / v1, e1 / v1
-        if not (same(g2 / v2, d_got) and same(e2 / v2, d_want)):
+        if not (self.m.same(g2 / v2, d_got) and self.m.same(e2 / v2, d_want)):
             return None  # not elementwise
         it, incoming = self.m.it(self.name), self.m.incoming
         for used, meant, was, needs in ((x, y, "input", "output"), (y, x, "output", "input")):
             c = factor(d_want, meant)
+            same = self.m.same
             if c is not None and same(d_want, c * meant) and same(d_got, c * used) and \
                     not same(d_want, d_got):
                 return f"{was} for {needs}", (
@@ -280,7 +275,7 @@ class Pair:
                                   "backward)" if needs == "output" else
                                   " (save the input for backward)"))
         binary = ((d_want.abs() < 1e-6) | ((d_want - 1).abs() < 1e-6)).all()
-        if binary and same(d_got, 1 - d_want):
+        if binary and self.m.same(d_got, 1 - d_want):
             return "inverted condition", (f"{it} flows where it should be blocked and is "
                                           f"blocked where it should flow: the condition is "
                                           f"inverted (> where <= is meant)")
@@ -296,11 +291,6 @@ def elements(got: torch.Tensor, expected: torch.Tensor) -> list[dict[str, Any]]:
     return [{"at": list(index(int(i), tuple(expected.shape))),
              "expected": expected.flatten()[i].item(), "got": got.flatten()[i].item()}
             for i in worst if diff[i] > 0]
-
-
-def close_each(got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
-    rtol, atol = _tolerance
-    return (got - expected).abs() <= atol + rtol * expected.abs()
 
 
 def factor(got: torch.Tensor, expected: torch.Tensor) -> float | None:
@@ -453,7 +443,7 @@ def against_reference(fn: Callable, reference: Callable,
     try:
         wrt = {k: x for k, x in xs.items() if x.requires_grad}
         return diagnose(Maps(pullback(fn, xs), pullback(reference, xs), differentiable(fn, xs),
-                             wrt), EXACT)
+                             wrt, tolerance=EXACT))
     except Exception:
         return None
 

@@ -12,6 +12,7 @@ import re
 from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 import torch
+from torch.autograd.gradcheck import GradcheckError
 
 from demos.lab.checks.diagnose import against_numbers, against_reference, index
 from demos.lab.checks.diagnose import outputs as tensors
@@ -111,8 +112,6 @@ def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, t
     try:
         torch.autograd.gradcheck(fn, tuple(xs.values()), raise_exception=True, **kwargs)
     except Exception as e:  # GradcheckError, or the Function itself failing
-        from torch.autograd.gradcheck import GradcheckError
-
         why = None
         if isinstance(e, GradcheckError) and "forward AD" not in message(e):  # a wrong backward
             why = against_numbers(fn, xs)
@@ -271,8 +270,6 @@ def arguments(xs: list, fixed: Mapping[int, Fixed], device: torch.device | None)
     return [next(given) if i not in fixed else
             fixed[i].value.to(device) if isinstance(fixed[i].value, torch.Tensor)
             and device is not None else fixed[i].value for i in range(len(xs) + len(fixed))]
-
-
 
 
 def expect(targets: Expect, params: Mapping[str, float], metrics: Mapping[str, float],

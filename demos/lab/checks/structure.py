@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 import torch
+from torch.autograd.gradcheck import GradcheckError
 
+from demos.lab.checks.diagnose import second_against_numbers
 from demos.lab.checks.gradients import (
     Check,
     Fixed,
@@ -164,12 +166,7 @@ def gradgradcheck(name: str, fn, inputs: Mapping[str, torch.Tensor],
     try:
         torch.autograd.gradgradcheck(fn, tuple(xs.values()), raise_exception=True)
     except Exception as e:
-        from torch.autograd.gradcheck import GradcheckError
-
-        why = None
-        if isinstance(e, GradcheckError):
-            from demos.lab.checks.diagnose import second_against_numbers
-            why = second_against_numbers(fn, xs)
+        why = second_against_numbers(fn, xs) if isinstance(e, GradcheckError) else None
         return Check(name, False, gradcheck_failure(e, [k for k, v in xs.items()
                                                         if v.requires_grad]),
                      why and why.to_json())

@@ -75,7 +75,7 @@ class TorchDiffers(Exception):
     """torch's compiled path gives other numbers than eager torch on the same Function and
     inputs: torch's disagreement, not the Function's mistake."""
 
-    def __init__(self, detail: str, case: dict[str, Any]):
+    def __init__(self, detail: str, case: dict[str, Any] | None = None):
         super().__init__(detail)
         self.case = case
 
@@ -393,11 +393,11 @@ def compiled(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     return f"fullgraph=True ({backend} backend): value and gradients match eager"
 
 
-def versus_eager(what: str, transform: str, fn, xs, compiled: Any, eager: Any,
-                 backend: str, **case: Any) -> None:
+def versus_eager(transform: str, fn, xs, compiled: Any, eager: Any, backend: str,
+                 **case: Any) -> None:
     """Raise TorchDiffers unless the compiled transform's numbers equal eager's."""
     try:
-        same(what, compiled, eager)
+        same(f"compiled {transform}", compiled, eager)
     except Mismatch:
         got = [t.detach().double().cpu() for t in (compiled if isinstance(compiled, tuple)
                                                    else (compiled,))]
@@ -458,8 +458,8 @@ def compiled_grad(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     fresh_compiler()
     compiled = refused_when_compiled(lambda: torch.compile(grad, backend=backend)(*primals),
                                      "torch.func.grad")
-    versus_eager(f"compiled torch.func.grad w.r.t. {', '.join(names)}", "torch.func.grad",
-                 fn, xs, tuple(compiled), tuple(eager), backend, weights=ws, argnums=argnums)
+    versus_eager("torch.func.grad", fn, xs, tuple(compiled), tuple(eager), backend,
+                 weights=ws, argnums=argnums)
     return f"torch.func.grad compiled ({backend}): gradients match eager"
 
 
@@ -477,7 +477,7 @@ def compiled_jvp(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     fresh_compiler()
     compiled = refused_when_compiled(
         lambda: torch.compile(jvp, backend=backend)(*primals, *tangents), "torch.func.jvp")
-    versus_eager("compiled torch.func.jvp", "torch.func.jvp", fn, xs,
+    versus_eager("torch.func.jvp", fn, xs,
                  (*tensors(compiled[0]), *tensors(compiled[1])),
                  (*tensors(eager[0]), *tensors(eager[1])), backend, tangents=tangents)
     return f"torch.func.jvp compiled ({backend}): values and tangents match eager"
@@ -490,8 +490,8 @@ def compiled_vmap(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     fresh_compiler()
     compiled = refused_when_compiled(
         lambda: torch.compile(torch.func.vmap(fn), backend=backend)(*batched), "torch.func.vmap")
-    versus_eager("compiled torch.func.vmap", "torch.func.vmap", fn, xs, tensors(compiled),
-                 tensors(eager), backend, batched=batched)
+    versus_eager("torch.func.vmap", fn, xs, tensors(compiled), tensors(eager), backend,
+                 batched=batched)
     return f"torch.func.vmap compiled ({backend}): values match eager"
 
 
@@ -508,7 +508,7 @@ def inductor(fn, xs) -> str:
         done = compiled(fn, xs, backend="inductor")
     except Mismatch as e:  # eager and the aot_eager row agree on the Function: inductor differs
         raise TorchDiffers(f"torch differs: inductor's compiled forward and backward against "
-                           f"eager: {e} (torch {torch.__version__})", {}) from None
+                           f"eager: {e} (torch {torch.__version__})") from None
     if needing(xs):
         try:
             compiled_grad(fn, xs, backend="inductor")
