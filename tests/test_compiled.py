@@ -83,6 +83,34 @@ def test_a_classic_function_is_unsupported_compiled_not_differing(classic, cpu):
     assert "setup_context" in rows["compile_grad"].detail
 
 
+def test_the_compile_row_leaves_the_cse_pass_out_and_inductor_keeps_it(monkeypatch, cpu):
+    """aot_eager without AOTAutograd's common-subexpression pass (whose first use imports
+    inductor's pattern matcher, 0.6 s): the pass is not run and the setting comes back after
+    the row; the inductor row compiles with it (the whole pipeline)."""
+    import torch._functorch.config
+    import torch._functorch.partitioners as partitioners
+
+    def no_cse(graph):
+        raise AssertionError("the CSE pass ran")
+
+    x = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64).requires_grad_()
+    with monkeypatch.context() as m:
+        m.setattr(partitioners, "fx_graph_cse", no_cse)
+        row = support.matrix(MyExp.apply, {"x": x}, None, cpu, rows=["compile"])["compile"]
+    assert row.status == "ok" and "without the CSE pass" in row.detail, row
+    assert torch._functorch.config.cse is True
+    seen = []
+
+    def compile_eagerly(fn, backend, **options):  # what each backend is handed, no compiling
+        seen.append((backend, torch._functorch.config.cse))
+        return fn
+
+    monkeypatch.setattr(torch, "compile", compile_eagerly)
+    support.compiled(MyExp.apply, {"x": x})
+    support.compiled(MyExp.apply, {"x": x}, backend="inductor")
+    assert seen == [("aot_eager", False), ("inductor", True)]
+
+
 def test_inductor_without_a_cpp_compiler_is_skipped_saying_why(monkeypatch, cpu):
     import shutil
 
