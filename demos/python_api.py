@@ -342,6 +342,7 @@ def run(target: str | os.PathLike[str] | Mapping[str, Any], *,
     command line's options of the same names; `quiet` keeps the console lines (not the
     warnings) out of the output. Raises ConfigError for a config or usage error (nothing
     ran), RunInterrupted for Ctrl-C (the run's folder whole)."""
+    from demos.lab.runner import cli
     from demos.lab.runner.options import RunRequest
 
     config, data = config_of(target)
@@ -355,7 +356,13 @@ def run(target: str | os.PathLike[str] | Mapping[str, Any], *,
                          baseline=option("baseline", baseline),
                          save_baseline=option("save_baseline", save_baseline),
                          output_dir=text_of("--output-dir", output_dir))
-    return execute(request, data, quiet)
+    code, made = perform(cli.run_command, request, quiet, data, [PROG, *request.argv()])
+    if made is None or made.final is None:  # no run was made (cannot be: a run or an error)
+        raise ConfigError("run: no run was made")
+    result = RunResult(Path(made.dir), made.final, code)
+    if code == EXIT_INTERRUPTED:
+        raise RunInterrupted(result)
+    return result
 
 
 def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | None = None,
@@ -496,12 +503,7 @@ def compare(*runs: RunResult | str | os.PathLike[str],
         command="compare", output_dir=text_of("output_dir", output_dir),
         baseline=None if baseline is None else text_of("baseline", baseline),
         runs=[text_of("compare", r.folder if isinstance(r, RunResult) else r) for r in runs])
-    kept: list[Any] = []
-    with LOCK, caller_kept(quiet):
-        perform(cli.compare_command, request, kept.append)
-    if not kept:  # compare_runs raised before it made anything
-        raise ConfigError("compare: nothing was compared")
-    made = kept[0]
+    _, made = perform(cli.compare_command, request, quiet)  # compare_runs makes one, or raises
     return Comparison(made.folder, made.found.agree, made.to_json(), made.html)
 
 
@@ -684,35 +686,22 @@ def input_specs(inputs: Any) -> list[dict[str, Any]]:
 LOCK = threading.RLock()  # one run at a time in a process: torch's settings are the process's
 
 
-def execute(request: Any, data: Any, quiet: bool) -> RunResult:
-    """The run `request` asks for (its config's `data`, where made in memory), here."""
-    from demos.lab.runner import cli
-
-    kept: list[Any] = []
-    with LOCK, caller_kept(quiet):
-        code = perform(cli.run_command, request, kept.append, data, [PROG, *request.argv()])
-    if not kept or kept[0].final is None:  # no run was made (cannot be: a run or an error)
-        raise ConfigError("run: no run was made")
-    r = kept[0]
-    result = RunResult(Path(r.dir), r.final, code)
-    if code == EXIT_INTERRUPTED:
-        raise RunInterrupted(result)
-    return result
-
-
-def perform(command: Callable[..., int], request: Any, keep: Callable[[Any], None],
-            data: Any = None, recorded: list[str] | None = None) -> int:
-    """A command of the command line on the request made here, in this process: signals as a
-    notebook needs them."""
+def perform(command: Callable[..., int], request: Any, quiet: bool, data: Any = None,
+            recorded: list[str] | None = None) -> tuple[int, Any]:
+    """A command of the command line on the request made here (its config's `data`, where
+    made in memory), in this process, signals as a notebook needs them; its exit code and what
+    it made (the Run, the comparison; None: nothing)."""
     from demos.lab.core.signals import StopRequest
     from demos.lab.runner import cli
     from demos.scenarios import registry
 
-    stop = StopRequest()
-    stop.embedded = True  # Ctrl-C alone; Ctrl-C again raises here, never ends the process
-    call = cli.Call(registry, stop, recorded or [PROG, request.command], data, keep)
-    with LOCK:  # another thread's run first: they would share torch's state and stdout
-        return cli.perform(command, request, call)
+    made: list[Any] = []
+    with LOCK, caller_kept(quiet):  # another thread's run first: they would share torch, stdout
+        stop = StopRequest()
+        stop.embedded = True  # Ctrl-C alone; Ctrl-C again raises here, never ends the process
+        call = cli.Call(registry, stop, recorded or [PROG, request.command], data, made.append)
+        code = cli.perform(command, request, call)
+    return code, made[0] if made else None
 
 
 @contextlib.contextmanager

@@ -99,9 +99,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_a
 __all__ = [  # what a scenario file may import: the names above, LAZY's, and run_alone
     "Capability", "Check", "ConfigError", "Result", "Scenario", "ScenarioConfig", "Scenarios",
     "TRAINING_FILES", "convert", "did_you_mean", "graph_files", "load_object", "param",
-    "pass_files",
-    "split_spec",
-    "support_param",
+    "pass_files", "split_spec", "support_param",
     "Context", "Interrupted", "backward_structure", "check", "close", "compare_to_reference",
     "gradcheck", "gradgradcheck", "leaves", "node_name", "one_line", "parity", "same_everywhere",
     "support", "tensors", "floating", "with_fixed", "changes_a_leaf",
@@ -137,7 +135,6 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
     from pathlib import Path
 
     from demos.lab.core.results import EXIT_OK, EXIT_USAGE
-    from demos.lab.core.schema import ConfigError
     from demos.lab.core.signals import leave
     from demos.lab.runner import cli, options
 

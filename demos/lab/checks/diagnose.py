@@ -11,8 +11,9 @@ diagnosis; "no simple pattern" when none does.
 """
 from __future__ import annotations
 
+import contextlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
@@ -50,8 +51,7 @@ class Diagnosis:
     probe: str = "grad_output"  # what the elements were computed for: one random one
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "says": self.says, "output": self.output,
-                "input": self.input, "elements": self.elements, "probe": self.probe}
+        return asdict(self)
 
 
 Pull = Callable[[str, torch.Tensor], Mapping[str, torch.Tensor | None]]
@@ -82,16 +82,9 @@ class Maps:
         broadcasts is summed to expected's, as autograd sums it)."""
         if expected is None and got is None:
             return True
-        if expected is None:
-            expected = torch.zeros_like(got)
-        if got is None:
-            got = torch.zeros_like(expected)
-        if got.shape != expected.shape:
-            try:
-                got = got.sum_to_size(expected.shape)
-            except RuntimeError:
-                return False
-        return bool(self.close(got.double(), expected.double()).all())
+        got, expected = aligned(got, expected)
+        return got.shape == expected.shape and bool(
+            self.close(got.double(), expected.double()).all())
 
     def it(self, r: str) -> str:
         return f"the tangent of {r}" if self.forward else f"{r}'s gradient"
@@ -143,16 +136,8 @@ class Pair:
                          "tangent" if self.m.forward else "grad_output")
 
     def pair(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(expected, got) under probe i, got summed to expected's shape where it broadcasts."""
-        e = self.all_expected[i].get(self.name)
-        g = self.all_got[i].get(self.name)
-        e = e if e is not None else torch.zeros_like(g)
-        g = g if g is not None else torch.zeros_like(e)
-        if g.shape != e.shape:
-            try:
-                g = g.sum_to_size(e.shape)
-            except RuntimeError:
-                pass
+        """(expected, got) under probe i, as `aligned` gives them."""
+        g, e = aligned(self.all_got[i].get(self.name), self.all_expected[i].get(self.name))
         return e, g
 
     def kind(self) -> tuple[str, str]:
@@ -217,7 +202,9 @@ class Pair:
             return "sign", f"{it} has the wrong sign: a minus too many or too few"
         mean = ""
         if not self.m.forward:
-            k = broadcast_count(self.m.results[self.name], self.m.spaces[self.space])
+            out = self.m.spaces[self.space]
+            k = math.prod(out.shape[d] for d in broadcast_dims(self.m.results[self.name].shape,
+                                                               out.shape))
             if k > 1 and abs(c * k - 1) < 1e-6:  # the numbers cannot tell these two apart
                 mean = (f" (1/{k}: or it averages grad_output over the {k} elements "
                         f"{self.name} is broadcast over, where it should sum them)")
@@ -282,6 +269,18 @@ class Pair:
         return None
 
 
+def aligned(got: torch.Tensor | None,
+            expected: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(got, expected), None as zeros, got summed to expected's shape where it is a shape that
+    broadcasts to it (as autograd sums a gradient); left as it is where it is not."""
+    expected = expected if expected is not None else torch.zeros_like(got)
+    got = got if got is not None else torch.zeros_like(expected)
+    if got.shape != expected.shape:
+        with contextlib.suppress(RuntimeError):
+            got = got.sum_to_size(expected.shape)
+    return got, expected
+
+
 def elements(got: torch.Tensor, expected: torch.Tensor) -> list[dict[str, Any]]:
     """The elements where got and expected differ most (index, expected, got)."""
     if got.shape != expected.shape:
@@ -317,10 +316,6 @@ def broadcast_dims(small: torch.Size, big: torch.Size) -> tuple[int, ...]:
         return ()
     return tuple(d for d in range(len(big))
                  if d < lead or (small[d - lead] == 1 and big[d] != 1))
-
-
-def broadcast_count(x: torch.Tensor, out: torch.Tensor) -> int:
-    return math.prod(out.shape[d] for d in broadcast_dims(x.shape, out.shape))
 
 
 # -- the maps: a Function's own, finite differences of its forward, a reference's autograd --
@@ -416,10 +411,8 @@ def directional(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6)
     """J·u by central differences of fn's forward along u (float64)."""
     def push(space: str, u: torch.Tensor) -> dict[str, torch.Tensor | None]:
         with torch.no_grad():
-            plus = outputs(fn(*[x.detach() + eps * u if k == space else x.detach().clone()
-                                for k, x in xs.items()]))
-            minus = outputs(fn(*[x.detach() - eps * u if k == space else x.detach().clone()
-                                 for k, x in xs.items()]))
+            plus, minus = (outputs(fn(*[x.detach() + h * u if k == space else x.detach().clone()
+                                        for k, x in xs.items()])) for h in (eps, -eps))
         return {name: (a.double() - b.double()) / (2 * eps)
                 for name, a, b in zip(output_names(len(plus)), plus, minus)}
     return push
@@ -463,36 +456,32 @@ def second_against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diag
     backward: the diagnosis of a failed gradgradcheck. The backward is seen as a function of
     the inputs and each output's grad_output; its results, the inputs' gradients."""
     try:
-        return second(fn, xs)
+        names = list(xs)
+        wrt = [k for k in names if xs[k].requires_grad]
+        outs = point(fn, xs)
+
+        def backward(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            with torch.enable_grad():
+                given = [a if a.requires_grad else a.detach().requires_grad_(xs[k].requires_grad)
+                         for k, a in zip(names, args)]
+                gs = args[len(names):]
+                got = outputs(fn(*given))
+                grads = torch.autograd.grad(got, [a for k, a in zip(names, given) if k in wrt],
+                                            list(gs), create_graph=True, allow_unused=True)
+            return tuple(torch.zeros_like(xs[k]) if g is None else g for k, g in zip(wrt, grads))
+
+        extended = {**xs, **{f"grad_output{'' if len(outs) == 1 else ' ' + str(i)}":
+                             torch.randn(t.shape, generator=torch.Generator().manual_seed(3),
+                                         dtype=torch.float64).requires_grad_()
+                             for i, t in enumerate(outs.values())}}
+        d = against_numbers(backward, extended)
+        if d is not None:  # say it as the backward's: output i of it is input i's gradient
+            of = wrt[output_names(len(wrt)).index(d.output)]
+            d.output = f"the backward's gradient of {of}"
+            d.says = (f"the backward's gradient of {of} carries no gradient w.r.t. {d.input}: the "
+                      f"backward detaches something it depends on (.detach(), .data, NumPy, "
+                      f"@once_differentiable) or is not differentiable"
+                      if d.kind == "zero" else f"in the double backward, {d.says}")
+        return d
     except Exception:
         return None
-
-
-def second(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diagnosis | None:
-    names = list(xs)
-    wrt = [k for k in names if xs[k].requires_grad]
-    outs = point(fn, xs)
-
-    def backward(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        with torch.enable_grad():
-            given = [a if a.requires_grad else a.detach().requires_grad_(xs[k].requires_grad)
-                     for k, a in zip(names, args)]
-            gs = args[len(names):]
-            got = outputs(fn(*given))
-            grads = torch.autograd.grad(got, [a for k, a in zip(names, given) if k in wrt],
-                                        list(gs), create_graph=True, allow_unused=True)
-        return tuple(torch.zeros_like(xs[k]) if g is None else g for k, g in zip(wrt, grads))
-
-    extended = {**xs, **{f"grad_output{'' if len(outs) == 1 else ' ' + str(i)}":
-                         torch.randn(t.shape, generator=torch.Generator().manual_seed(3),
-                                     dtype=torch.float64).requires_grad_()
-                         for i, t in enumerate(outs.values())}}
-    d = against_numbers(backward, extended)
-    if d is not None:  # say it as the backward's: output i of it is input i's gradient
-        of = wrt[output_names(len(wrt)).index(d.output)]
-        d.output = f"the backward's gradient of {of}"
-        d.says = (f"the backward's gradient of {of} carries no gradient w.r.t. {d.input}: the "
-                  f"backward detaches something it depends on (.detach(), .data, NumPy, "
-                  f"@once_differentiable) or is not differentiable"
-                  if d.kind == "zero" else f"in the double backward, {d.says}")
-    return d

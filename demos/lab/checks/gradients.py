@@ -26,10 +26,6 @@ def check(name: str, passed: bool, detail: str) -> Check:
     return Check(name, bool(passed), detail)
 
 
-def fmt(value: float) -> str:
-    return f"{value:.8g}"
-
-
 def close(name: str, actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-6,
           atol: float = 1e-8) -> Check:
     """`actual` equals `expected` (same shape, allclose), e.g. 'w.grad equals x'."""
@@ -186,8 +182,8 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
             # mistake looks like there) and the metric's, against the largest reference value
             return Check(name, False, f"{what} differs: max abs err {abs_err:.3g}, rel "
                                       f"{rel_there:.3g} at {index(flat, tuple(y.shape))} "
-                                      f"(custom {fmt(x.flatten()[flat].item())}, reference "
-                                      f"{fmt(y.flatten()[flat].item())}); {rel_err:.3g} of the "
+                                      f"(custom {x.flatten()[flat].item():.8g}, reference "
+                                      f"{y.flatten()[flat].item():.8g}); {rel_err:.3g} of the "
                                       f"largest reference value (max_rel_error)",
                          why and why.to_json()), \
                 {"max_abs_error": abs_err, "max_rel_error": rel_err}
@@ -247,7 +243,6 @@ def with_fixed(fn: Callable, fixed: Mapping[int, Fixed], copies: bool = False) -
     call.__name__ = getattr(fn, "__name__", "apply")
     call.__wrapped__, call.fixed = fn, dict(fixed)  # type: ignore[attr-defined]  # repro.py
     return call
-
 
 
 def changes_a_leaf(apply: Callable, inputs: Mapping[str, torch.Tensor],

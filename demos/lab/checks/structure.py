@@ -40,8 +40,8 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
     fixed = fixed or {}
     xs = as_float64(inputs, device)
     args = arguments(copied(list(xs.values()), copies), fixed, device)
-    names = [fixed[i].name if i in fixed else name for i, name in
-             enumerate(positions(list(xs), fixed))]
+    given = iter(xs)  # apply's arguments in order: the inputs' names, the fixed ones' names
+    names = [fixed[i].name if i in fixed else next(given) for i in range(len(args))]
     op = not isinstance(fn, type)  # a torch.library.custom_op, called as it is
     call = fn if op else fn.apply
     try:
@@ -134,12 +134,6 @@ def accepted(call: Callable, inputs: Mapping[str, torch.Tensor], fixed: Mapping[
         return Check("autograd accepts the backward", True, "loss.backward() ran")
     except Exception as e:
         return Check("autograd accepts the backward", False, one_line(e))
-
-
-def positions(names: list[str], fixed: Mapping[int, Fixed]) -> list[str]:
-    """apply's arguments in order: the floating inputs' names, fixed ones as placeholders."""
-    given = iter(names)
-    return ["" if i in fixed else next(given) for i in range(len(names) + len(fixed))]
 
 
 def copied(xs: list, copies: bool) -> list:

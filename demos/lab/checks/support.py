@@ -156,7 +156,7 @@ def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
 GRADIENT_ROWS = ("backward", "double_backward", "forward_ad", "func_grad")
 
 
-def attempt(run: Callable[[], str | None]) -> Row:
+def attempt(run: Callable[[], str]) -> Row:
     """Run a row: its detail when it works, `fails` on a mismatch or an unexpected error,
     `unsupported` when torch refuses."""
     try:
@@ -176,18 +176,13 @@ def attempt(run: Callable[[], str | None]) -> Row:
     except SystemExit as e:  # a Function that ends its process fails its row
         return Row("fails", f"SystemExit: the Function called sys.exit({e.code!r})")
     except Exception as e:
-        first = next((ln.strip() for ln in message(e).splitlines() if ln.strip()), "")
-        for pattern, hint in REFUSALS:
-            if re.search(pattern, message(e)):
-                return Row("unsupported", f"{type(e).__name__}: {first[:300]} -> {hint}")
-        if type(e).__name__ in REFUSING_TYPES:
-            return Row("unsupported", f"{type(e).__name__}: {first[:300]} -> "
-                                      f"{REFUSING_TYPES[type(e).__name__]}")
+        hint = next((hint for pattern, hint in REFUSALS if re.search(pattern, message(e))),
+                    REFUSING_TYPES.get(type(e).__name__))
+        if hint:
+            return Row("unsupported", f"{type(e).__name__}: {first_line(e)} -> {hint}")
         return Row("fails", one_line(e))
     except BaseException as e:  # not an Exception (asyncio.CancelledError, ...): the row's
         return Row("fails", one_line(e))
-    if detail is None:
-        return Row("ok", "")
     if detail.startswith("skipped: "):
         return Row("skipped", detail.removeprefix("skipped: "))
     return Row("ok", detail)
@@ -198,9 +193,10 @@ def needing(xs: Mapping[str, torch.Tensor]) -> list[str]:
     return [k for k, v in xs.items() if v.requires_grad]
 
 
-def weights(outs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Fixed random weights for each output: the scalar the gradients are taken of."""
-    g = torch.Generator().manual_seed(2)
+def weights(outs: Sequence[torch.Tensor], seed: int = 2) -> list[torch.Tensor]:
+    """Fixed random weights for each output: the scalar the gradients are taken of (with
+    another seed, fixed random tangents for the inputs)."""
+    g = torch.Generator().manual_seed(seed)
     return [torch.randn(o.shape, generator=g, dtype=torch.float64).to(o.device, o.dtype)
             for o in outs]
 
@@ -296,9 +292,7 @@ def forward_ad(fn, xs, reference, numerical: bool = True) -> str:
     if reference is None:
         return "gradcheck with forward AD"
     primals = tuple(v.detach() for v in xs.values())
-    g = torch.Generator().manual_seed(3)
-    tangents = tuple(torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device)
-                     for p in primals)
+    tangents = tuple(weights(primals, seed=3))
     got = torch.func.jvp(fn, primals, tangents)
     same("jvp value", got[0], reference(*primals))
     same("jvp tangent", got[1], jvp_by_reverse(reference, primals, tangents))
@@ -355,7 +349,7 @@ def vmap(fn, xs) -> str:
     batched = batch_of(xs)
     got = torch.func.vmap(fn)(*batched)
     loop = [tensors(fn(*[b[i] for b in batched])) for i in range(3)]
-    want = tuple(torch.stack([row[j] for row in loop]) for j in range(len(loop[0])))
+    want = tuple(torch.stack(outs) for outs in zip(*loop))
     same("vmap value", got, want)
     last = [b.movedim(0, -1) for b in batched]  # the batch as the last dim (in_dims=-1)
     same("vmap value (batch in the last dim)",
@@ -365,7 +359,7 @@ def vmap(fn, xs) -> str:
         shared = [tensors(fn(first, *[b[i] for b in batched[1:]])) for i in range(3)]
         same("vmap value (first input unbatched, in_dims None)",
              torch.func.vmap(fn, in_dims=(None, *[0] * (len(xs) - 1)))(first, *batched[1:]),
-             tuple(torch.stack([row[j] for row in shared]) for j in range(len(shared[0]))))
+             tuple(torch.stack(outs) for outs in zip(*shared)))
     names = needing(xs)
     if not names:
         return "values match a loop over the batch"
@@ -404,16 +398,14 @@ def compiled(fn, xs, backend: str = COMPILED_BACKEND) -> str:
             f"value and gradients match eager")
 
 
-def versus_eager(transform: str, fn, xs, compiled: Any, eager: Any, backend: str,
-                 **case: Any) -> None:
+def versus_eager(transform: str, fn, xs, compiled: tuple[torch.Tensor, ...],
+                 eager: tuple[torch.Tensor, ...], backend: str, **case: Any) -> None:
     """Raise TorchDiffers unless the compiled transform's numbers equal eager's."""
     try:
         same(f"compiled {transform}", compiled, eager)
     except Mismatch:
-        got = [t.detach().double().cpu() for t in (compiled if isinstance(compiled, tuple)
-                                                   else (compiled,))]
-        want = [t.detach().double().cpu() for t in (eager if isinstance(eager, tuple)
-                                                    else (eager,))]
+        got = [t.detach().double().cpu() for t in compiled]
+        want = [t.detach().double().cpu() for t in eager]
         err = max(((a - b).abs().max().item() for a, b in zip(got, want)
                    if a.shape == b.shape and a.numel()), default=float("nan"))
         raise TorchDiffers(
@@ -437,14 +429,21 @@ class CompileRefused(Exception):
     """torch.compile could not take a transform that eager torch ran: torch's limit."""
 
 
-def refused_when_compiled(call: Callable[[], Any], transform: str) -> Any:
-    """call(), the compiled transform; an error there, where eager ran it, is torch's compiled
-    path refusing the Function (`unsupported`), not the Function's mistake."""
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message that is not blank, cut at 300 characters."""
+    return next((ln.strip() for ln in message(e).splitlines() if ln.strip()), "")[:300]
+
+
+def eager_and_compiled(f: Callable, args: Sequence[Any], transform: str, backend: str) -> Any:
+    """(f(*args), torch.compile(f)(*args)), compiled afresh; an error in the compiled call,
+    where eager ran it, is torch's compiled path refusing the Function (`unsupported`), not
+    the Function's mistake."""
+    eager = f(*args)
+    fresh_compiler()
     try:
-        return call()
+        return eager, torch.compile(f, backend=backend)(*args)
     except Exception as e:
-        first = next((ln.strip() for ln in message(e).splitlines() if ln.strip()), "")
-        raise CompileRefused(f"{type(e).__name__}: {first[:300]} -> torch.compile cannot "
+        raise CompileRefused(f"{type(e).__name__}: {first_line(e)} -> torch.compile cannot "
                              f"take {transform} of this Function (eager {transform} runs it)"
                              ) from None
 
@@ -464,11 +463,8 @@ def compiled_grad(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     primals = tuple(v.detach() for v in xs.values())
     ws = weights(tensors(fn(*primals)))
     argnums = tuple(i for i, k in enumerate(xs) if k in names)
-    grad = torch.func.grad(scalar(fn, ws), argnums=argnums)
-    eager = grad(*primals)
-    fresh_compiler()
-    compiled = refused_when_compiled(lambda: torch.compile(grad, backend=backend)(*primals),
-                                     "torch.func.grad")
+    eager, compiled = eager_and_compiled(torch.func.grad(scalar(fn, ws), argnums=argnums),
+                                         primals, "torch.func.grad", backend)
     versus_eager("torch.func.grad", fn, xs, tuple(compiled), tuple(eager), backend,
                  weights=ws, argnums=argnums)
     return f"torch.func.grad compiled ({backend}): gradients match eager"
@@ -476,18 +472,13 @@ def compiled_grad(fn, xs, backend: str = COMPILED_BACKEND) -> str:
 
 def compiled_jvp(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     """torch.compile of torch.func.jvp against eager torch.func.jvp (a Function with a jvp)."""
-    primals = tuple(v.detach() for v in xs.values())
-    g = torch.Generator().manual_seed(4)
-    tangents = tuple(torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device)
-                     if p.is_floating_point() else torch.zeros_like(p) for p in primals)
+    primals = tuple(v.detach() for v in xs.values())  # float64, as rows_of made them
+    tangents = tuple(weights(primals, seed=4))
 
     def jvp(*args):
         return torch.func.jvp(fn, args[:len(primals)], args[len(primals):])
 
-    eager = jvp(*primals, *tangents)
-    fresh_compiler()
-    compiled = refused_when_compiled(
-        lambda: torch.compile(jvp, backend=backend)(*primals, *tangents), "torch.func.jvp")
+    eager, compiled = eager_and_compiled(jvp, (*primals, *tangents), "torch.func.jvp", backend)
     versus_eager("torch.func.jvp", fn, xs,
                  (*tensors(compiled[0]), *tensors(compiled[1])),
                  (*tensors(eager[0]), *tensors(eager[1])), backend, tangents=tangents)
@@ -497,10 +488,8 @@ def compiled_jvp(fn, xs, backend: str = COMPILED_BACKEND) -> str:
 def compiled_vmap(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     """torch.compile(torch.func.vmap(f)) against eager torch.func.vmap(f), over a batch of 3."""
     batched = batch_of(xs)
-    eager = torch.func.vmap(fn)(*batched)
-    fresh_compiler()
-    compiled = refused_when_compiled(
-        lambda: torch.compile(torch.func.vmap(fn), backend=backend)(*batched), "torch.func.vmap")
+    eager, compiled = eager_and_compiled(torch.func.vmap(fn), batched, "torch.func.vmap",
+                                         backend)
     versus_eager("torch.func.vmap", fn, xs, tensors(compiled), tensors(eager), backend,
                  batched=batched)
     return f"torch.func.vmap compiled ({backend}): values match eager"

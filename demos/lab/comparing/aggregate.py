@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from demos.lab.core.config import load
 from demos.lab.core.console import say
 from demos.lab.core.files import write_json
-from demos.lab.core.layout import CONFIG, SUMMARY, SWEEP, SWEEP_PAGE, read_run
+from demos.lab.core.layout import CONFIG, SUMMARY, SWEEP, SWEEP_PAGE, read_run, still_running
 from demos.lab.core.results import EXIT_FAILED, EXIT_OK, Check
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError
+from demos.lab.core.tolerance import as_float
 from demos.lab.pages.sweep import group_label, write_page
 from demos.lab.pages.templating import fmt
 
@@ -79,13 +81,7 @@ def process_state(s: dict[str, Any]) -> str:
     if s.get("host") != socket.gethostname() or isinstance(pid, bool) or \
             not isinstance(pid, int) or not 0 < pid < 2**31:
         return "unknown"
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return "gone"
-    except OSError:  # another user's: alive
-        pass
-    return "alive"
+    return "alive" if still_running(s) else "gone"
 
 
 def read_plan(folder: Path) -> list[str] | None:
@@ -111,14 +107,19 @@ def read_plan(folder: Path) -> list[str] | None:
     return points
 
 
-def remove_stale(folder: Path) -> str:
+def unlink_stale(folder: Path) -> tuple[list[str], list[str]]:
     """Remove an old sweep.json and sweep.html (they describe other runs, and the index would
-    show their verdict); what an error line says about them."""
+    show their verdict); (those found, those that could not be removed)."""
     found = [n for n in (SWEEP, SWEEP_PAGE) if os.path.lexists(folder / n)]
     for name in found:
         with contextlib.suppress(OSError):
             (folder / name).unlink()
-    left = [n for n in found if os.path.lexists(folder / n)]
+    return found, [n for n in found if os.path.lexists(folder / n)]
+
+
+def remove_stale(folder: Path) -> str:
+    """unlink_stale, and what an error line says about it."""
+    found, left = unlink_stale(folder)
     if left:
         return f"; the old {' and '.join(left)} could not be removed: stale"
     return f"; the old {' and '.join(found)} {'were' if len(found) > 1 else 'was'} removed" \
@@ -200,22 +201,12 @@ def elsewhere(s: dict[str, Any]) -> str:
     return f", on host {host}" if isinstance(host, str) and host != socket.gethostname() else ""
 
 
-def finite_float(v: Any) -> float | None:
-    """A value read from a summary as a finite float, or None (null, NaN, text, too large)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        v = float(v)
-    except OverflowError:
-        return None
-    return v if math.isfinite(v) else None
-
-
 def stats(values: list[Any]) -> dict[str, float]:
-    """n, mean, std (sample), min, max of the finite values. Near the float limit they are
-    computed on the values scaled by the largest; a std still beyond the largest float is
-    inf (written "inf" in sweep.json, as summary.json writes it)."""
-    xs = [x for x in map(finite_float, values) if x is not None]
+    """n, mean, std (sample), min, max of the finite values (numbers, as `number` says: null,
+    "nan", "inf" are not finite). Near the float limit they are computed on the values scaled
+    by the largest; a std still beyond the largest float is inf (written "inf" in sweep.json,
+    as summary.json writes it)."""
+    xs = [x for x in map(as_float, values) if math.isfinite(x)]
     if not xs:
         return {"n": 0}
     try:
@@ -240,7 +231,7 @@ def summarise(runs: list[PointRun]) -> dict[str, dict[str, dict[str, dict[str, f
                 found = e.get(kind)
                 for name, v in (found.items() if isinstance(found, dict) else ()):
                     values.setdefault(str(e.get("id")), {}).setdefault(kind, {}).setdefault(
-                        name, []).append(v if v is not None else math.nan)
+                        name, []).append(v)
     return {entry: {kind: {name: stats(v) for name, v in names.items()}
                     for kind, names in kinds.items()} for entry, kinds in values.items()}
 
@@ -267,8 +258,6 @@ def sweep_checks(table: dict, expects: dict[str, Any], skip: str | None) -> list
 
 def expectations(run: PointRun, registry: Registry) -> tuple[dict[str, Any], str | None]:
     """{entry id: its expect.sweep} from a run's resolved config.yaml, or why there are none."""
-    from demos.lab.core.config import load
-
     try:
         cfg = load(str(run.dir / CONFIG), registry)
     except ConfigError as e:
@@ -285,10 +274,9 @@ def sweep_data(folder: Path, runs: list[PointRun], registry: Registry,
     folders found that are none of its points (left out)."""
     missing = list(missing)  # then the sweep checks are reported, not evaluated
     groups: dict[tuple[str, ...], list[PointRun]] = {}
-    for r in runs:
-        groups.setdefault(r.group, []).append(r)
     keys: dict[str, set[str]] = {}
     for r in runs:
+        groups.setdefault(r.group, []).append(r)
         for s in r.sets:
             k, _, v = s.partition("=")
             keys.setdefault(k.strip(), set()).add(v)
@@ -367,7 +355,7 @@ def aggregate(folder: Path, registry: Registry, command: Iterable[str] = (),
     not_run = list(not_run)
     missing = lacking(folder, runs, unfinished, not_run, planned, corrupt)
     if not runs:
-        for line in [*missing_lines(missing), *unplanned_lines(unplanned)]:
+        for line in left_out_lines(missing, unplanned):
             say(line)
         named = f" ({len(missing)} missing, killed or corrupt, named above)" if missing else ""
         raise ConfigError(f"aggregate {folder}: no finished run folders (with summary.json) "
@@ -378,10 +366,7 @@ def aggregate(folder: Path, registry: Registry, command: Iterable[str] = (),
         data["notes"] += write_page(folder, data)
         write_json(folder / SWEEP, data)
     except OSError as e:
-        for stale in (SWEEP, SWEEP_PAGE):  # an old one would describe other runs
-            with contextlib.suppress(OSError):
-                (folder / stale).unlink()
-        left = [n for n in (SWEEP, SWEEP_PAGE) if (folder / n).exists()]
+        _, left = unlink_stale(folder)  # an old one would describe other runs
         raise ConfigError(f"aggregate {folder}: cannot write sweep.json and sweep.html "
                           f"({e.strerror or e}); " + (f"the old {' and '.join(left)} could not "
                           f"be removed: stale" if left else "neither is left there")) from None
@@ -410,15 +395,13 @@ def console_lines(data: dict[str, Any]) -> list[str]:
     for r in data["failed_runs"]:
         lines.append(f"failed run: {r}")
         lines += [f"  {reason}" for reason in reasons.get(r, [])]
-    lines += [f"interrupted run: {r}" for r in data.get("interrupted_runs", [])]
+    lines += [f"interrupted run: {r}" for r in data["interrupted_runs"]]
     lines += [f"not run (interrupted): {r}" for r in data["not_run"]]
-    missing = data.get("missing_runs", [])
-    unplanned = data.get("unplanned_runs", [])
-    lines += [*missing_lines(missing), *unplanned_lines(unplanned)]
+    missing, unplanned = data["missing_runs"], data["unplanned_runs"]
+    lines += left_out_lines(missing, unplanned)
     lines += [f"note: {n}" for n in data["notes"]]
     failed_checks = sum(c["passed"] is False for g in data["groups"] for c in g["checks"])
-    stopped = len(data.get("interrupted_runs", []))
-    planned = data.get("planned")
+    stopped, planned = len(data["interrupted_runs"]), data["planned"]
     runs = count_runs(len(data["points"]))
     if planned is not None and planned != len(data["points"]):
         runs = f"{len(data['points'])} of {planned} planned runs"
@@ -430,14 +413,11 @@ def console_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def missing_lines(missing: list[dict[str, str]]) -> list[str]:
-    """'corrupt: 2_seed=2 (why)': a line per point without a finished run."""
-    return [f"{m['kind']}: {m['run']} ({m['why']})" for m in missing]
-
-
-def unplanned_lines(unplanned: list[str]) -> list[str]:
-    """A line per run folder that is none of the plan's points."""
-    return [f"not part of the sweep's plan, left out: {name}" for name in unplanned]
+def left_out_lines(missing: list[dict[str, str]], unplanned: list[str]) -> list[str]:
+    """A line per point without a finished run ('corrupt: 2_seed=2 (why)'), then one per run
+    folder that is none of the plan's points."""
+    return [*(f"{m['kind']}: {m['run']} ({m['why']})" for m in missing),
+            *(f"not part of the sweep's plan, left out: {name}" for name in unplanned)]
 
 
 def count_runs(n: int) -> str:

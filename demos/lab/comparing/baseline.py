@@ -22,8 +22,10 @@ from typing import Any, Sequence
 import yaml
 
 from demos.lab.core import fingerprint as fp
+from demos.lab.core.files import NotReadable, read_bytes, write_atomic
 from demos.lab.core.layout import INDEX, INDEX_LOCK
 from demos.lab.core.results import Check, EntrySummary, finite
+from demos.lab.core.safe_yaml import nearby, parse_yaml
 from demos.lab.core.schema import ConfigError, build, join, param, to_dict
 from demos.lab.core.tolerance import KINDS, Band, Drift, TableEntry, compare_values, num
 
@@ -112,9 +114,6 @@ class BaselineFile:
 def read_baseline(path: str, option: str = "--baseline") -> BaselineFile:
     """Read and validate a baseline file; every problem is one line naming the option, the file
     and the key. Never blocks: a FIFO, a device or a file over 1 MiB is refused unread."""
-    from demos.lab.core.files import NotReadable, read_bytes
-    from demos.lab.core.safe_yaml import nearby, parse_yaml
-
     where = f"{option} {path}"
     try:
         data = read_bytes(path, MAX_BASELINE_BYTES)
@@ -150,12 +149,11 @@ def values_read(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "scenarios": out}
 
 
-def check_writable(path: str, config: str | None = None, output_dir: str | None = None,
-                   dry_run: bool | None = None) -> None:
+def check_writable(path: str, config: str, output_dir: str, dry_run: bool) -> None:
     """Refuse, before any work, a --save-baseline path that cannot become a baseline file: a
     directory, a FIFO or device, a file of the output folder, the config itself, a file that is
-    not a baseline, or (with `dry_run`) a baseline of the other kind. A link is written
-    through: the checks are of the file it points to."""
+    not a baseline, or a baseline of the other kind (`dry_run`). A link is written through: the
+    checks are of the file it points to."""
     where = f"--save-baseline {path}"
     target = os.path.realpath(path)
     try:
@@ -170,8 +168,7 @@ def check_writable(path: str, config: str | None = None, output_dir: str | None 
                           f"name a new file or a baseline")
     if os.path.isdir(target):
         raise ConfigError(f"{where}: is a directory; name a file")
-    if output_dir is not None:
-        check_unmanaged(where, target, output_dir)
+    check_unmanaged(where, target, output_dir)
     if config and os.path.exists(target) and os.path.samefile(target, config):
         raise ConfigError(f"{where}: is the config being run")
     if os.path.exists(target):
@@ -187,7 +184,7 @@ def check_writable(path: str, config: str | None = None, output_dir: str | None 
             why = str(e).removeprefix(f"--save-baseline {target}: ")
             raise ConfigError(f"{where}: exists and is not a baseline this could replace "
                               f"({why}); remove it or name another file") from None
-        if dry_run is not None and old.dry_run != dry_run:
+        if old.dry_run != dry_run:
             held, now = (("a --dry-run's", "a full run") if old.dry_run else
                          ("a full run's", "a --dry-run"))
             raise ConfigError(f"{where}: holds {held} values, this is {now}; a baseline holds "
@@ -219,9 +216,8 @@ class Comparison:
     """A run compared against a baseline file, entry by entry as they finish."""
 
     def __init__(self, path: str, base: BaselineFile, configured: Sequence[Any],
-                 selected: Sequence[str], device: str, world_size: int | None = None):
-        self.path, self.base = path, base
-        self.world_size = env_world_size() if world_size is None else world_size
+                 selected: Sequence[str], device: str, world_size: int):
+        self.path, self.base, self.world_size = path, base, world_size
         self.tolerances = {e.id: e.tolerance for e in configured}  # the config's, first
         self.configured = list(self.tolerances)  # every entry of the config, --only or not
         self.selected = list(selected)  # the entries this run runs (--only)
@@ -290,15 +286,11 @@ class Comparison:
                              + f"; by {', '.join(tiers)}"))
         return out
 
-    def only_in_baseline(self) -> tuple[list[str], list[str]]:
-        """Entries the baseline has and this run did not run: (missing, left out by --only)."""
-        absent = [i for i in self.base.scenarios if i not in self.selected]
-        return ([i for i in absent if i not in self.configured],
-                [i for i in absent if i in self.configured])
-
     def block(self) -> dict[str, Any]:
         """summary.json's `baseline`: what moved, worst first, and which entries one side lacks."""
-        missing, left_out = self.only_in_baseline()
+        absent = [i for i in self.base.scenarios if i not in self.selected]  # this run did not run
+        missing = [i for i in absent if i not in self.configured]
+        left_out = [i for i in absent if i in self.configured]  # by --only
         moved = sorted((d for d in self.drifts if d.moved), key=lambda d: -d.severity)
         failed = bool(missing or self.not_in_baseline or any(not d.within for d in moved))
         return {"file": self.path, "status": "failed" if failed else "passed",
@@ -319,10 +311,6 @@ def save(path: str, summary: dict[str, Any], scenarios: dict[str, str],
     ensemble measured, by entry and value); keep the tolerances of the file it replaces, and,
     where that file holds the same kind of run, the entries this run did not give values for.
     A link is written through. Returns what it did, in one line."""
-    import yaml
-
-    from demos.lab.core.files import write_atomic
-
     target = os.path.realpath(path)  # through a link: the file it points to
     try:  # check_writable made sure a file there is a baseline; it may have changed since
         old = read_baseline(target, "--save-baseline") if os.path.exists(target) else None
@@ -414,16 +402,6 @@ def processes(n: int) -> str:
     return "1 process" if n == 1 else f"{n} processes (torchrun)"
 
 
-def env_world_size() -> int:
-    """This process's world size as torchrun tells it (WORLD_SIZE, with RANK set); 1 alone.
-    The runner passes its own (demos.lab.runner.torchrun); this is for a caller that does not."""
-    try:
-        size = int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        return 1
-    return size if size > 1 and "RANK" in os.environ else 1
-
-
 def header(config: str, path: str, entries: dict[str, dict[str, Any]],
            ensemble: dict[str, str] | None) -> str:
     """The file's opening comment: how to use it, and what its tolerances rest on."""
@@ -487,13 +465,10 @@ def describe_drift(block: dict[str, Any], limit: int = 10) -> list[str]:
              f"{len(block['drift'])} moved"]
     if block.get("differs"):
         lines.append(f"  not the baseline's machine: {block['differs']}")
-    for i in block["only_in_baseline"]:
-        lines.append(f"  {i}: in the baseline, not in this config")
+    lines += [f"  {i}: in the baseline, not in this config" for i in block["only_in_baseline"]]
     if block["not_run"]:
         lines.append(f"  in the baseline, not run here (--only): {', '.join(block['not_run'])}")
-    for d in block["drift"][:limit]:
-        if d["within"]:
-            lines.append(f"  {d['entry']} {d['key']}: moved within tolerance "
-                         f"({num(d['old'])} -> {num(d['new'])})")
-    return lines
+    return lines + [f"  {d['entry']} {d['key']}: moved within tolerance "
+                    f"({num(d['old'])} -> {num(d['new'])})"
+                    for d in block["drift"][:limit] if d["within"]]
 

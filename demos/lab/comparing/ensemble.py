@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from demos.lab.comparing.baseline import save
 from demos.lab.core import config as config_mod
 from demos.lab.core import fingerprint as fp
 from demos.lab.core.console import say
-from demos.lab.core.layout import ENSEMBLE, SUMMARY
+from demos.lab.core.files import write_json
+from demos.lab.core.layout import ENSEMBLE, SUMMARY, make_named_dir, make_run_dir, read_run
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError, did_you_mean
@@ -33,10 +36,10 @@ from demos.lab.core.tolerance import KINDS, Band, measure, num
 AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}  # what torch's AVX512 level needs
 
 
-def variants(flags: set[str] | None = None) -> dict[str, tuple[dict[str, str], int | None]]:
+def variants() -> dict[str, tuple[dict[str, str], int | None]]:
     """Every variant this CPU can run: name -> (environment, threads; None: the config's).
     `native` first: the run as asked for, whose values the baseline keeps."""
-    flags = fp.cpu_flags() if flags is None else flags
+    flags = fp.cpu_flags()
     x86 = "sse4_1" in flags
     avx2, avx512 = x86 and "avx2" in flags, x86 and AVX512 <= flags
     aten = ["default"] + (["avx2"] if avx512 else [])  # levels below the CPU's own
@@ -88,7 +91,6 @@ def describe(env: dict[str, str], threads: int | None) -> str:
 def run_ensemble(args: Any, registry: Registry, output_dir: Path, stop: StopRequest) -> int:
     """The whole ensemble: every variant, then the baseline with measured bands."""
     from demos.lab.comparing.sweep import Plan, cap_jobs, passed_on, run_points
-    from demos.lab.core.layout import make_named_dir, make_run_dir, read_run
 
     cfg = config_mod.load(args.config, registry, args.sets)
     if args.only:
@@ -124,8 +126,6 @@ def run_ensemble(args: Any, registry: Registry, output_dir: Path, stop: StopRequ
     write_ensemble_json(folder / ENSEMBLE, chosen, runs, values, bands)
     for line in table(runs["native"], values, bands):
         say(line)
-    from demos.lab.comparing.baseline import save
-
     try:
         say(save(args.save_baseline, runs["native"], {e.id: e.scenario for e in cfg.scenarios},
                  bands, described))
@@ -191,15 +191,11 @@ def table(native: dict[str, Any], values: dict[str, dict[str, list[float]]],
 
 
 def write_ensemble_json(path: Path, chosen: dict[str, tuple[dict[str, str], int | None]],
-               runs: dict[str, dict[str, Any]], values: dict[str, dict[str, list[float]]],
-               bands: dict[str, dict[str, Band]]) -> None:
+                        runs: dict[str, dict[str, Any]], values: dict[str, dict[str, list[float]]],
+                        bands: dict[str, dict[str, Band]]) -> None:
     """ensemble.json: each variant (what it changed, its fingerprint, its status) and each
     value's runs and band."""
-    from dataclasses import asdict
-
-    from demos.lab.core.files import write_json as write
-
-    write(path, {
+    write_json(path, {
         "variants": {n: {"env": env, "threads": t, "status": (runs.get(n) or {}).get(
             "status", "did not finish"), "fingerprint": (runs.get(n) or {}).get("fingerprint")}
                      for n, (env, t) in chosen.items()},

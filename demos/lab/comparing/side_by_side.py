@@ -30,8 +30,9 @@ from demos.lab.core.layout import (
     make_run_dir,
     read_run,
 )
+from demos.lab.core.safe_yaml import parse_yaml
 from demos.lab.core.schema import ConfigError, convert
-from demos.lab.core.tolerance import Band, Drift, TableEntry, compare_values, num
+from demos.lab.core.tolerance import KINDS, Band, Drift, TableEntry, compare_values, num
 from demos.lab.pages import compare as page
 from demos.lab.pages.plots import overlay_plot, read_losses
 
@@ -194,8 +195,6 @@ def read_text(path: Path) -> str:
 
 def tolerance_tables(run: RunFolder) -> dict[str, list[dict[str, TableEntry]]]:
     """Each entry's `tolerance:` table in the run's config.yaml (absent in older runs)."""
-    from demos.lab.core.safe_yaml import parse_yaml
-
     where = run.dir / CONFIG
     if not run.config.strip():  # an older run without config.yaml
         return {}
@@ -211,10 +210,8 @@ def tolerance_tables(run: RunFolder) -> dict[str, list[dict[str, TableEntry]]]:
 
 def values(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """An entry's numbers by kind ({"metrics": {...}, "params": {...}}); others left out."""
-    def numbers(d: Any) -> dict[str, Any]:
-        return {k: v for k, v in (d.items() if isinstance(d, dict) else ())
-                if v is None or isinstance(v, (int, float))}
-    return {kind: numbers(entry.get(kind)) for kind in ("metrics", "params")}
+    return {kind: {k: v for k, v in mapping(entry.get(kind)).items()
+                   if v is None or isinstance(v, (int, float))} for kind in KINDS}
 
 
 def mapping(d: Any) -> dict[str, Any]:
@@ -389,20 +386,13 @@ def render(c: SideBySide, out: Path, plots: dict[str, str], part: str | None = N
 def entry_table(c: SideBySide, entry: str) -> page.EntryTable:
     """One entry's values, a column per run; cells beyond tolerance of the first run marked."""
     runs = [r for r in c.runs if entry in r.entries]
-    drift = {(r.label, d.key): d for r, ds in zip(c.runs[1:], c.drifts)
-             for d in ds if d.entry == entry}
+    beyond = {(r.label, d.key): d.describe() for r, ds in zip(c.runs[1:], c.drifts)
+              for d in ds if d.entry == entry and not d.within}
     flat = {r.label: {f"{kind}.{name}": v if number(v) else f"not a number ({short(v)})"
-                      for kind in ("metrics", "params")
-                      for name, v in mapping(r.entries[entry].get(kind)).items()}
+                      for kind in KINDS for name, v in mapping(r.entries[entry].get(kind)).items()}
             for r in runs}
-    rows = {}
-    for key in dict.fromkeys(k for vs in flat.values() for k in vs):
-        cells = []
-        for r in runs:
-            d = drift.get((r.label, key))
-            cells.append(page.Cell(flat[r.label].get(key),
-                                   d.describe() if d and not d.within else None))
-        rows[key] = cells
+    rows = {key: [page.Cell(flat[r.label].get(key), beyond.get((r.label, key))) for r in runs]
+            for key in dict.fromkeys(k for vs in flat.values() for k in vs)}
     return page.EntryTable(entry, [r.label for r in runs],
                            [str(r.entries[entry].get("status", "?")) for r in runs], rows,
                            c.only.get(entry))

@@ -12,7 +12,9 @@ a reader gone away (`| head`) stops no sweep.
 """
 from __future__ import annotations
 
+import datetime as dt
 import itertools
+import math
 import os
 import re
 import signal
@@ -28,8 +30,10 @@ from demos.lab.comparing.aggregate import PLAN
 from demos.lab.core import config as config_mod
 from demos.lab.core.console import say
 from demos.lab.core.files import write_json
-from demos.lab.core.layout import SUMMARY, read_run
+from demos.lab.core.layout import SUMMARY, make_named_dir, make_run_dir, read_run
+from demos.lab.core.overrides import apply_set
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from demos.lab.core.safe_yaml import read_yaml
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import StopRequest, signal_handler
@@ -120,9 +124,7 @@ def make_plan(args: Any, registry: Registry) -> Plan:
     keys = [k for k, _ in axes]
     if len(set(keys)) < len(keys):
         raise ConfigError(f"--sweep: a key is swept twice: {', '.join(keys)}")
-    total = 1
-    for _, values in axes:
-        total *= len(values)
+    total = math.prod(len(values) for _, values in axes)
     if total > MAX_POINTS:
         raise ConfigError(f"--sweep: {total} points; at most {MAX_POINTS}")
     grid = [[f"{k}={v}" for k, v in zip(keys, combo)]
@@ -143,13 +145,10 @@ def make_plan(args: Any, registry: Registry) -> Plan:
             config_mod.select(cfg, ",".join(args.only), args.config)
     assert base is not None  # the grid has a point at least
     check_distinct(points, resolved, axes, labels)
-    jobs, note = cap_jobs(args.jobs, "point")
-    notes = [note] if note else []
-    plan = Plan(args.config, axes, points, passed_on(args), jobs=jobs, notes=notes)
-    plan.threads, note = share_cores(jobs, base.threads,
-                                     "threads" in keys or args.threads is not None)
-    plan.notes += [note] if note else []
-    return plan
+    jobs, capped = cap_jobs(args.jobs, "point")
+    threads, shared = share_cores(jobs, base.threads, "threads" in keys or args.threads is not None)
+    return Plan(args.config, axes, points, passed_on(args), jobs=jobs, threads=threads,
+                notes=[note for note in (capped, shared) if note])
 
 
 def check_distinct(points: list[tuple[str, list[str]]], resolved: list[str],
@@ -188,9 +187,6 @@ def check_keys(args: Any, swept: list[tuple[str, str]]) -> None:
     resolved to the key it addresses (`scenarios.<id>.lr` and `scenarios[0].lr` are one),
     and a key given twice, or inside another given key, is refused (one would silently win,
     and the groups' labels would lie)."""
-    from demos.lab.core.overrides import apply_set
-    from demos.lab.core.safe_yaml import read_yaml
-
     raw = read_yaml(args.config)
     given = [(f"--set {s}", s) for s in args.sets]
     given += [(f"--{k} {v}", f"{k}={v}") for k, v in (("seed", args.seed), ("device", args.device),
@@ -232,10 +228,7 @@ def share_cores(jobs: int, threads: int | str, swept: bool) -> tuple[int | None,
 
 def sweep_folder(args: Any, plan: Plan, output_dir: Path) -> Path:
     """The run name given, or a new sweep_<time> folder; its plan recorded."""
-    from demos.lab.core.layout import make_named_dir, make_run_dir
-
     if args.run_name is None:
-        import datetime as dt
         folder = make_run_dir(output_dir, dt.datetime.now(), prefix="sweep_")
     else:
         folder = make_named_dir(output_dir, args.run_name, kind="sweep")
@@ -369,10 +362,8 @@ def run_sweep(args: Any, registry: Registry, output_dir: Path, stop: StopRequest
     for note in plan.notes:
         say(f"warning: {note}", err=True)
     codes, not_run = run_points(plan, folder, stop)
-    if stop.requested:
-        code = EXIT_INTERRUPTED
-    else:
-        code = EXIT_OK if all(c == EXIT_OK for c in codes.values()) else EXIT_FAILED
+    code = (EXIT_INTERRUPTED if stop.requested else
+            EXIT_OK if all(c == EXIT_OK for c in codes.values()) else EXIT_FAILED)
     if not aggregate.find_runs(folder):
         say(f"no point finished a run; nothing to aggregate in {folder}")
         return code if code != EXIT_OK else EXIT_FAILED

@@ -11,7 +11,7 @@ import os
 import re
 import typing
 from dataclasses import dataclass
-from typing import Any, Collection, Literal, Sequence
+from typing import Any, Callable, Collection, Literal, Sequence
 
 from demos.lab.core.layout import reserved
 from demos.lab.core.overrides import Setting, apply_set
@@ -45,8 +45,7 @@ class RunConfig:
     threads: int | Literal["auto"] = param(
         "auto", "CPU threads for torch: auto (1 on a machine with up to 2 cores, else half the "
                 "cores, at most 8) or a number; trained values depend on it (demos/docs/"
-                "reproducible.md)", ge=1,
-        le=1024)
+                "reproducible.md)", ge=1, le=1024)
     deterministic: bool = param(False, "torch.use_deterministic_algorithms(True) for the run "
                                        "(and cuDNN benchmark off): bit-identical GPU runs, "
                                        "sometimes slower. CPU runs are reproducible without it")
@@ -82,9 +81,14 @@ def load_data(raw: Any, path: str, registry: Registry,
             raise ConfigError(f"--set {visible(str(assignment))}: the same key as --set "
                               f"{visible(str(set_paths[key_path]))} ({key_path}); give it once")
         set_paths[key_path] = assignment
-    bases = Bases(os.path.dirname(os.path.abspath(path)), set(set_paths))
+    config_dir = os.path.dirname(os.path.abspath(path))
+
+    def base(key_path: str) -> str:
+        """Where a relative path starts: the config file's folder, or the current one for --set."""
+        return os.getcwd() if key_path in set_paths else config_dir
+
     try:
-        return build_run(raw, registry, bases)
+        return build_run(raw, registry, base)
     except ConfigError as e:
         msg = str(e)
         for key_path, assignment in set_paths.items():
@@ -116,18 +120,9 @@ def entry_hint(raw: dict, registry: Registry, key: str, assignment: str) -> str:
                if len(ids) > 1 else ""))
 
 
-@dataclass
-class Bases:
-    """Where relative paths start: the config file's folder, or the current one for --set."""
-    config_dir: str
-    set_keys: set[str]
-
-    def base(self, key_path: str) -> str:
-        return os.getcwd() if key_path in self.set_keys else self.config_dir
-
-
-def build_run(raw: dict, registry: Registry, bases: Bases | None = None) -> RunConfig:
-    bases = bases or Bases(os.getcwd(), set())
+def build_run(raw: dict, registry: Registry,
+              base: Callable[[str], str] = lambda key_path: os.getcwd()) -> RunConfig:
+    """Build and check a whole run; `base(key path)`: where that key's relative paths start."""
     run = build(RunConfig, raw, "")
     if "scenarios" not in raw:
         raise ConfigError("scenarios: missing (required): a list of scenario entries, e.g. "
@@ -136,7 +131,7 @@ def build_run(raw: dict, registry: Registry, bases: Bases | None = None) -> RunC
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"scenarios: must be a non-empty list of scenario entries, "
                           f"got {show(entries)}")
-    run.scenarios = [build_entry(e, f"scenarios[{i}]", registry, bases)
+    run.scenarios = [build_entry(e, f"scenarios[{i}]", registry, base)
                      for i, e in enumerate(entries)]
     seen: dict[str, int] = {}
     for i, entry in enumerate(run.scenarios):
@@ -147,7 +142,8 @@ def build_run(raw: dict, registry: Registry, bases: Bases | None = None) -> RunC
     return run
 
 
-def build_entry(raw: Any, where: str, registry: Registry, bases: Bases) -> ScenarioConfig:
+def build_entry(raw: Any, where: str, registry: Registry,
+                base: Callable[[str], str]) -> ScenarioConfig:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: must be a mapping with a 'scenario' key, got {show(raw)}")
     name = raw.get("scenario")
@@ -161,7 +157,7 @@ def build_entry(raw: Any, where: str, registry: Registry, bases: Bases) -> Scena
     for f in dataclasses.fields(scenario.config):
         kind = f.metadata.get("path")
         if kind and isinstance(raw.get(f.name), str) and raw[f.name]:
-            raw[f.name] = resolve_path(raw[f.name], kind, bases.base(f"{where}.{f.name}"))
+            raw[f.name] = resolve_path(raw[f.name], kind, base(f"{where}.{f.name}"))
     entry = build(scenario.config, raw, where)
     if entry.id is None:
         entry.id = name
@@ -184,9 +180,8 @@ def build_entry(raw: Any, where: str, registry: Registry, bases: Bases) -> Scena
     for kind, known in (("params", scenario.params), ("metrics", scenario.metrics)):
         for targets, at in ((entry.expect, "expect"), (entry.expect.sweep, "expect.sweep")):
             for key in getattr(targets, kind):
-                if key not in known:
-                    what = "param" if kind == "params" else "metric"
-                    raise ConfigError(f"{where}.{at}.{kind}.{key}: {name} has no {what} "
+                if key not in known:  # kind[:-1]: param, metric
+                    raise ConfigError(f"{where}.{at}.{kind}.{key}: {name} has no {kind[:-1]} "
                                       f"'{key}'{did_you_mean(key, known)}")
     return entry
 
@@ -224,8 +219,7 @@ def select(run: RunConfig, only: str, source: str) -> RunConfig:
     for w in wanted:
         if w not in ids:
             raise ConfigError(f"--only {visible(only)}: {source} has no scenario entry with "
-                              f"id {w!r}"
-                              f"{did_you_mean(w, ids)}")
+                              f"id {w!r}{did_you_mean(w, ids)}")
     return dataclasses.replace(run, scenarios=[e for e in run.scenarios if e.id in wanted])
 
 

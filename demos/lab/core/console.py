@@ -2,6 +2,7 @@
 everything (scenario detail, checks, tracebacks) in run.log."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -17,19 +18,15 @@ from demos.lab.core.scenario import FINAL_LOSS
 RUN_LOGGER = "demos.run"
 
 
-class ConsoleFilter(logging.Filter):
+def runner_lines(record: logging.LogRecord) -> bool:
     """The console shows the runner's own lines; scenarios' detail goes to run.log only."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.name == RUN_LOGGER and record.levelno < logging.WARNING
+    return record.name == RUN_LOGGER and record.levelno < logging.WARNING
 
 
-class NotForConsole(logging.Filter):
+def for_console(record: logging.LogRecord) -> bool:
     """Records logged with extra={"console": False} (tracebacks, the run's waits) go to
     run.log only."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return getattr(record, "console", True)
+    return getattr(record, "console", True)
 
 
 # terminal control characters (an escape sequence in a user's error message) are shown, not
@@ -71,12 +68,10 @@ def silence(stream: object, why: BaseException | None = None) -> None:
         return
     if isinstance(why, OSError) and why.errno != errno.EPIPE and stream is not sys.stderr \
             and sys.stderr is not None:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(f"warning: cannot write the output ({why.strerror}); "
                              f"the rest of it is dropped\n")
             sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
 
 
 def ensure_streams() -> None:
@@ -120,10 +115,8 @@ class LogFile(logging.FileHandler):
         super().handleError(record)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # the last lines could not be flushed to a full disk
             super().close()
-        except OSError:  # the last lines could not be flushed to a full disk
-            pass
 
 
 def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
@@ -132,12 +125,12 @@ def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
     root.setLevel(logging.DEBUG)
     root.propagate = False
     out = ConsoleHandler(sys.stdout)
-    out.addFilter(ConsoleFilter())
-    out.addFilter(NotForConsole())
+    out.addFilter(runner_lines)
+    out.addFilter(for_console)
     out.setLevel(logging.INFO)
     err = ConsoleHandler(sys.stderr)
     err.setLevel(logging.WARNING)
-    err.addFilter(NotForConsole())
+    err.addFilter(for_console)
     err.setFormatter(logging.Formatter("warning: %(message)s"))
     log_file = LogFile(run_dir / LOG, encoding="utf-8",
                        errors="backslashreplace")  # paths that are not UTF-8
@@ -189,5 +182,4 @@ def entry_lines(e: EntrySummary, width: int) -> list[str]:
 
 
 def run_line(s: RunSummary, planned: int, run_dir: Path) -> str:
-    return (f"{s.status.upper()}: {s.passed} of {planned} scenarios passed; results in "
-            f"{run_dir}")
+    return f"{s.status.upper()}: {s.passed} of {planned} scenarios passed; results in {run_dir}"

@@ -118,9 +118,7 @@ def overwrite(path: Path, text: str) -> None:
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     """Rows of {column: value} as CSV; columns in order of first appearance, blanks where absent."""
-    columns: list[str] = []
-    for row in rows:
-        columns += [k for k in row if k not in columns]
+    columns = list(dict.fromkeys(k for row in rows for k in row))
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
@@ -134,11 +132,13 @@ class NotReadable(Exception):
     in a few words, for the caller to name the file and the option it came from."""
 
 
-def read_bytes(path: Path | str, limit: int) -> bytes:
+def read_bytes(path: Path | str, limit: int, links: bool = True) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; never blocks (a FIFO, a device, a
     link to /dev/zero is refused before any read) and never reads more than `limit` + 1 bytes.
-    Links to regular files are followed."""
+    Links to regular files are followed, unless `links` is False (then a link is not readable)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    if not links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
@@ -155,12 +155,8 @@ def read_bytes(path: Path | str, limit: int) -> bytes:
             raise NotReadable("not a regular file (a FIFO, a device or a socket)")
         if info.st_size > limit:
             raise NotReadable(f"larger than {size_text(limit)}")
-        data = b""
-        while len(data) <= limit:
-            chunk = os.read(fd, limit + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)  # buffered: reads until it has limit + 1 bytes or the end
     except OSError as e:
         raise NotReadable(f"cannot read: {e.strerror or e}") from None
     finally:

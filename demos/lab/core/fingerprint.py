@@ -9,6 +9,8 @@ summary.json (`fingerprint`) and in a baseline; the exact tier of the tolerance 
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import platform
 import re
@@ -31,15 +33,11 @@ def cpu_model() -> str:
 def cpuinfo() -> dict[str, str]:
     """The first processor's fields of /proc/cpuinfo (empty where there is none)."""
     out: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if not line.strip():
-                    break
-                key, _, value = line.partition(":")
-                out[key.strip()] = value.strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), \
+            open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        for line in itertools.takewhile(str.strip, f):  # up to the first blank line
+            key, _, value = line.partition(":")
+            out[key.strip()] = value.strip()
     return out
 
 
@@ -78,7 +76,7 @@ def matches(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> boo
 
 
 def describe(fp: Mapping[str, Any] | None, keys: tuple[str, ...] | list[str] = KEYS) -> str:
-    """'AVX2, 1 thread' for the `keys` of a fingerprint; 'unknown' for none."""
+    """'AVX2, 1 thread' for the `keys` of a fingerprint; 'no fingerprint recorded' for none."""
     if not isinstance(fp, Mapping):
         return "no fingerprint recorded"
     parts = []
@@ -99,9 +97,7 @@ def describe(fp: Mapping[str, Any] | None, keys: tuple[str, ...] | list[str] = K
 def contrast(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None,
              old_name: str = "baseline", new_name: str = "this run") -> str:
     """'baseline: AVX2, 1 thread; this run: AVX512, 8 threads': what differs; '' if nothing."""
-    keys = differences(old, new)
+    keys = differences(old, new)  # every key where either is unknown
     if not keys:
         return ""
-    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
-        return f"{old_name}: {describe(old)}; {new_name}: {describe(new)}"
     return f"{old_name}: {describe(old, keys)}; {new_name}: {describe(new, keys)}"

@@ -11,10 +11,10 @@ import json
 import os
 import re
 import socket
-import stat
 from pathlib import Path
 from typing import Any
 
+from demos.lab.core.files import NotReadable, read_bytes
 from demos.lab.core.schema import ConfigError
 
 RUN_ID = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(-\d+)?")  # a run folder's name: its start
@@ -47,15 +47,9 @@ MAX_SUMMARY_BYTES = 10 << 20  # a summary larger than this is not one of ours
 def read_run(summary_path: Path) -> dict[str, Any] | None:
     """A sibling run's summary.json as the index needs it, or None if it is not one (a link,
     a FIFO, a device, a file over 10 MB, or not a run's JSON); never blocks."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(summary_path, flags)
-        with os.fdopen(fd, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SUMMARY_BYTES:
-                return None
-            s = json.loads(f.read().decode("utf-8"))
-    except (OSError, ValueError, RecursionError):  # RecursionError: absurdly deep nesting
+        s = json.loads(read_bytes(summary_path, MAX_SUMMARY_BYTES, links=False).decode("utf-8"))
+    except (NotReadable, ValueError, RecursionError):  # RecursionError: absurdly deep nesting
         return None
     if not isinstance(s, dict) or not isinstance(s.get("scenarios", []), list) or \
             not all(isinstance(e, dict) for e in s.get("scenarios", [])):

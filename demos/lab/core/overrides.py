@@ -60,7 +60,6 @@ def yaml_text(value: Any) -> str:
 def apply_set(raw: dict, assignment: str | Setting) -> str:
     """Apply one `--set KEY=VALUE` (or a Setting) to the raw config; return the key path it
     sets."""
-
     shown = visible(str(assignment))
     if isinstance(assignment, Setting):
         key, sep, value = assignment.key, "=", assignment.value

@@ -94,10 +94,9 @@ class EntrySummary:
     def from_json(cls, data: dict[str, Any]) -> EntrySummary:
         """The entry of a summary.json's `scenarios` (to_json's layout; null metrics, NaN or
         infinite when measured, stay None). Raises KeyError or TypeError for anything else."""
-        timing = data["timing"]
         return cls(**{**{k: data[k] for k in ENTRY_KEYS if k in data},
                       "checks": [Check(**c) for c in data["checks"]],
-                      "timing": Timing(**timing) if timing is not None else None})
+                      "timing": Timing(**data["timing"]) if data["timing"] is not None else None})
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -54,7 +54,6 @@ def nearby(path: str) -> str:
 
 def parse_yaml(data: bytes, path: str) -> Any:
     """YAML text -> data, refusing alias bombs and deep nesting before anything is built."""
-
     if b"\x00" in data:
         raise ConfigError(f"{path}: binary file, not YAML")
     try:

@@ -50,9 +50,8 @@ class Target:
                 rtol = ARITHMETIC[0] if atol is None and self.ratio is None else 0.0
             atol = atol or 0.0
             ok &= within(self.value, actual, rtol, atol, self.ratio)
-            parts.append(f"expected {self.value:.8g} (" + (f"ratio {self.ratio:g} or " if
-                                                            self.ratio else "")
-                         + f"rtol {rtol:g}, atol {atol:g})")
+            ratio = f"ratio {self.ratio:g} or " if self.ratio else ""
+            parts.append(f"expected {self.value:.8g} ({ratio}rtol {rtol:g}, atol {atol:g})")
         if self.min is not None:
             ok &= actual >= self.min
             parts.append(f"min {self.min:.8g}")
@@ -109,9 +108,7 @@ def same(a: Any, b: Any) -> bool:
     """Equal as settings: numbers by value (5e-6 is 5.0e-6), lists element by element."""
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    numbers = (int, float)
-    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) \
-            and not isinstance(b, bool):
+    if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)):
         return float(a) == float(b)
     return bool(a == b)
 
@@ -196,8 +193,7 @@ def support_param(every_row: bool = False, forward_mode: bool = True) -> Any:
         COMPILER_ROWS + (() if forward_mode else ("forward_ad",))
     rows = [r for r in CAPABILITIES if r not in left_out]
     compiler = ("add func_grad, vmap or compile (and its compile_grad, compile_jvp, "
-                "compile_vmap) to run them too (the first loads torch's compiler stack: "
-                "seconds)")
+                "compile_vmap) to run them too (the first loads torch's compiler stack: seconds)")
     forward = "add forward_ad to check and step the twin's forward mode (0.2 s more); "
     return param(rows, "rows of the support matrix to run for its Functions (see 'What a "
                        "Function supports'); [] for none" +
@@ -218,8 +214,7 @@ def graph_files(*stems: str) -> tuple[str, ...]:
     """The files `ctx.graph(..., name=stem)` (or ctx.forward) writes for each stem (with `dot`
     installed): the graph, the graph with its traced gradients in the nodes (<stem>_grads), and
     backward.json, where the traced backward of every graph goes."""
-    return (*(f"{stem}{kind}{ext}" for stem in stems for kind in ("", GRADS)
-              for ext in (".gv", ".pdf", ".svg")), BACKWARD)
+    return (*pass_files(*(stem + kind for stem in stems for kind in ("", GRADS))), BACKWARD)
 
 
 def pass_files(*stems: str) -> tuple[str, ...]:

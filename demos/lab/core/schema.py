@@ -178,9 +178,8 @@ def build(cls: type, raw: Any, where: str) -> Any:
             _check_bounds(value, f.metadata, key_where)
         values[name] = value
     obj = cls(**values)
-    validate = getattr(obj, "validate", None)
-    if validate is not None:
-        validate(where)
+    if hasattr(obj, "validate"):
+        obj.validate(where)
     return obj
 
 

@@ -112,11 +112,9 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SI
                      if hasattr(signal, name))
 
 
-@contextlib.contextmanager
-def handle_signals(stop: StopRequest) -> Iterator[None]:
+def handle_signals(stop: StopRequest) -> contextlib.AbstractContextManager[None]:
     """Route the stop signals to a SignalHandler while the run lasts (main thread only)."""
-    with signal_handler(SignalHandler(stop), stop.signals):
-        yield
+    return signal_handler(SignalHandler(stop), stop.signals)
 
 
 class StartUp(SignalHandler):

@@ -31,7 +31,7 @@ default; their `min`/`max` bounds rest on the seed spread (a sweep measures it).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Mapping, Sequence
 
 from demos.lab.core.schema import ConfigError, did_you_mean, param
@@ -148,10 +148,9 @@ def written(key: str, tables: Sequence[Tolerances]) -> Tolerance | Literal["exac
     for k in (key, key.split(".", 1)[0], "all"):
         for table in tables:
             t = table.get(k)
-            if t == "exact":
-                if not found:
-                    return "exact"
-            elif isinstance(t, Tolerance):
+            if t == "exact" and not found:
+                return "exact"
+            if isinstance(t, Tolerance):
                 for field in ("rtol", "atol", "ratio"):
                     if getattr(t, field) is not None:
                         found.setdefault(field, getattr(t, field))
@@ -165,7 +164,6 @@ def rule_for(key: str, tables: Sequence[Tolerances], *, same_machine: bool, cpu:
     tier = Rule("same machine", *SAME_MACHINE) if same_machine else Rule(
         "arithmetic", *ARITHMETIC, why=f"fingerprints differ ({differ})" if differ else "")
     said = written(key, tables)
-    rule: Rule
     if said == "exact" and same_machine:
         rule = Rule("exact", 0.0, 0.0)
     elif isinstance(said, Tolerance):
@@ -177,12 +175,10 @@ def rule_for(key: str, tables: Sequence[Tolerances], *, same_machine: bool, cpu:
     else:
         rule = tier
     if said == "exact" and not same_machine:
-        rule = Rule(rule.tier, rule.rtol, rule.atol, rule.ratio,
-                    "exact applies only where the fingerprints match" +
-                    (f" ({differ})" if differ else "") + (f"; {rule.why}" if rule.why else ""))
+        rule = replace(rule, why="exact applies only where the fingerprints match" +
+                       (f" ({differ})" if differ else "") + (f"; {rule.why}" if rule.why else ""))
     if not cpu and rule.tier != "exact":  # GPU kernels: no tighter than this
-        rule = Rule(rule.tier, max(rule.rtol, GPU[0]), max(rule.atol, GPU[1]), rule.ratio,
-                    rule.why)
+        rule = replace(rule, rtol=max(rule.rtol, GPU[0]), atol=max(rule.atol, GPU[1]))
     return rule
 
 
@@ -215,16 +211,13 @@ class Drift:
 
     @property
     def within(self) -> bool:
-        if self.old is None or self.new is None:
-            return False
-        return self.rule.allows(self.old, self.new)
+        return (self.old is not None and self.new is not None
+                and self.rule.allows(self.old, self.new))
 
     @property
     def moved(self) -> bool:
-        """Anything but the same number (NaN and NaN are the same here)."""
-        if self.old is None or self.new is None:
-            return True
-        return not (self.old == self.new or (math.isnan(self.old) and math.isnan(self.new)))
+        """Anything but the same number (NaN and NaN are the same here: see `within`)."""
+        return self.old is None or self.new is None or not within(self.old, self.new, 0, 0)
 
     @property
     def severity(self) -> float:

@@ -125,9 +125,8 @@ def folder_package(folder: str) -> str:
 def forget_neighbours(folder: str, names: set[str]) -> None:
     """Drop modules imported by name from `folder`, so another folder's namesakes load anew."""
     for name in names:
-        file = getattr(sys.modules.get(name), "__file__", None) or ""
-        if os.path.dirname(os.path.abspath(file)) == folder:
-            file = os.path.abspath(file)  # a neighbour it imported: watched too
+        file = os.path.abspath(getattr(sys.modules.get(name), "__file__", None) or "")
+        if os.path.dirname(file) == folder:  # a neighbour it imported: watched too
             if file not in loaded:
                 loaded[file] = digest(file)
             if not name.startswith("_user_"):

@@ -1,7 +1,7 @@
 """Forward mode, step by step: a forward-mode pass recorded operation by operation.
 
 `record(run, inputs)` runs `run(*inputs)` on dual tensors (`torch.autograd.forward_ad`): each
-input carries a tangent v (ones unless given), and every operation pushes the tangent along with
+input carries a tangent v (ones), and every operation pushes the tangent along with
 the value, so that the outputs' tangents are J·v. A `TorchFunctionMode` records each operation
 on dual tensors as it runs: its value (the primal) and its tangent. The operations inside a
 custom Function's forward and jvp run on plain tensors and are not steps of their own; the
@@ -89,19 +89,16 @@ class Recorder(TorchFunctionMode):
 
 
 def function_name(t: torch.Tensor) -> str:
-    if t.grad_fn is None:
-        return "a custom Function, through its jvp"
-    return f"{node_name(t.grad_fn).removesuffix('Backward')}, a custom Function, through its jvp"
+    owner = "" if t.grad_fn is None else f"{node_name(t.grad_fn).removesuffix('Backward')}, "
+    return f"{owner}a custom Function, through its jvp"
 
 
 def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
-           tangents: Mapping[str, torch.Tensor] | None = None,
            title: str = "forward_mode") -> ForwardTrace:
     """One forward-mode pass of `run` over fresh copies of `inputs`, tangent 1 for every element
-    of every floating input unless `tangents` says otherwise."""
+    of every floating input."""
     xs = fresh(inputs)
-    vs = {k: (tangents or {}).get(k, torch.ones_like(x)) for k, x in xs.items()
-          if x.is_floating_point()}
+    vs = {k: torch.ones_like(x) for k, x in xs.items() if x.is_floating_point()}
     trace = ForwardTrace(title, xs, vs)
     try:
         with fwAD.dual_level():
@@ -113,47 +110,36 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             outs = outputs_of(result)
             for o in outs:
                 recorder.name_of(o)  # an output made by a Function alone is a step too
-            trace.jv = tuple(fwAD.unpack_dual(o).tangent for o in outs)
-            trace.jv = tuple(None if t is None else t.detach().clone() for t in trace.jv)
+            trace.jv = tuple(None if t is None else t.detach().clone()
+                             for t in (fwAD.unpack_dual(o).tangent for o in outs))
             trace.outputs = outs  # after the level: plain tensors, with the pass's graph
     except Exception as e:  # a Function without jvp, or a jvp that raises
         trace.error = f"{type(e).__name__}: {' '.join(message(e).split())[:300]}"
     return trace
 
 
-def by_func(run: Callable[..., Any], trace: ForwardTrace) -> tuple[torch.Tensor, ...]:
-    """J·v by torch.func.jvp: through the same jvp, a check that the pass was recorded whole."""
-    primals, tangents = jv_args(trace)
-    _, jv = torch.func.jvp(lambda *a: run(*a), primals, tangents)
-    return jv if isinstance(jv, tuple) else (jv,)
-
-
-def by_reverse(run: Callable[..., Any], trace: ForwardTrace) -> tuple[torch.Tensor, ...]:
-    """J·v by torch.autograd.functional.jvp, which gets it from reverse mode (the backward,
-    differentiated once more): independent of the Function's jvp."""
-    primals, tangents = jv_args(trace)
-    _, jv = torch.autograd.functional.jvp(lambda *a: run(*a), primals, tangents)
-    return jv if isinstance(jv, tuple) else (jv,)
-
-
-def jv_args(trace: ForwardTrace) -> tuple[tuple, tuple]:
+def jv_by(jvp: Callable[..., Any], run: Callable[..., Any],
+          trace: ForwardTrace) -> tuple[torch.Tensor, ...]:
+    """J·v of `run` at the traced inputs and tangents, by `jvp` (torch.func.jvp or
+    torch.autograd.functional.jvp)."""
     primals = tuple(x.detach() for x in trace.inputs.values())
     tangents = tuple(trace.tangents.get(k, torch.zeros_like(x)) for k, x in trace.inputs.items())
-    return primals, tangents
+    _, jv = jvp(lambda *a: run(*a), primals, tangents)
+    return jv if isinstance(jv, tuple) else (jv,)
 
 
 def agrees(trace: ForwardTrace, run: Callable[..., Any], rtol: float = 1e-7,
            atol: float = 1e-9) -> Check:
-    """'forward mode agrees': the traced J·v equals torch.func.jvp's (the same jvp: the pass
-    was recorded whole) and reverse mode's (torch.autograd.functional.jvp, through the
-    backward: a wrong jvp shows here)."""
+    """'forward mode agrees': the traced J·v against torch.func.jvp's and reverse mode's (see
+    the module's docstring: a wrong jvp shows in the second)."""
     name = f"forward mode agrees: {trace.title}"
     if trace.error:
         return Check(name, False, f"the forward-mode pass failed: {trace.error}")
     compared = []
-    for by, how in (("torch.func.jvp", by_func), ("reverse mode", by_reverse)):
+    for by, jvp in (("torch.func.jvp", torch.func.jvp),
+                    ("reverse mode", torch.autograd.functional.jvp)):
         try:
-            want = how(run, trace)
+            want = jv_by(jvp, run, trace)
         except Exception as e:  # torch.func refuses a classic Function; a backward that is
             compared.append(f"not {by} ({type(e).__name__})")  # not differentiable
             continue

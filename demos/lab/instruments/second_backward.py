@@ -136,10 +136,8 @@ def agrees(traced: Any, first: FirstPass, reference: FirstPass | None = None,
         return Check(name, False, f"could not trace the second backward: "
                                   f"{getattr(traced, 'error', None)}")
     want = second_derivatives(first)
-    for k, x in first.inputs.items():
-        if k not in want:
-            continue
-        got = traced.grads.get(id(x))
+    for k in want:  # the inputs that require grad, in order
+        got = traced.grads.get(id(first.inputs[k]))
         if not same(got, want[k], 0.0, 0.0):
             return Check(name, False, f"the traced second pass put {show(got)} into {k}.grad, "
                                       f"torch.autograd.grad gives {show(want[k])}")

@@ -280,13 +280,11 @@ def explain(trace: Trace) -> str:
         if hasattr(s.fn, "variable"):
             grad = f"{trace.whose(s.fn)}.grad" if id(s.fn.variable) in trace.names else \
                 "the leaf's .grad"
-            if s.received[:1] == (None,):
-                lines.append(f"step {k}: {trace.label(s.fn)} receives nothing (None): {grad} "
-                             f"stays as it was ({brief(trace.grads.get(id(s.fn.variable)))})")
-            else:
-                lines.append(f"step {k}: {trace.label(s.fn)} receives {got} and adds it into "
-                             f"{grad} ({grad} is now "
-                             f"{brief(trace.grads.get(id(s.fn.variable)))})")
+            now = brief(trace.grads.get(id(s.fn.variable)))
+            lines.append(f"step {k}: {trace.label(s.fn)} receives nothing (None): {grad} stays "
+                         f"as it was ({now})" if s.received[:1] == (None,) else
+                         f"step {k}: {trace.label(s.fn)} receives {got} and adds it into {grad} "
+                         f"({grad} is now {now})")
             continue
         sent = []
         for i, (nf, _) in enumerate(getattr(s.fn, "next_functions", ())):

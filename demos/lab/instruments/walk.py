@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -107,29 +107,22 @@ def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def name_of(t: torch.Tensor, names: Mapping[str, torch.Tensor]) -> str | None:
     """The scenario's name for `t`: by identity, else by the same view of the same memory."""
-    for n, named in names.items():
-        if named is t:
-            return n
-    for n, named in names.items():
-        if isinstance(named, torch.Tensor) and same_view(named, t):
-            return n
-    return None
+    found = [n for n, named in names.items() if named is t] or [
+        n for n, named in names.items() if isinstance(named, torch.Tensor) and same_view(named, t)]
+    return found[0] if found else None
 
 
-class Namer:
-    """Names tensors as the scenario named its leaves and inputs (see name_of)."""
-
-    def __init__(self, names: Mapping[str, torch.Tensor]):
-        self.names = names
-
-    def __call__(self, t: torch.Tensor) -> str:
-        shape = str(tuple(t.shape))
-        name = name_of(t, self.names)
-        desc = f"tensor {shape} {str(t.dtype).removeprefix('torch.')}"
+def namer(names: Mapping[str, torch.Tensor]) -> Callable[[torch.Tensor], str]:
+    """A describer of tensors that names them as the scenario named its leaves and inputs (see
+    name_of)."""
+    def describe(t: torch.Tensor) -> str:
+        desc = f"tensor {tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
+        name = name_of(t, names)
         return f"{name}: {desc}" if name else desc
+    return describe
 
 
-def saved_of(fn: Any, describe: Namer) -> list[str]:
+def saved_of(fn: Any, describe: Callable[[torch.Tensor], str]) -> list[str]:
     """What the node saved for backward, as 'name = description' lines."""
     if is_custom(fn):
         try:
@@ -182,7 +175,7 @@ def explain(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, 
             title: str = "graph") -> str:
     """The walk from `outputs` to the leaves, as text; `names` labels the tensors it meets."""
     outputs = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
-    describe = Namer(names)
+    describe = namer(names)
     order = nodes(outputs)
     number = {fn: i + 1 for i, fn in enumerate(order)}
 

@@ -6,7 +6,6 @@ overlaid loss curves.
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import os
 from dataclasses import dataclass, field
@@ -15,8 +14,8 @@ from typing import Any
 from urllib.parse import quote
 
 from demos.lab.core import fingerprint as fp
-from demos.lab.core.console import shown
 from demos.lab.core.layout import REPORT
+from demos.lab.pages.templating import render as render_template
 
 FACTS = ["config", "torch", "device", "seed", "threads", "sets", "kernels"]  # the runs' table
 
@@ -62,28 +61,10 @@ class Page:
 
 def render(page: Page, out: Path, part: str | None = None) -> str:
     """The HTML of compare.html, in the folder `out` (`part`: one block of it)."""
-    from demos.lab.pages.templating import render as render_template
-
-    return render_template("compare.html.j2", part, page=printable(page),
+    return render_template("compare.html.j2", part, page=page,
                            word="agree" if page.agree else "differ", facts=FACTS,
-                           runs=printable([run_row(r, out) for r in page.runs]),
-                           diffs=printable(config_diffs(page.runs)))
-
-
-def printable(value: Any) -> Any:
-    """`value` (text, or lists, mappings and dataclasses of it) with its control characters
-    shown escaped, as the console shows them (`\\x1b`): a run folder's name or a metric's may
-    hold an escape sequence. The template escapes the markup; links are made before."""
-    if isinstance(value, str):
-        return shown(value, None)
-    if isinstance(value, (list, tuple)):
-        return type(value)(printable(v) for v in value)
-    if isinstance(value, dict):
-        return {printable(k): printable(v) for k, v in value.items()}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.replace(value, **{f.name: printable(getattr(value, f.name))
-                                             for f in dataclasses.fields(value) if f.init})
-    return value
+                           runs=[run_row(r, out) for r in page.runs],
+                           diffs=config_diffs(page.runs))
 
 
 def run_row(r: Column, out: Path) -> dict[str, Any]:

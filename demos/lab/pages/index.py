@@ -81,15 +81,12 @@ def locked(path: Path, wait_s: float | None = None) -> Iterator[None]:
     with contextlib.suppress(FileNotFoundError):  # none yet: filelock makes it
         if not stat.S_ISREG(os.lstat(path).st_mode):
             raise OSError(f"{path} is not a regular file; remove it")
-    lock = FileLock(path, timeout=wait_s)
     try:
-        lock.acquire()
+        held = FileLock(path, timeout=wait_s).acquire()  # released as the `with` below ends
     except Timeout:
         raise TimeoutError(f"{path.name} held by another process for {wait_s:g} s") from None
-    try:
+    with held:
         yield
-    finally:
-        lock.release()
 
 
 def write_index(output_dir: Path, wait_s: float | None = None) -> list[str]:
@@ -150,11 +147,8 @@ def row(output_dir: Path, name: str, s: dict[str, Any]) -> Row:
     """The index's row of the run folder `name`, whose summary.json holds `s`."""
     entries = s.get("scenarios", [])
     ok = sum(e.get("status") == "passed" for e in entries)
-    # ./: a folder named like http: stays a folder; fsencode: a name whose bytes are not
-    # UTF-8 stays itself
-    href = (quote(os.fsencode(f"./{name}/report.html"))
-            if (output_dir / name / REPORT).exists() else None)
-    return Row(name, href, str(s.get("started", "")), text_or_none(s.get("config")),
+    report = href(output_dir / name, REPORT) if (output_dir / name / REPORT).exists() else None
+    return Row(name, report, str(s.get("started", "")), text_or_none(s.get("config")),
                overrides(s) + other_options(s), str(s.get("status", "?")),
                ok, len(entries) - ok, text_or_none(s.get("device")), bool(s.get("dry_run")))
 
@@ -201,7 +195,9 @@ def sweeps_and_comparisons(folders: list[Path]) -> tuple[list[Sweep], list[Compa
     return sweeps, comparisons, odd
 
 
-def href(folder: Path, page: str) -> str:  # as the runs' links: see row()
+def href(folder: Path, page: str) -> str:
+    """A link to `page` in `folder`, beside the index. ./: a folder named like http: stays a
+    folder; fsencode: a name whose bytes are not UTF-8 stays itself."""
     return quote(os.fsencode(f"./{folder.name}/{page}"))
 
 

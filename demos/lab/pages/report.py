@@ -89,8 +89,7 @@ def section(e: EntrySummary, folder: Path, description: str, config_yaml: str) -
     files = files_of(folder)
     images = sorted((f for f in files if f.endswith((".png", ".gif"))),
                     key=lambda f: (f != LOSS_PLOT, f))
-    explain = ((folder / EXPLAIN).read_text(encoding="utf-8")
-               if EXPLAIN in files else None)
+    explain = (folder / EXPLAIN).read_text(encoding="utf-8") if EXPLAIN in files else None
     return Section(e, description, config_yaml, files, images, graphs(folder, e.id, files),
                    support_matrix(e.support) if e.support else None, explain)
 

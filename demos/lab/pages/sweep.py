@@ -13,6 +13,8 @@ from demos.lab.core.config import ID_RE
 from demos.lab.core.files import write_atomic
 from demos.lab.core.layout import METRICS, REPORT, SWEEP_PAGE
 from demos.lab.core.results import Check
+from demos.lab.pages.plots import band_plot, groups_plot, read_losses
+from demos.lab.pages.templating import fmt, render
 
 
 @dataclass
@@ -53,9 +55,6 @@ def side_by_side(folder: Path, data: dict[str, Any],
                  notes: list[str] | None = None) -> SideBySide | None:
     """The groups compared, when there are two or more; their plots drawn into `folder`
     (those that cannot be drawn are said in `notes`)."""
-    from demos.lab.pages.plots import groups_plot
-    from demos.lab.pages.templating import fmt
-
     groups = data["groups"]
     if len(groups) < 2:
         return None
@@ -81,11 +80,8 @@ def side_by_side(folder: Path, data: dict[str, Any],
     return SideBySide(labels, rows, images)
 
 
-def bands(folder: Path, data: dict[str, Any],
-          notes: list[str] | None = None) -> dict[tuple[int, str], str]:
+def bands(folder: Path, data: dict[str, Any], notes: list[str]) -> dict[tuple[int, str], str]:
     """Draw each group's loss band per entry; {(group, entry): file name}."""
-    from demos.lab.pages.plots import band_plot, read_losses
-
     out = {}
     for gi, g in enumerate(data["groups"]):
         for entry in filter(ID_RE.fullmatch, g["scenarios"]):  # names a file: a folder-safe id
@@ -94,8 +90,7 @@ def bands(folder: Path, data: dict[str, Any],
             if curves:
                 name = f"loss_g{gi}_{entry}.png"
                 label = group_label(g, data)
-                if drawn(band_plot, folder / name, notes if notes is not None else [], curves,
-                         title=f"{entry}: loss, {label}"):
+                if drawn(band_plot, folder / name, notes, curves, title=f"{entry}: loss, {label}"):
                     out[(gi, entry)] = name
     return out
 
@@ -103,9 +98,6 @@ def bands(folder: Path, data: dict[str, Any],
 def write_page(folder: Path, data: dict[str, Any]) -> list[str]:
     """sweep.html in `folder`, from its sweep.json's `data`; notes on the plots it could not
     draw (the page shows them too)."""
-    from demos.lab.pages.compare import printable
-    from demos.lab.pages.templating import render
-
     notes: list[str] = []
     images = bands(folder, data, notes)
     compared = side_by_side(folder, data, notes)
@@ -117,11 +109,10 @@ def write_page(folder: Path, data: dict[str, Any]) -> list[str]:
     groups = [Group(group_label(g, data), len(g["runs"]), [Check(**c) for c in g["checks"]],
                     g["scenarios"], {e: f for (i, e), f in images.items() if i == gi})
               for gi, g in enumerate(data["groups"])]
-    page = render("sweep.html.j2", **printable(dict(  # control characters shown escaped
-        data={**data, "notes": [*data["notes"], *notes]},
-        name=Path(data["folder"]).name, points=points, groups=groups, compared=compared,
-        axes="; ".join(f"{k} = {', '.join(v)}" for k, v in data["axes"].items()) or "none",
-        failed_checks=sum(c.passed is False for g in groups for c in g.checks))))
+    axes = "; ".join(f"{k} = {', '.join(v)}" for k, v in data["axes"].items()) or "none"
+    page = render("sweep.html.j2", data={**data, "notes": [*data["notes"], *notes]},
+                  name=Path(data["folder"]).name, points=points, groups=groups, compared=compared,
+                  axes=axes, failed_checks=sum(c.passed is False for g in groups for c in g.checks))
     write_atomic(folder / SWEEP_PAGE, page)
     return notes
 

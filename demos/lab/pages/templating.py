@@ -62,9 +62,7 @@ def environment() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.finalize = visible_text  # every {{ value }}: control characters shown, not kept
     env.globals["static"] = static
-    env.filters["fmt"] = fmt
-    env.filters["rate"] = rate
-    env.filters["breakable"] = breakable
+    env.filters.update(fmt=fmt, rate=rate, breakable=breakable)
     env.policies["json.dumps_kwargs"] = {"allow_nan": False}  # |tojson: strict JSON, in order
     return env
 

@@ -184,7 +184,11 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
     argv = sys.argv[1:] if argv is None else argv
     code, stop = 0, stop or StopRequest()
     try:
-        code = dispatch(argv, registry, prog, stop, config, typed)
+        with signal_handler(StartUp(stop), stop.signals):
+            args = parse(by_name(argv, registry), prog)
+        request = RunRequest.of(args) if args.command == "run" else args
+        code = perform(COMMANDS[args.command], request,
+                       Call(registry, stop, [prog, *(argv if typed is None else typed)], config))
         try:
             sys.stdout.flush()
         except (OSError, ValueError) as e:  # a reader gone away (| head), a full disk
@@ -200,23 +204,11 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
     return code
 
 
-def dispatch(argv: list[str], registry: Callable[[], Registry], prog: str, stop: StopRequest,
-             config: Any = None, typed: list[str] | None = None,
-             keep: Callable[[Any], None] | None = None) -> int:
-    """The command of `argv`, run; its exit code. Raises ConfigError (a usage or config
-    error: nothing ran) and KeyboardInterrupt (a signal outside the run's own handler), for
-    main to say, or for demos.run to raise in its caller. `keep`: see Call."""
-    typed = argv if typed is None else typed
-    with signal_handler(StartUp(stop), stop.signals):
-        args = parse(by_name(argv, registry), prog)
-    request = RunRequest.of(args) if args.command == "run" else args
-    return perform(COMMANDS[args.command], request,
-                   Call(registry, stop, [prog, *typed], config, keep))
-
-
 def perform(command: Callable[[Any, Call], int], request: Any, call: Call) -> int:
     """`command` (of COMMANDS) on its request: the command line's, or one the Python API
-    built. Raises as dispatch does."""
+    built; its exit code. Raises ConfigError (a usage or config error: nothing ran) and
+    KeyboardInterrupt (a signal outside the run's own handler), for main to say, or for
+    demos.run to raise in its caller."""
     stop = call.stop
     with signal_handler(StartUp(stop), stop.signals):  # the run installs its own when it starts
         code = command(request, call)
@@ -226,7 +218,7 @@ def perform(command: Callable[[Any, Call], int], request: Any, call: Call) -> in
 
 
 def interrupted_when(stop: StopRequest) -> str:
-    """When a KeyboardInterrupt out of dispatch came: before the run or after it."""
+    """When a KeyboardInterrupt that reached main came: before the run or after it."""
     when = "after the run finished" if stop.run_began else "before the run started"
     if not stop.run_began and os.environ.get("TORCHELASTIC_RUN_ID") is not None:
         when += (" (under torchrun: torchrun stops every rank once one has ended; another "
@@ -319,18 +311,15 @@ def start(args: RunRequest, cfg, configured, registry: Registry, base, call: Cal
         world, device = distributed.join(world, device)
         if device.type == "cuda":
             note = f"{note}; under torchrun each rank takes the GPU of its local rank: {device}"
-        if not world.primary:
-            from demos.lab.runner.other_ranks import follow
-            try:
-                return follow(cfg, registry, device, world, stop)
-            finally:
-                distributed.leave(world)
-    if base is not None:
-        from demos.lab.comparing.baseline import Comparison
-        base = Comparison(args.baseline, base, configured.scenarios,
-                          [e.id for e in cfg.scenarios], str(device), world_size=world.size)
-    progress = not args.no_progress and sys.stderr.isatty()
     try:
+        if not world.primary:  # under torchrun, a rank but 0: the data-parallel entries alone
+            from demos.lab.runner.other_ranks import follow
+            return follow(cfg, registry, device, world, stop)
+        if base is not None:
+            from demos.lab.comparing.baseline import Comparison
+            base = Comparison(args.baseline, base, configured.scenarios,
+                              [e.id for e in cfg.scenarios], str(device), world_size=world.size)
+        progress = not args.no_progress and sys.stderr.isatty()
         options = RunOptions(source=str(args.config), command=call.command, device_note=note,
                              progress=progress, dry_run=args.dry_run, open_report=args.open,
                              sets=[str(s) for s in args.sets], baseline=base,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -93,22 +93,32 @@ def torch_settings(threads: int | str, deterministic: bool, share: int = 1) -> I
 # variables torch adds by itself on first use (torch.compile's cache folder): set back, unsaid
 TORCH_SETS = ("TORCHINDUCTOR_", "TRITON_")
 
+# The process-wide settings that user code may change behind a run's back (at import, or in a
+# forward), besides the environment: {name: (read it, set it)}.
+SETTINGS: dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]] = {
+    "torch's default dtype": (torch.get_default_dtype, torch.set_default_dtype),
+    "torch's default device": (torch.get_default_device, lambda device: torch.set_default_device(
+        None if device.type == "cpu" else device)),
+    "torch's CPU threads": (torch.get_num_threads, torch.set_num_threads),
+    "torch's grad mode": (torch.is_grad_enabled, torch.set_grad_enabled),
+    "torch's anomaly detection": (
+        lambda: (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
+        lambda on: torch.autograd.set_detect_anomaly(*on)),
+    "torch's float32 matmul precision": (torch.get_float32_matmul_precision,
+                                         torch.set_float32_matmul_precision),
+    "torch's deterministic algorithms": (
+        lambda: (torch.are_deterministic_algorithms_enabled(),
+                 torch.is_deterministic_algorithms_warn_only_enabled()),
+        lambda on: torch.use_deterministic_algorithms(on[0], warn_only=on[1])),
+    "the working directory": (os.getcwd, os.chdir),
+}
+
 
 def global_state() -> dict[str, Any]:
-    """The process-wide settings that user code may change behind a run's back (at import, or
-    in a forward): torch's, the working directory and the environment. Each entry starts with
-    the run's own, so that an entry's numbers do not depend on the entries around it (--only
-    gives the same numbers), and relative paths keep their meaning."""
-    return {"torch's default dtype": torch.get_default_dtype(),
-            "torch's default device": torch.get_default_device(),
-            "torch's CPU threads": torch.get_num_threads(),
-            "torch's grad mode": torch.is_grad_enabled(),
-            "torch's anomaly detection": (torch.is_anomaly_enabled(),
-                                          torch.is_anomaly_check_nan_enabled()),
-            "torch's float32 matmul precision": torch.get_float32_matmul_precision(),
-            "torch's deterministic algorithms": (torch.are_deterministic_algorithms_enabled(),
-                                                 torch.is_deterministic_algorithms_warn_only_enabled()),
-            "the working directory": os.getcwd(),
+    """SETTINGS and the environment, as they are now. Each entry starts with the run's own, so
+    that an entry's numbers do not depend on the entries around it (--only gives the same
+    numbers), and relative paths keep their meaning."""
+    return {**{name: read() for name, (read, _) in SETTINGS.items()},
             "the environment": dict(os.environ)}
 
 
@@ -119,32 +129,17 @@ def restore_global_state(before: dict[str, Any]) -> list[str]:
     for name, value in before.items():
         if now[name] == value:
             continue
-        if name == "the environment":  # names only: values may be secrets
-            keys = sorted(k for k in set(value) | set(now[name])
-                          if value.get(k) != now[name].get(k)
-                          and not (k not in value and k.startswith(TORCH_SETS)))
-            if keys:
-                said.append(f"the environment variable(s) {', '.join(keys)}")
-            os.environ.clear()
-            os.environ.update(value)
+        if name != "the environment":
+            said.append(f"{name} {show_setting(now[name])} (the run's: {show_setting(value)})")
+            SETTINGS[name][1](value)
             continue
-        said.append(f"{name} {show_setting(now[name])} (the run's: {show_setting(value)})")
-        if name == "torch's default dtype":
-            torch.set_default_dtype(value)
-        elif name == "torch's default device":
-            torch.set_default_device(None if value.type == "cpu" else value)
-        elif name == "torch's CPU threads":
-            torch.set_num_threads(value)
-        elif name == "torch's grad mode":
-            torch.set_grad_enabled(value)
-        elif name == "torch's anomaly detection":
-            torch.autograd.set_detect_anomaly(*value)
-        elif name == "torch's deterministic algorithms":
-            torch.use_deterministic_algorithms(value[0], warn_only=value[1])
-        elif name == "the working directory":
-            os.chdir(value)
-        else:
-            torch.set_float32_matmul_precision(value)
+        keys = sorted(k for k in set(value) | set(now[name])  # names only: values may be secrets
+                      if value.get(k) != now[name].get(k)
+                      and not (k not in value and k.startswith(TORCH_SETS)))
+        if keys:
+            said.append(f"the environment variable(s) {', '.join(keys)}")
+        os.environ.clear()
+        os.environ.update(value)
     return said
 
 

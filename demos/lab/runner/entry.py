@@ -5,6 +5,7 @@ summary; the next entry runs regardless.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import traceback
 from pathlib import Path
@@ -48,11 +49,9 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
                 log.info("%s raised after its loss stopped being finite: %s", entry.id,
                          checks_mod.one_line(e))
         if recorder.diverged is not None:  # the loop stopped at a value that was not finite
-            diverged = recorder.diverged
-            result = Result(metrics={DIVERGED_AT: float(diverged.step)},
-                            checks=list(result.checks) if result else [],
-                            support=result.support if result else {},
-                            inspection=result.inspection if result else {})
+            diverged = recorder.diverged  # its checks, support and inspection stay; not its values
+            result = dataclasses.replace(result or Result({}), params={},
+                                         metrics={DIVERGED_AT: float(diverged.step)})
     except Diverged as e:  # raised by the scenario itself, or under torchrun
         diverged, result = e, Result(metrics={DIVERGED_AT: float(e.step)})
     except (Interrupted, KeyboardInterrupt) as e:
@@ -93,13 +92,12 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
         done = ctx.steps_run - findings.steps_started
         timing = Timing(round(ctx.train_s, 6),
                         round(done / ctx.train_s, 3) if ctx.train_s else None, done)
+    r = result or Result({})
     return EntrySummary(
         id=entry.id, scenario=entry.scenario, status=status, device=str(s.device),
-        steps=ctx.steps_run, metrics=result.metrics if result else {},
-        params=result.params if result else {}, checks=found,
+        steps=ctx.steps_run, metrics=r.metrics, params=r.params, checks=found,
         artifacts=[],  # listed once the artifacts are written: see list_files
-        timing=timing, error=error, inspection=result.inspection if result else {},
-        support=result.support if result else {})
+        timing=timing, error=error, inspection=r.inspection, support=r.support)
 
 
 def why_section(c: Check) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple, NoReturn
+from typing import Callable, NamedTuple, NoReturn
 
 from demos.lab.core.config import DEVICE_RE
 from demos.lab.core.overrides import Setting
@@ -15,30 +15,15 @@ from demos.lab.core.schema import MAX_INT, ConfigError, did_you_mean, show
 
 
 class Parser(argparse.ArgumentParser):
-    """One-line errors; and the names of its options, which argparse keeps private."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        self.option_names: set[str] = set()  # before argparse adds -h/--help
-        super().__init__(*args, **kwargs)
+    """One-line errors; and the names of its options (-h and --help too), from argparse's own
+    table of them (private, but there since argparse began)."""
 
     def error(self, message: str) -> NoReturn:  # one line instead of usage + message
         raise ConfigError(f"{message} (see --help)")
 
-    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
-        action = super().add_argument(*args, **kwargs)
-        self.option_names.update(action.option_strings)
-        return action
-
-    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:
-        group = super().add_argument_group(*args, **kwargs)
-        add = group.add_argument
-
-        def add_argument(*a: Any, **kw: Any) -> argparse.Action:
-            action = add(*a, **kw)
-            self.option_names.update(action.option_strings)
-            return action
-        group.add_argument = add_argument  # type: ignore[method-assign]
-        return group
+    @property
+    def option_names(self) -> set[str]:
+        return set(self._option_string_actions)
 
 
 def config_options(p: argparse._ActionsContainer, sweep: bool) -> None:  # a parser or a group
@@ -64,10 +49,8 @@ def config_options(p: argparse._ActionsContainer, sweep: bool) -> None:  # a par
                    help=f"where {'the sweep folder goes' if sweep else 'run folders go'} "
                         f"(default: outputs)")
     p.add_argument("--run-name", metavar="NAME",
-                   help="the sweep's folder name in --output-dir, instead of the start time; it "
-                        "must not exist yet" if sweep else
-                        "the run's folder name in --output-dir, instead of the start time; it "
-                        "must not exist yet")
+                   help=f"the {'sweep' if sweep else 'run'}'s folder name in --output-dir, "
+                        f"instead of the start time; it must not exist yet")
     p.add_argument("--baseline", metavar="FILE",
                    help=f"compare the final metrics and params{each} with this baseline: a "
                         f"value out of tolerance is a failed check (exit 1)")
@@ -242,13 +225,13 @@ def parse(argv: list[str], prog: str) -> argparse.Namespace:
     """`argv` as one command's options; an option of another command is a one-line error."""
     top, commands = parsers(prog)
     options = {name: p.option_names for name, p in commands.items()}
-    argv = spelled_out(argv, set().union(*options.values()))  # = every_option
+    known = set().union(*options.values())  # = every_option
+    argv = spelled_out(argv, known)
     end = argv.index("--") if "--" in argv else len(argv)
     old = next((a.split("=", 1)[0] for a in argv[:end] if a.split("=", 1)[0] in BECAME), None)
     if old:
         raise ConfigError(f"{old}: an option of 0.1.0, now a command: {prog} {BECAME[old]}")
     args, extra = top.parse_known_args(spelled(argv))
-    known = set().union(*options.values())
     first = next((t for t in extra if t.startswith("-")), "")
     option = long_name(first, known)
     if option:

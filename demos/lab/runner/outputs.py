@@ -32,18 +32,13 @@ def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final
     room = len(text) + 8192 + 4096 * entries_left
     try:
         write_atomic(path, text if final else text.ljust(room))
-        return
-    except OSError as e:
-        error = e
-    if final:  # the disk is full: write it compactly over the room the last one held
-        compact = dumps(data, compact=True)
-        try:
-            overwrite(path, compact)  # refuses (OSError) what does not fit
+    except OSError:
+        if not final:
             return
-        except OSError as e:
-            error = e
-    if final:  # the console lines above still tell every result
-        log.error("could not write summary.json: %s", error)
+        try:  # the disk is full: write it compactly over the room the last one held
+            overwrite(path, dumps(data, compact=True))  # refuses (OSError) what does not fit
+        except OSError as e:  # the console lines above still tell every result
+            log.error("could not write summary.json: %s", e)
 
 
 def write_baseline(path: str, summary: RunSummary, cfg: RunConfig, log: logging.Logger) -> bool:
@@ -57,8 +52,7 @@ def write_baseline(path: str, summary: RunSummary, cfg: RunConfig, log: logging.
 
 
 def write_pages(run_dir: Path, summary: RunSummary, cfg: RunConfig, registry: Registry,
-                log: logging.Logger, warn_once: Callable[[str], None],
-                with_index: bool = True) -> Path | None:
+                log: logging.Logger, warn_once: Callable[[str], None]) -> Path | None:
     """report.html in the run folder, and the runs' index.html beside the run folders."""
     import yaml
 
@@ -70,8 +64,6 @@ def write_pages(run_dir: Path, summary: RunSummary, cfg: RunConfig, registry: Re
         log.error("report.html:\n%s", traceback.format_exc(), extra={"console": False})
         warn_once(f"could not write the report: {type(e).__name__}: {e}")
         return None
-    if not with_index:
-        return path
     try:
         skipped = index.write_index(run_dir.parent)
     except Exception as e:  # a full disk, a lock held too long, a folder it cannot read

@@ -22,7 +22,7 @@ from demos.lab.comparing.baseline import Comparison, describe_drift
 from demos.lab.core import fingerprint
 from demos.lab.core.config import RunConfig, dump
 from demos.lab.core.console import entry_lines, open_log, run_line, shown
-from demos.lab.core.files import overwrite, write_atomic  # noqa: F401 (tests patch it here)
+from demos.lab.core.files import write_atomic
 from demos.lab.core.layout import CONFIG, make_named_dir, make_run_dir
 from demos.lab.core.results import (
     DIVERGED_AT,
@@ -69,29 +69,23 @@ class Run:
 
     def __init__(self, cfg: RunConfig, registry: Registry, device: torch.device, run_dir: Path,
                  options: RunOptions):
-        self.cfg, self.registry, self.device = cfg, registry, device
-        source, command, world = options.source, options.command, options.world
-        self.notes = list(options.notes)  # warnings from before the run folder existed
+        self.cfg, self.registry, self.device, self.options = cfg, registry, device, options
         self.unsaved = False  # --save-baseline could not write its file
         # the folder as given, for the console; absolute for the work, so that user code that
         # changes the working directory (os.chdir) cannot send the rest of the run elsewhere
         self.shown, self.dir = run_dir, run_dir.absolute()
         # as text that strict JSON readers take: a path's bytes that are not UTF-8 become "?"
-        self.source, self.command = no_surrogates(source), [no_surrogates(a) for a in command]
-        self.device_note = options.device_note
-        self.progress, self.dry_run = options.progress, options.dry_run
-        self.open_report = options.open_report
+        self.source = no_surrogates(options.source)
+        self.command = [no_surrogates(a) for a in options.command]
+        self.sets = [no_surrogates(a) for a in options.sets]
         self.warned: set[str] = set()
         self.entries: list[EntrySummary] = []
         self.status = "passed"
-        self.stop = options.stop
         self.artifacts = Artifacts(self.warn_once)
-        self.sets = [no_surrogates(a) for a in options.sets]
-        self.baseline, self.save_baseline = options.baseline, options.save_baseline
-        self.world = world
-        if world.active:  # what starts this run again: torchrun, not one process
-            nodes = world.size // max(world.local_size, 1)
-            self.command = ["torchrun", f"--nproc-per-node={world.local_size}",
+        self.stop, self.world, self.baseline = options.stop, options.world, options.baseline
+        if self.world.active:  # what starts this run again: torchrun, not one process
+            nodes = self.world.size // max(self.world.local_size, 1)
+            self.command = ["torchrun", f"--nproc-per-node={self.world.local_size}",
                             *([f"--nnodes={nodes}"] if nodes > 1 else []), *self.command]
         self.fingerprint: dict[str, Any] | None = None  # once torch's threads are set
         self.world_lost: str | None = None  # under torchrun: the entry after which rank 0
@@ -105,14 +99,14 @@ class Run:
 
     def execute(self) -> int:
         self.log, close_log = open_log(self.dir)
-        started = time.time()
+        self.started = time.time()
         try:
             with handle_signals(self.stop):  # from the first line to the last
                 with torch_settings(self.cfg.threads, self.cfg.deterministic,
                                     self.world.local_size) as determinism:
-                    self.started, self.determinism = started, determinism
+                    self.determinism = determinism
                     self.fingerprint = fingerprint.take(self.device)
-                    self.write_summary(self.summary(started, determinism, "running"), final=False)
+                    self.write_summary(self.summary("running"), final=False)
                     try:
                         write_atomic(self.dir / CONFIG,
                                      f"# resolved config of run {self.dir.name} (from "
@@ -120,16 +114,16 @@ class Run:
                     except OSError as e:
                         self.log.error("could not write config.yaml: %s", e)
                     self.log.info("run %s: torch %s, device %s, %d CPU thread(s), seed %d%s",
-                                  self.dir.name, torch.__version__, self.device_note,
+                                  self.dir.name, torch.__version__, self.options.device_note,
                                   determinism["cpu_threads"], self.cfg.seed,
-                                  ", dry run" if self.dry_run else "")
+                                  ", dry run" if self.options.dry_run else "")
                     if self.world.active:
                         parallel = [e.id for e in self.cfg.scenarios
                                     if self.registry[e.scenario].data_parallel]
                         self.log.info("torchrun: rank 0 of %d (%s); data-parallel on every rank: "
                                       "%s; the rest on rank 0 only", self.world.size,
                                       self.world.backend, ", ".join(parallel) or "none")
-                    for note in self.notes:
+                    for note in self.options.notes:
                         self.log.warning("%s", note)
                     if self.baseline:
                         for note in self.baseline.begin(self.fingerprint, self.cfg.seed):
@@ -142,12 +136,12 @@ class Run:
                         self.unwritten_files()
                 for e in self.entries:
                     e.artifacts = list_files(self.dir / e.id)
-                self.finish(started, determinism)
+                self.finish()
         finally:
             close_log()
         return EXIT_CODES[self.status]
 
-    def finish(self, started: float, determinism: dict) -> None:
+    def finish(self) -> None:
         """summary.json, report.html and the index; then the closing lines, once."""
         if self.baseline and self.status != "interrupted":
             block = self.baseline.block()
@@ -155,8 +149,8 @@ class Run:
                 self.log.info("%s", line)
             if block["status"] == "failed":
                 self.status = escalate(self.status, "failed")
-        summary = self.final = self.summary(started, determinism)
-        if self.save_baseline:
+        summary = self.final = self.summary()
+        if self.options.save_baseline:
             self.write_baseline(summary)
         self.write_summary(summary)
         report_path = self.write_report(summary)
@@ -168,13 +162,13 @@ class Run:
                       "; the baseline could not be saved" if self.unsaved else "")
         if report_path is not None:
             self.log.info("report: %s", self.shown / report_path.relative_to(self.dir))
-            if self.open_report:
+            if self.options.open_report:
                 self.log.info("%s", open_in_browser(report_path))
 
     def run_entries(self) -> None:
-        services = Shared(self.device, self.cfg.seed, self.progress, self.stop, self.warn_once,
-                          self.artifacts, self.world, self.cfg.stepper_gifs, self.dir,
-                          self.dry_run)
+        services = Shared(self.device, self.cfg.seed, self.options.progress, self.stop,
+                          self.warn_once, self.artifacts, self.world, self.cfg.stepper_gifs,
+                          self.dir, self.options.dry_run)
         width = max(len(e.id) for e in self.cfg.scenarios)
         for entry in self.cfg.scenarios:
             if self.stop.requested:  # it came while the run folder was being made
@@ -184,8 +178,7 @@ class Run:
             if self.baseline:
                 self.compare_to_baseline(summary)
             self.entries.append(summary)
-            self.write_summary(self.summary(self.started, self.determinism, "running"),
-                               final=False)
+            self.write_summary(self.summary("running"), final=False)
             for line in entry_lines(summary, width):
                 self.log.info("%s", line)
             if summary.status in ("failed", "error"):
@@ -254,7 +247,7 @@ class Run:
         """--save-baseline: the run's values, unless it was interrupted."""
         if self.status == "interrupted":
             self.log.warning("baseline not saved: the run was interrupted")
-        elif not outputs.write_baseline(self.save_baseline, summary, self.cfg, self.log):
+        elif not outputs.write_baseline(self.options.save_baseline, summary, self.cfg, self.log):
             self.status = summary.status = escalate(self.status, "failed")
             self.unsaved = True
 
@@ -262,23 +255,21 @@ class Run:
         outputs.write_summary(self.dir, summary, self.log, final,
                               len(self.cfg.scenarios) - len(self.entries))
 
-    def summary(self, started: float, determinism: dict,
-                status: str | None = None) -> RunSummary:
+    def summary(self, status: str | None = None) -> RunSummary:
         return RunSummary(
             run_id=self.dir.name, status=status or self.status, torch=torch.__version__,
-            device=str(self.device), seed=self.cfg.seed, dry_run=self.dry_run,
-            determinism=determinism, config=self.source, command=self.command,
-            started=dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
-            duration_s=round(time.time() - started, 3), scenarios=self.entries, sets=self.sets,
+            device=str(self.device), seed=self.cfg.seed, dry_run=self.options.dry_run,
+            determinism=self.determinism, config=self.source, command=self.command,
+            started=dt.datetime.fromtimestamp(self.started).isoformat(timespec="seconds"),
+            duration_s=round(time.time() - self.started, 3), scenarios=self.entries, sets=self.sets,
             world={"size": self.world.size, "backend": self.world.backend}
             if self.world.active else None,
             baseline=self.baseline.block() if self.baseline and status is None else None,
             fingerprint=self.fingerprint)
 
-    def write_report(self, summary: RunSummary, index: bool = True) -> Path | None:
+    def write_report(self, summary: RunSummary) -> Path | None:
         return outputs.write_pages(self.dir, summary, self.cfg, self.registry, self.log,
-                                   self.warn_once, index)
-
+                                   self.warn_once)
 
 
 @contextlib.contextmanager

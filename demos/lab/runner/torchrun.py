@@ -53,12 +53,12 @@ def from_env(env: Any = None) -> World:
     env = os.environ if env is None else env
     try:
         size = int(env.get("WORLD_SIZE", "1"))
+        start = (f"start it with torchrun (torchrun --standalone --nproc-per-node {size} "
+                 f"runner.py ...), or unset WORLD_SIZE for one process")
         if size < 1:
             raise ConfigError(f"WORLD_SIZE {size}: the number of processes is at least 1")
         if size > 1 and "RANK" not in env:
-            raise ConfigError(f"WORLD_SIZE {size} is set but RANK is not: start it with "
-                              f"torchrun (torchrun --standalone --nproc-per-node {size} "
-                              f"runner.py ...), or unset WORLD_SIZE for one process")
+            raise ConfigError(f"WORLD_SIZE {size} is set but RANK is not: {start}")
         if size == 1:
             return SINGLE
         world = World(int(env["RANK"]), size, int(env.get("LOCAL_RANK", env["RANK"])),
@@ -73,8 +73,7 @@ def from_env(env: Any = None) -> World:
     if missing:  # the process group's rendezvous reads them; torchrun sets them all
         raise ConfigError(f"WORLD_SIZE {size} and RANK {world.rank} are set but "
                           f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not: "
-                          f"start it with torchrun (torchrun --standalone --nproc-per-node "
-                          f"{size} runner.py ...), or unset WORLD_SIZE for one process")
+                          f"{start}")
     if not env["MASTER_PORT"].isascii() or not env["MASTER_PORT"].isdigit() or \
             not 0 < int(env["MASTER_PORT"]) < 65536:
         raise ConfigError(f"MASTER_PORT {env['MASTER_PORT']!r}: not a port number")
