@@ -171,6 +171,13 @@ def test_the_callers_tensors_are_left_alone_and_no_grad_rows_are_skipped():
     assert {k: none[k].status for k in ("backward", "double_backward", "forward_ad",
                                         "func_grad")} == dict.fromkeys(
         ("backward", "double_backward", "forward_ad", "func_grad"), "skipped")
+    # the rows that hold values too compare the values alone (they failed on torch's
+    # "inputs argument to grad() cannot be empty"), and a wrong value still fails them
+    for row in ("float32", "noncontiguous"):
+        assert (none[row].status, none[row].detail.split(" ")[0]) == ("ok", "values"), none[row]
+    halved = support.matrix(lambda x: fns.MyExpModern.apply(x) / 2, {"x": torch.ones(3, dtype=D)},
+                            lambda x: x.exp(), rows=["float32"])["float32"]
+    assert halved.status == "fails" and "float32 value" in halved.detail, halved
 
 
 def test_one_wrong_backward_reads_as_one_cause():

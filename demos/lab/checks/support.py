@@ -224,6 +224,12 @@ def same(what: str, got: Any, want: Any, rtol: float = 1e-7, atol: float = 1e-9)
             raise Mismatch(f"{label} differs: max abs err {err:.3g}")
 
 
+def compared(xs: Mapping[str, torch.Tensor]) -> str:
+    """What a row held to the other: values and gradients, or values where no input needs
+    a gradient."""
+    return "values and gradients" if needing(xs) else "values"
+
+
 def same_layout(v: torch.Tensor) -> torch.Tensor:
     """A copy of `v` with its strides, gaps included (clone() would close the gaps)."""
     out = torch.empty_strided(v.size(), v.stride(), dtype=v.dtype, device=v.device)
@@ -234,6 +240,8 @@ def grads_of(f: Callable, xs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor,
     """d f(*xs) / d x for each input that requires grad, by backward."""
     fresh = {k: same_layout(v).requires_grad_(v.requires_grad) for k, v in xs.items()}
     wrt = [fresh[k] for k in needing(xs)]
+    if not wrt:  # no input requires grad: no gradient to compare (the values alone)
+        return ()
     return torch.autograd.grad(f(*fresh.values()), wrt, allow_unused=True)
 
 
@@ -538,7 +546,7 @@ def float32(fn, xs, reference) -> str:
         if a is not None and a.dtype != torch.float32:
             raise Mismatch(f"float32 grad of {k} is {str(a.dtype).removeprefix('torch.')}")
         same(f"float32 grad of {k}", a, b, RTOL32, ATOL32)
-    return f"within rtol {RTOL32:g}, atol {ATOL32:g} of float64"
+    return f"{compared(xs)} within rtol {RTOL32:g}, atol {ATOL32:g} of float64"
 
 
 def noncontiguous(fn, xs) -> str:
@@ -552,7 +560,7 @@ def noncontiguous(fn, xs) -> str:
     for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), gapped),
                        grads_of(scalar(fn, ws), xs)):
         same(f"non-contiguous grad of {k}", a, b)
-    return "values and gradients match contiguous inputs"
+    return f"{compared(xs)} match contiguous inputs"
 
 
 def cuda(fn, xs) -> str:
@@ -567,7 +575,7 @@ def cuda(fn, xs) -> str:
     for k, a, b in zip(needing(xs), grads_of(scalar(fn, [w.cuda() for w in ws]), on_gpu),
                        grads_of(scalar(fn, ws), xs)):
         same(f"cuda grad of {k}", a, b)
-    return "values and gradients match the CPU"
+    return f"{compared(xs)} match the CPU"
 
 
 def to_json(rows: Mapping[str, Row]) -> dict[str, dict[str, str]]:
