@@ -134,12 +134,12 @@ demo: setup
 test: setup browser
 	$(PY) -m ruff check --quiet .
 	$(PY) -m mypy
-	$(PY) -m pytest -q -n auto --dist loadfile -m "not slow"
+	$(PY) -m pytest -q  # the quick tier: pyproject.toml's addopts
 
 # the second tier: other kernel levels, torchrun, every notebook, ensembles, real sweeps,
 # signals and browsers (CI runs it after make test)
 test-slow: setup browser
-	$(PY) -m pytest -q -n auto --dist loadfile -m slow
+	$(PY) -m pytest -q -m slow
 
 bench: setup
 	$(PY) -m tests.bench --out outputs/bench.json
