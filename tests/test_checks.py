@@ -189,3 +189,18 @@ def test_parity_reports_errors_relative_to_the_reference_scale_not_near_zero_ele
     assert errors["max_abs_error"] == pytest.approx(1e-12, rel=1e-3)
     assert errors["max_rel_error"] == pytest.approx(1e-12 / 6, rel=1e-3)  # scale: 3 * 2
     assert c.detail.endswith("rel 1.7e-13 of the largest reference value)")
+
+
+def test_an_exception_is_one_line_with_its_type_cut_at_the_limit():
+    from demos.lab.core.text import one_line
+
+    class Unsayable(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    assert one_line(ValueError("first line\n\n   second  line\n")) == \
+        "ValueError: first line second line"
+    assert one_line(KeyboardInterrupt()) == "KeyboardInterrupt"
+    assert one_line(ValueError("x" * 500), 20) == "ValueError: xxxxx..."
+    assert one_line(Unsayable()) == ("Unsayable: (its message could not be read: RuntimeError "
+                                     "in its __str__)")

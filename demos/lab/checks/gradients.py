@@ -18,7 +18,7 @@ from demos.lab.checks.diagnose import against_numbers, against_reference, index
 from demos.lab.checks.diagnose import outputs as tensors
 from demos.lab.core.results import Check
 from demos.lab.core.scenario import Expect, Target
-from demos.lab.core.text import message
+from demos.lab.core.text import message, one_line
 
 
 def check(name: str, passed: bool, detail: str) -> Check:
@@ -297,9 +297,3 @@ def compare(actual: float, t: Target) -> tuple[bool, str]:
     """Whether `actual` meets the target, and a one-line account of it."""
     return t.meets(actual)
 
-
-def one_line(e: BaseException, limit: int = 400) -> str:
-    """An exception as one short line: its type and the first lines of its message."""
-    lines = [ln.strip() for ln in message(e).splitlines() if ln.strip()]
-    text = f"{type(e).__name__}: {' '.join(lines[:4])}"
-    return text if len(text) <= limit else text[:limit - 3] + "..."

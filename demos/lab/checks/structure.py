@@ -20,12 +20,12 @@ from demos.lab.checks.gradients import (
     arguments,
     as_float64,
     gradcheck_failure,
-    one_line,
     output_grads,
     tensors,
     too_big,
     watched,
 )
+from demos.lab.core.text import one_line
 
 
 def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: torch.device,

@@ -26,9 +26,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from demos.lab.checks.gradients import gradcheck_failure, one_line, stopping, tensors, too_big
+from demos.lab.checks.gradients import gradcheck_failure, stopping, tensors, too_big
 from demos.lab.core.results import CAPABILITIES, Check
-from demos.lab.core.text import message
+from demos.lab.core.text import message, one_line
 
 # torch's refusals, by the words of its message, and what to add to the Function
 REFUSALS = [
@@ -179,7 +179,7 @@ def attempt(run: Callable[[], str]) -> Row:
         hint = next((hint for pattern, hint in REFUSALS if re.search(pattern, message(e))),
                     REFUSING_TYPES.get(type(e).__name__))
         if hint:
-            return Row("unsupported", f"{type(e).__name__}: {first_line(e)} -> {hint}")
+            return Row("unsupported", f"{one_line(e, 300)} -> {hint}")
         return Row("fails", one_line(e))
     except BaseException as e:  # not an Exception (asyncio.CancelledError, ...): the row's
         return Row("fails", one_line(e))
@@ -437,11 +437,6 @@ class CompileRefused(Exception):
     """torch.compile could not take a transform that eager torch ran: torch's limit."""
 
 
-def first_line(e: BaseException) -> str:
-    """The first line of an exception's message that is not blank, cut at 300 characters."""
-    return next((ln.strip() for ln in message(e).splitlines() if ln.strip()), "")[:300]
-
-
 def eager_and_compiled(f: Callable, args: Sequence[Any], transform: str, backend: str) -> Any:
     """(f(*args), torch.compile(f)(*args)), compiled afresh; an error in the compiled call,
     where eager ran it, is torch's compiled path refusing the Function (`unsupported`), not
@@ -451,7 +446,7 @@ def eager_and_compiled(f: Callable, args: Sequence[Any], transform: str, backend
     try:
         return eager, torch.compile(f, backend=backend)(*args)
     except Exception as e:
-        raise CompileRefused(f"{type(e).__name__}: {first_line(e)} -> torch.compile cannot "
+        raise CompileRefused(f"{one_line(e, 300)} -> torch.compile cannot "
                              f"take {transform} of this Function (eager {transform} runs it)"
                              ) from None
 

@@ -23,7 +23,7 @@ import torch.autograd.forward_ad as fwAD
 from torch.overrides import TorchFunctionMode
 
 from demos.lab.core.results import Check
-from demos.lab.core.text import message
+from demos.lab.core.text import one_line
 from demos.lab.instruments.trace import brief, describe, fresh, outputs_of
 from demos.lab.instruments.walk import node_name
 
@@ -114,7 +114,7 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
                              for t in (fwAD.unpack_dual(o).tangent for o in outs))
             trace.outputs = outs  # after the level: plain tensors, with the pass's graph
     except Exception as e:  # a Function without jvp, or a jvp that raises
-        trace.error = f"{type(e).__name__}: {' '.join(message(e).split())[:300]}"
+        trace.error = one_line(e, 300)
     return trace
 
 

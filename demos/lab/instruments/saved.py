@@ -24,7 +24,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import torch
 
 from demos.lab.core.results import Check
-from demos.lab.core.text import message
+from demos.lab.core.text import one_line
 from demos.lab.instruments.walk import node_name, nodes
 
 Key = tuple[str, int]  # a storage: (device, address); (the tensor's id) for an empty one
@@ -108,7 +108,7 @@ def ledger(outputs: torch.Tensor | Sequence[torch.Tensor],
                                         str(t.dtype).removeprefix("torch."), key,
                                         storage_bytes(t), named.get(key), tracked))
     except RuntimeError as e:  # "Trying to backward through the graph a second time ..."
-        found.saves, found.error = [], " ".join(message(e).split())[:300]
+        found.saves, found.error = [], one_line(e, 300)
     return found
 
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from demos.lab.core.results import Check
-from demos.lab.core.text import message
+from demos.lab.core.text import one_line
 from demos.lab.instruments.trace import fresh, outputs_of
 from demos.lab.instruments.walk import nodes
 
@@ -58,7 +58,7 @@ def first_pass(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]) -> F
                                     [torch.ones_like(o) for o in out.outputs],
                                     create_graph=True, allow_unused=True)
     except Exception as e:  # a user's backward that raises under create_graph
-        out.error = f"{type(e).__name__}: {' '.join(message(e).split())[:300]}"
+        out.error = one_line(e, 300)
         return out
     out.grads = dict(zip(need, grads))
     made = [g for g in grads if g is not None and g.grad_fn is not None]

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from demos.lab.core.results import Check
-from demos.lab.core.text import message
+from demos.lab.core.text import one_line
 from demos.lab.instruments.walk import input_names, node_name, nodes
 
 SMALL = 16  # values are written out up to this many elements; above, min/max/mean/norm
@@ -132,8 +132,7 @@ def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, t
         trace.grads = {id(leaf): None if leaf.grad is None else leaf.grad.detach().clone()
                        for leaf in leaves}
     except Exception as e:  # freed saved tensors; a user's backward that raises
-        text = " ".join(message(e).split())
-        trace.error = f"{type(e).__name__}: {text}" if text else type(e).__name__
+        trace.error = one_line(e)
     finally:
         for h in handles:
             h.remove()

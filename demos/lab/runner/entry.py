@@ -18,6 +18,7 @@ from demos.lab.core.files import write_atomic, write_csv, write_json
 from demos.lab.core.layout import BACKWARD, EXPLAIN, LOSS_PLOT, METRICS
 from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
 from demos.lab.core.scenario import LOSS, Scenario, ScenarioConfig
+from demos.lab.core.text import one_line
 from demos.lab.pages import plots
 from demos.lab.pages.artifacts import Artifacts
 from demos.lab.runner.context import Context, Diverged, Findings, Interrupted, Shared
@@ -47,7 +48,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
                 raise
             if not isinstance(e, Diverged):  # what came after the loop needed a finite loss
                 log.info("%s raised after its loss stopped being finite: %s", entry.id,
-                         checks_mod.one_line(e))
+                         one_line(e))
         if recorder.diverged is not None:  # the loop stopped at a value that was not finite
             diverged = recorder.diverged  # its checks, support and inspection stay; not its values
             result = dataclasses.replace(result or Result({}), params={},
@@ -61,7 +62,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
         result = getattr(e, "result", None)  # what the scenario kept from before the stop
     except BaseException as e:  # a user's Function may call sys.exit(), or raise a
         #                          BaseException of its own (asyncio.CancelledError, ...)
-        status, error = "error", checks_mod.one_line(e)
+        status, error = "error", one_line(e)
         if s.world.active and s.stop.requested:  # torchrun stopped every rank: a peer that
             status = "interrupted"              # left its collective first failed this one
             error = f"interrupted by {s.stop.requested} (the other ranks stopped: {error})"
