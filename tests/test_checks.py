@@ -168,15 +168,21 @@ def test_a_failed_paritys_page_gives_the_metrics_relative_error_with_its_measure
     assert f"{rel:.3g} of the largest reference value (max_rel_error)" in parity["detail"]
 
 
-def test_a_long_check_stops_when_a_stop_is_requested():
-    import types
-    x = torch.randn(50, dtype=torch.float64, requires_grad=True)
-    stop = types.SimpleNamespace(requested=None)
-    with checks.watching(stop):
-        assert checks.gradcheck("gradcheck", lambda v: v * 2, {"x": x}, torch.device("cpu")).passed
-        stop.requested = "SIGINT"  # Ctrl-C during the check
-        with pytest.raises(KeyboardInterrupt, match="stopped by SIGINT"):
-            checks.gradcheck("gradcheck", lambda v: v * 2, {"x": x}, torch.device("cpu"))
+def test_a_long_check_stops_at_its_next_evaluation_once_a_stop_is_requested():
+    from demos.lab.core.signals import StopRequest, Stopped
+
+    x = {"x": torch.randn(50, dtype=torch.float64, requires_grad=True)}
+    stop, calls = StopRequest(), []
+
+    def double(v):
+        calls.append(1)
+        if len(calls) == 10:
+            stop.requested = "SIGINT"  # Ctrl-C during the check
+        return v * 2
+    assert checks.gradcheck("gradcheck", lambda v: v * 2, x, CPU, stop).passed
+    with pytest.raises(Stopped, match="stopped by SIGINT"):
+        checks.gradcheck("gradcheck", double, x, CPU, stop)
+    assert len(calls) == 10  # of the hundred it needs
 
 
 def test_parity_reports_errors_relative_to_the_reference_scale_not_near_zero_elements():

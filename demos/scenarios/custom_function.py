@@ -291,9 +291,10 @@ def run(cfg: Config, ctx: Context) -> Result:
     # drawn, traced and its saves counted, before any backward frees them
     ctx.forward(lambda: apply(*inputs.values()), inputs)
     if not cfg.intended:  # an intended gradient is checked by parity with the reference
-        found.append(gradcheck("gradcheck", apply, inputs, ctx.check_device))
+        found.append(gradcheck("gradcheck", apply, inputs, ctx.check_device, ctx.stop))
     if cfg.double_backward:
-        found.append(gradgradcheck("gradgradcheck", apply, inputs, ctx.check_device))
+        found.append(gradgradcheck("gradgradcheck", apply, inputs, ctx.check_device,
+                                   ctx.stop))
         ctx.second_backward(apply, inputs, reference)  # drawn, traced, checked
     if not op and getattr(fn, "jvp", None) is not getattr(torch.autograd.Function, "jvp", None):
         ctx.forward_mode(apply, inputs)  # it has a jvp: forward mode, step by step

@@ -7,9 +7,8 @@
 """
 from __future__ import annotations
 
-import contextlib
 import re
-from typing import Any, Callable, Iterator, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import torch
 from torch.autograd.gradcheck import GradcheckError
@@ -18,6 +17,7 @@ from demos.lab.checks.diagnose import against_numbers, against_reference, index
 from demos.lab.checks.diagnose import outputs as tensors
 from demos.lab.core.results import Check
 from demos.lab.core.scenario import Expect, Target
+from demos.lab.core.signals import Stopped, StopRequest
 from demos.lab.core.text import message, one_line
 
 
@@ -68,38 +68,21 @@ def too_big(fn: Callable, xs: Mapping[str, torch.Tensor], what: str) -> str | No
     return None
 
 
-_stop: Any = None  # the run's stop request while an entry runs (see `watching`)
-
-
-@contextlib.contextmanager
-def watching(stop: Any) -> Iterator[None]:
-    """While an entry runs: the long checks look at `stop` (Ctrl-C) between evaluations."""
-    global _stop
-    _stop, before = stop, _stop
-    try:
-        yield
-    finally:
-        _stop = before
-
-
-def stopping() -> bool:
-    """Whether the run was asked to stop (a KeyboardInterrupt then is the user's, not code's)."""
-    return _stop is not None and bool(_stop.requested)
-
-
-def watched(fn: Callable) -> Callable:
-    """`fn`, stopping the check (KeyboardInterrupt) once a stop was requested."""
+def watched(fn: Callable, stop: StopRequest | None) -> Callable:
+    """`fn`, raising Stopped at its next call once `stop` (the run's: ctx.stop) was requested
+    (Ctrl-C), so that a check that calls it thousands of times ends there."""
     def call(*args: Any, **kwargs: Any) -> Any:
-        if _stop is not None and _stop.requested:
-            raise KeyboardInterrupt(f"stopped by {_stop.requested}")
+        if stop is not None and stop.requested:
+            raise Stopped(f"stopped by {stop.requested}")
         return fn(*args, **kwargs)
     return call
 
 
 def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
-              device: torch.device, **kwargs) -> Check:
-    """torch.autograd.gradcheck of `fn(*inputs.values())` in float64 (analytic vs numerical)."""
-    fn = watched(fn)
+              device: torch.device, stop: StopRequest | None = None, **kwargs) -> Check:
+    """torch.autograd.gradcheck of `fn(*inputs.values())` in float64 (analytic vs numerical).
+    `stop`: the run's stop request (ctx.stop), for a check long enough to want Ctrl-C."""
+    fn = watched(fn, stop)
     xs = as_float64(inputs, device)
     wrt = [k for k, v in xs.items() if v.requires_grad]
     problem = too_big(fn, xs, "gradcheck")

@@ -25,6 +25,7 @@ from demos.lab.checks.gradients import (
     too_big,
     watched,
 )
+from demos.lab.core.signals import StopRequest
 from demos.lab.core.text import one_line
 
 
@@ -151,9 +152,10 @@ def broadcasts(shape: torch.Size, to: torch.Size) -> bool:
 
 
 def gradgradcheck(name: str, fn, inputs: Mapping[str, torch.Tensor],
-                  device: torch.device) -> Check:
-    """torch.autograd.gradgradcheck in float64: the backward's own gradients are right."""
-    xs, fn = as_float64(inputs, device), watched(fn)
+                  device: torch.device, stop: StopRequest | None = None) -> Check:
+    """torch.autograd.gradgradcheck in float64: the backward's own gradients are right.
+    `stop`: the run's stop request (ctx.stop), as gradcheck takes it."""
+    xs, fn = as_float64(inputs, device), watched(fn, stop)
     problem = too_big(fn, xs, "gradgradcheck")
     if problem:
         return Check(name, False, problem)

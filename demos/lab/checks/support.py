@@ -26,8 +26,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from demos.lab.checks.gradients import gradcheck_failure, stopping, tensors, too_big
+from demos.lab.checks.gradients import gradcheck_failure, tensors, too_big
 from demos.lab.core.results import CAPABILITIES, Check
+from demos.lab.core.signals import Stopped
 from demos.lab.core.text import message, one_line
 
 # torch's refusals, by the words of its message, and what to add to the Function
@@ -169,9 +170,9 @@ def attempt(run: Callable[[], str]) -> Row:
         return Row("differs", message(e), e.case)
     except CompileRefused as e:
         return Row("unsupported", message(e))
+    except Stopped:  # Ctrl-C again, from a notebook: the run's, not the row's
+        raise
     except KeyboardInterrupt:
-        if stopping():  # Ctrl-C again, from a notebook: the run's, not the row's
-            raise
         return Row("fails", "KeyboardInterrupt: raised by the Function")
     except SystemExit as e:  # a Function that ends its process fails its row
         return Row("fails", f"SystemExit: the Function called sys.exit({e.code!r})")

@@ -101,7 +101,7 @@ class Context:
         self.record = self._recorder.record
         self.history, self.last = self._recorder.history, self._recorder.last
         self._progress = run.progress
-        self._stop = run.stop
+        self.stop = run.stop  # the run's stop request (Ctrl-C): for a long check to look at
 
     @property
     def steps_run(self) -> int:
@@ -138,7 +138,7 @@ class Context:
         rec.guard_sync(True)
         try:
             for t in range(start, n):
-                if self._stop.requested:
+                if self.stop.requested:
                     raise Interrupted(t)
                 yield t
                 if rec.diverged:  # soft stop: the loop ends here, the scenario goes on
