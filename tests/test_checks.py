@@ -169,7 +169,7 @@ def test_a_failed_paritys_page_gives_the_metrics_relative_error_with_its_measure
 
 
 def test_a_long_check_stops_at_its_next_evaluation_once_a_stop_is_requested():
-    from demos.lab.core.signals import StopRequest, Stopped
+    from demos.lab.core.signals import Stopped, StopRequest
 
     x = {"x": torch.randn(50, dtype=torch.float64, requires_grad=True)}
     stop, calls = StopRequest(), []

@@ -153,10 +153,10 @@ def finish_checks(entry: ScenarioConfig, ctx: Context, findings: Findings,
         found.append(Check("loss stays finite", True,
                            f"{checked} finite at all {ctx.steps_run} steps"))
     if result is None:  # the graphs drawn hold whatever came after
-        return found + findings.trace_checks
+        return found + findings.pass_checks
     skip = ("training diverged" if diverged else "an interrupted run" if interrupted
             else "--dry-run" if dry_run else entry.expect.unlike(entry, ctx.seed))
-    return found + list(result.checks) + findings.trace_checks + checks_mod.expect(
+    return found + list(result.checks) + findings.pass_checks + checks_mod.expect(
         entry.expect, result.params, result.metrics, skip=skip)
 
 

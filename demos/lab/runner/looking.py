@@ -31,20 +31,17 @@ class Look:
     source: str                    # the graphviz source (torchviz's, with our labels)
     backward: dict[str, Any]       # the graph's entry of backward.json: its steps, what it kept
     explanation: str               # its part of explain.txt: the walk, the steps, the ledger
-    checks: list[Check] = field(default_factory=list)  # the trace (and ledger) held to torch
+    checks: list[Check] = field(default_factory=list)  # a forward-mode pass's: J·v held to torch
 
 
 def look(output: Any, names: Mapping[str, torch.Tensor], name: str, folder: Path,
-         artifacts: Artifacts, *, counted: Mapping[Any, int] | None = None,
-         stepper_gif: bool = False, what: str = "") -> Look:
+         artifacts: Artifacts, *, stepper_gif: bool = False, what: str = "") -> Look:
     """Walk, draw, trace and ledger the graph behind `output` into `folder` (<name>.*): the
-    renders are submitted to `artifacts` (labelled `what`/<file>). `counted`: what a pack hook
-    counted while its forward ran, for the check `saved tensors agree`."""
+    renders are submitted to `artifacts` (labelled `what`/<file>)."""
     explanation = walk.explain(output, names, title=name)
     source = graphs.make_graph(output, names)
     found = saved.ledger(output, names)  # before the traced backward runs over the graph
     traced = trace.record(output, names, title=name)
-    checks: list[Check] = []
     dot = shutil.which("dot")
     if traced is None:
         data: dict[str, Any] = {"graph": name, "error": None, "steps": [], "skipped": [],
@@ -55,7 +52,6 @@ def look(output: Any, names: Mapping[str, torch.Tensor], name: str, folder: Path
         for step, kept in zip(data["steps"], saved.per_step(found, order)):
             step.update(kept)
         data["saved"] = saved.to_json(found, order, traced.label)
-        checks.append(trace.agrees(traced))
         if data["steps"]:  # beside it, the same graph with the gradients in its nodes
             artifacts.submit(f"{what}/{name}{GRADS}.pdf/.svg", graphs.render_files,
                              graphs.with_gradients(source, data["steps"]),
@@ -63,12 +59,10 @@ def look(output: Any, names: Mapping[str, torch.Tensor], name: str, folder: Path
         if data["steps"] and stepper_gif:  # and the stepper, for slides
             artifacts.submit(f"{what}/{name}{STEPS_GIF}", graphs.stepper_gif, source,
                              data["steps"], folder / f"{name}{STEPS_GIF}", dot)
-        if counted is not None:
-            checks.append(saved.agrees(found, counted, name))
         explanation += "\n" + trace.explain(traced) + "\n" + saved.explain(
             found, order, traced.label)
     artifacts.submit(f"{what}/{name}.pdf/.svg", graphs.render_files, source, folder / name, dot)
-    return Look(source, data, explanation, checks)
+    return Look(source, data, explanation)
 
 
 def look_forward(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor], name: str,
