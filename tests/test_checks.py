@@ -210,3 +210,38 @@ def test_an_exception_is_one_line_with_its_type_cut_at_the_limit():
     assert one_line(ValueError("x" * 500), 20) == "ValueError: xxxxx..."
     assert one_line(Unsayable()) == ("Unsayable: (its message could not be read: RuntimeError "
                                      "in its __str__)")
+
+
+def test_a_function_that_changes_its_input_in_place_gets_each_checks_own_verdict():
+    """Shift (x + 1, by adding 1 to x itself, without ctx.mark_dirty) gets from every check the
+    verdict that check gives it alone, in either order: each check works on copies of its own,
+    so the caller's inputs stay as they were; and backward_structure says what it does."""
+    from demos.lab.checks import structure, support
+    from tests.fixtures.user_fns import Shift, shift
+
+    def inputs():
+        return {"x": torch.linspace(0.5, 2.0, 6, dtype=torch.float64, requires_grad=True)}
+
+    rows = ["backward", "double_backward", "forward_ad", "float32", "noncontiguous"]
+    each = {
+        "changes a leaf": lambda xs: checks.changes_a_leaf(Shift.apply, xs, {}, CPU),
+        "structure": lambda xs: [(c.name, c.passed)
+                                 for c in structure.backward_structure(Shift, xs, CPU)],
+        "gradcheck": lambda xs: checks.gradcheck("g", Shift.apply, xs, CPU).passed,
+        "gradgradcheck": lambda xs: structure.gradgradcheck("gg", Shift.apply, xs, CPU).passed,
+        "parity": lambda xs: checks.parity("p", Shift.apply, shift, xs, CPU).passed,
+        "matrix": lambda xs: {r: row.status for r, row in
+                              support.matrix(Shift.apply, xs, shift, CPU, rows).items()},
+        **{r: lambda xs, r=r: support.matrix(Shift.apply, xs, shift, CPU, [r])[r].status
+           for r in rows}}
+    alone = {name: verdict(inputs()) for name, verdict in each.items()}
+    for order in (list(each), list(reversed(each))):
+        xs = inputs()
+        assert {name: each[name](xs) for name in order} == alone, order
+        assert torch.equal(xs["x"], inputs()["x"])  # the caller's inputs, as they were
+    assert alone["matrix"] == {r: alone[r] for r in rows}
+    assert alone["parity"] is True  # its value and gradient are right
+    assert ("forward changes no input without ctx.mark_dirty", False) in alone["structure"]
+    [said] = [c.detail for c in structure.backward_structure(Shift, inputs(), CPU)
+              if c.name == structure.UNMARKED]
+    assert said.startswith("x changed in place without ctx.mark_dirty: autograd does not know")

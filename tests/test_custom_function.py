@@ -42,7 +42,8 @@ def test_right_functions_pass(tmp_path, function, inputs, reference):
                            support=["backward", "vmap"])
     assert code == 0 and e["status"] == "passed", e["checks"]
     names = [c["name"] for c in e["checks"]]
-    assert names == ["forward runs", "backward returns one grad per input",
+    assert names == ["forward runs", "forward changes no input without ctx.mark_dirty",
+                     "backward returns one grad per input",
                      "each grad matches its input (None, shape, dtype)",
                      "backward leaves grad_output unchanged", "autograd accepts the backward",
                      "gradcheck", "gradgradcheck", "parity with the reference",
@@ -94,6 +95,17 @@ def test_each_mistake_is_caught_and_named(tmp_path, function, inputs, double, fa
         assert name in failed, (name, failed)
         assert words in failed[name], (name, failed[name])
         assert "\n" not in failed[name] and "Traceback" not in failed[name]
+
+
+def test_a_function_that_changes_its_input_in_place_is_said_and_harms_no_other_check(tmp_path):
+    """Shift adds 1 to x itself without ctx.mark_dirty. The run says so, in a failed check of
+    its own; parity, on copies of its own, still finds its value and gradient right."""
+    code, e = run_function(tmp_path, "Shift", ONE, "shift")
+    assert code == 1
+    failed = {c["name"]: c["detail"] for c in e["checks"] if c["passed"] is False}
+    assert failed["forward changes no input without ctx.mark_dirty"].startswith(
+        "x changed in place without ctx.mark_dirty: autograd does not know")
+    assert check(e, "parity with the reference")["passed"] is True
 
 
 @pytest.mark.parametrize("function, message", [

@@ -30,6 +30,7 @@ from demos.lab.checks.gradients import gradcheck_failure, tensors, too_big
 from demos.lab.core.results import CAPABILITIES, Check
 from demos.lab.core.signals import Stopped
 from demos.lab.core.text import message, one_line
+from demos.lab.tensors import abs_error, agree, fresh
 
 # torch's refusals, by the words of its message, and what to add to the Function
 REFUSALS = [
@@ -130,9 +131,7 @@ def use(values: tuple) -> None:
 def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             reference: Callable[..., Any] | None, device: torch.device | None,
             rows: Sequence[str], intended: bool = False) -> Iterator[tuple[str, Row]]:
-    device = device or torch.device("cpu")
-    xs = {k: v.detach().to(device=device, dtype=torch.float64).clone()  # never the caller's
-          .requires_grad_(v.requires_grad) for k, v in inputs.items()}
+    xs = fresh(inputs, device or torch.device("cpu"))
     too = too_big(fn, xs, "the Jacobian checks")
     runs = {"backward": (lambda f, x: as_intended(f, x, reference)) if intended else backward,
             "double_backward": double,
@@ -148,9 +147,9 @@ def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
         elif not needing(xs) and name in GRADIENT_ROWS:
             row = Row("skipped", "no input requires grad")
         else:  # fresh copies: a Function that changes an input in place changes only these
-            fresh = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in xs.items()}
+            copies = fresh(xs)
             # called at once; the defaults bind this iteration's name and fresh copies
-            row = attempt(lambda name=name, fresh=fresh: runs[name](fn, fresh))
+            row = attempt(lambda name=name, copies=copies: runs[name](fn, copies))
         yield name, row
 
 
@@ -219,10 +218,8 @@ def same(what: str, got: Any, want: Any, rtol: float = 1e-7, atol: float = 1e-9)
         label = what if len(got) == 1 else f"{what} {i}"
         if a.shape != b.shape:
             raise Mismatch(f"{label}: shape {tuple(a.shape)}, expected {tuple(b.shape)}")
-        a64, b64 = a.detach().double().cpu(), b.detach().double().cpu()
-        if not torch.allclose(a64, b64, rtol=rtol, atol=atol, equal_nan=True):
-            err = (a64 - b64).abs().max().item()
-            raise Mismatch(f"{label} differs: max abs err {err:.3g}")
+        if not agree(a, b, rtol, atol, equal_nan=True):
+            raise Mismatch(f"{label} differs: max abs err {abs_error(a, b).max().item():.3g}")
 
 
 def compared(xs: Mapping[str, torch.Tensor]) -> str:
@@ -415,7 +412,7 @@ def versus_eager(transform: str, fn, xs, compiled: tuple[torch.Tensor, ...],
     except Mismatch:
         got = [t.detach().double().cpu() for t in compiled]
         want = [t.detach().double().cpu() for t in eager]
-        err = max(((a - b).abs().max().item() for a, b in zip(got, want)
+        err = max((abs_error(a, b).max().item() for a, b in zip(got, want)
                    if a.shape == b.shape and a.numel()), default=float("nan"))
         raise TorchDiffers(
             f"torch differs: torch.compile({transform}) (backend {backend}) gives "
@@ -525,9 +522,9 @@ def inductor(fn, xs) -> str:
 
 
 def float32(fn, xs, reference) -> str:
-    x32 = {k: v.detach().float().requires_grad_(v.requires_grad) for k, v in xs.items()}
+    x32 = fresh(xs, dtype=torch.float32)
     # the same numbers in float64: the Function's own float32 error, not its inputs' rounding
-    x64 = {k: v.detach().double().requires_grad_(v.requires_grad) for k, v in x32.items()}
+    x64 = fresh(x32)
     base = reference or fn
     ws = weights(tensors(base(*x64.values())))
     outs = tensors(fn(*x32.values()))
@@ -564,7 +561,7 @@ def cuda(fn, xs) -> str:
         return "skipped: no CUDA GPU here"
     if all(v.is_cuda for v in xs.values()):
         return "skipped: the inputs are on the GPU already (every other row ran there)"
-    on_gpu = {k: v.detach().cuda().requires_grad_(v.requires_grad) for k, v in xs.items()}
+    on_gpu = fresh(xs, torch.device("cuda"), dtype=None)
     ws = weights(tensors(fn(*xs.values())))
     same("cuda value", fn(*[v.detach() for v in on_gpu.values()]),
          fn(*[v.detach() for v in xs.values()]))

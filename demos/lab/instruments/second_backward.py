@@ -24,8 +24,8 @@ import torch
 
 from demos.lab.core.results import Check
 from demos.lab.core.text import one_line
-from demos.lab.instruments.trace import fresh, outputs_of
 from demos.lab.instruments.walk import nodes
+from demos.lab.tensors import agree, fresh, outputs
 
 FORWARD, FIRST, ROOT = "the forward", "the first backward", "the sum that starts the second pass"
 
@@ -48,11 +48,11 @@ class FirstPass:
 def first_pass(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]) -> FirstPass:
     """Forward, then backward with create_graph=True; `root` is None when the gradients are
     in no graph (a backward autograd cannot differentiate)."""
-    out = FirstPass(fresh(inputs))
+    out = FirstPass(fresh(inputs, dtype=None))
     need = {k: v for k, v in out.inputs.items() if v.requires_grad}
     try:
         result = run(*out.inputs.values())
-        out.outputs = tuple(r for r in outputs_of(result) if r.grad_fn is not None)
+        out.outputs = tuple(r for r in outputs(result) if r.grad_fn is not None)
         out.forward_nodes = {id(fn) for fn in nodes(list(out.outputs))}
         grads = torch.autograd.grad(out.outputs, list(need.values()),
                                     [torch.ones_like(o) for o in out.outputs],
@@ -78,12 +78,14 @@ def unchanged_nearby(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]
     second derivative is zero, and not of a backward that merely detaches a gradient that
     does depend on the inputs."""
     g = torch.Generator().manual_seed(2)
-    there = {k: (v.detach() + 1e-3 * torch.randn(v.shape, generator=g, dtype=v.dtype).to(
-        v.device) if v.requires_grad else v.detach().clone()).requires_grad_(v.requires_grad)
-        for k, v in inputs.items()}
+    there = fresh(inputs, dtype=None)
+    with torch.no_grad():
+        for v in there.values():
+            if v.requires_grad:
+                v += 1e-3 * torch.randn(v.shape, generator=g, dtype=v.dtype).to(v.device)
     need = {k: v for k, v in there.items() if v.requires_grad}
     try:
-        outs = tuple(r for r in outputs_of(run(*there.values())) if r.grad_fn is not None)
+        outs = tuple(r for r in outputs(run(*there.values())) if r.grad_fn is not None)
         again = torch.autograd.grad(outs, list(need.values()), [torch.ones_like(o) for o in outs],
                                     allow_unused=True)
     except Exception:
@@ -164,8 +166,7 @@ def same(a: torch.Tensor | None, b: torch.Tensor | None, rtol: float, atol: floa
     if a is None or b is None:
         other = b if a is None else a
         return bool(torch.count_nonzero(other) == 0)
-    return a.shape == b.shape and torch.allclose(a.to(b.dtype), b, rtol=rtol, atol=atol,
-                                                 equal_nan=True)
+    return agree(a, b, rtol, atol, equal_nan=True)
 
 
 def show(t: torch.Tensor | None) -> str:

@@ -137,18 +137,6 @@ def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, t
     return trace
 
 
-def fresh(inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Copies of `inputs`, their requires_grad kept: a pass over them leaves the scenario's
-    tensors (and their .grad) alone."""
-    return {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in inputs.items()}
-
-
-def outputs_of(result: Any) -> tuple[torch.Tensor, ...]:
-    """A function's output(s) as a tuple of tensors."""
-    return tuple(r for r in (result if isinstance(result, tuple) else (result,))
-                 if isinstance(r, torch.Tensor))
-
-
 # -- as data and as text -----------------------------------------------------------------------
 def describe(t: torch.Tensor | None) -> dict[str, Any] | None:
     """shape, dtype, and the values when small, otherwise min/max/mean/norm."""

@@ -23,6 +23,7 @@ from demos.lab.core.results import Check
 from demos.lab.instruments import forward, saved, trace, walk
 from demos.lab.instruments import render as graphs
 from demos.lab.pages.artifacts import Artifacts
+from demos.lab.tensors import fresh, outputs
 
 
 @dataclass
@@ -71,11 +72,11 @@ def look_forward(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor], na
     tangent, ending in J·v; a custom Function one step, through its jvp), beside the reverse
     pass's vᵀ·J for the same inputs; drawn into `folder` (<name>.*) where it made a graph."""
     traced = forward.record(run, inputs, title=name)
-    xs = trace.fresh(inputs)
+    xs = fresh(inputs, dtype=None)
     need = {k: x for k, x in xs.items() if x.requires_grad}
     reverse: dict[str, Any] = {}
     if not traced.error and need:
-        outs = trace.outputs_of(run(*xs.values()))
+        outs = outputs(run(*xs.values()))
         # v = 1 for every output element through a sum, not an explicit grad_outputs (whose
         # first use imports sympy, about 0.3 s: see demos.lab.instruments.trace)
         total = sum((o * torch.ones_like(o)).sum() for o in outs)
@@ -89,8 +90,7 @@ def look_forward(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor], na
                          folder / name, shutil.which("dot"))
     agrees = forward.agrees(traced, run)
     if agrees.passed is False and not traced.error:  # a wrong jvp: why
-        found = diagnose.forward_against_numbers(run, {k: x.detach().double()
-                                                       for k, x in inputs.items()})
+        found = diagnose.forward_against_numbers(run, fresh(inputs))
         agrees.diagnosis = found and found.to_json()
     return Look(source, forward.to_json(traced, reverse), forward.explain(traced, reverse),
                 [agrees])
