@@ -576,10 +576,10 @@ def to_json(rows: Mapping[str, Row]) -> dict[str, dict[str, str]]:
 
 
 def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
-           done: Mapping[str, str] | None = None) -> list[Check]:
-    """The matrix as checks, each failure counted once: one check `support matrix` that fails
-    when a row fails, and one check per required row, which must be `ok` (`unsupported` alone
-    is information, not failure). `done` names checks already made that run a row's own test
+           done: Mapping[str, str] | None = None, name: str = "support matrix") -> list[Check]:
+    """The matrix as checks, each failure counted once: one check `name` that fails when a row
+    fails, and one check per required row, which must be `ok` (`unsupported` alone is
+    information, not failure). `done` names checks already made that run a row's own test
     (custom_function's gradcheck is the backward row): the matrix says so and does not count
     that failure again. One wrong backward fails every row that takes a gradient; those rows
     say that they follow from it, so that they do not read as more bugs."""
@@ -609,7 +609,7 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
         said = ", ".join(failure(k, r) for k, r in failing.items())
         parts.insert(0, f"fails: {said}" if own else
                      f"fails, counted by the checks above: {said}")
-    found.append(Check("support matrix", not own, "; ".join(parts)))
+    found.append(Check(name, not own, "; ".join(parts)))
     return found
 
 
@@ -632,19 +632,8 @@ def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
         if folder is not None:
             write_repros(rows_found, fn.__name__, folder)
         block[fn.__name__] = to_json(rows_found)
-        found.append(verdict(fn.__name__, rows_found))
+        found += checks(rows_found, name=f"support matrix of {fn.__name__}")
     return block, found
-
-
-def verdict(name: str, rows: Mapping[str, Row]) -> Check:
-    """A document Function's matrix as one check: no row fails."""
-    failing = [f"{k}: {r.detail}" for k, r in rows.items() if r.status == "fails"]
-    said = {status: [k for k, r in rows.items() if r.status == status]
-            for status in ("ok", "differs", "unsupported")}
-    return Check(f"support matrix of {name}", not failing,
-                 "; ".join(failing) if failing else
-                 "; ".join(f"{TORCH_DIFFERS if status == 'differs' else status}: "
-                           f"{', '.join(keys)}" for status, keys in said.items() if keys))
 
 
 # a `differs` row, said in a check's detail: torch's compiled path, not the Function
