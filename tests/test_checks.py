@@ -96,10 +96,10 @@ def test_expect_value_with_tolerances():
 
 
 def test_expect_tolerance_defaults():
-    assert checks.compare(1.000001, Target(value=1.0))[0] is True       # rtol 1e-5
-    assert checks.compare(1.0001, Target(value=1.0))[0] is False
-    assert checks.compare(1e-7, Target(value=0.0, atol=1e-6))[0] is True  # rtol 0 with atol
-    assert checks.compare(2e-6, Target(value=0.0, atol=1e-6))[0] is False
+    assert Target(value=1.0).meets(1.000001)[0] is True       # rtol 1e-5
+    assert Target(value=1.0).meets(1.0001)[0] is False
+    assert Target(value=0.0, atol=1e-6).meets(1e-7)[0] is True  # rtol 0 with atol
+    assert Target(value=0.0, atol=1e-6).meets(2e-6)[0] is False
 
 
 def test_expect_min_max_and_nan():

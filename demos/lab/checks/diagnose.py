@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from demos.lab.tensors import agree, close, fresh, outputs
+from demos.lab.tensors import abs_error, agree, close, fresh, outputs
 
 
 def index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -274,7 +274,7 @@ def elements(got: torch.Tensor, expected: torch.Tensor) -> list[dict[str, Any]]:
     """The elements where got and expected differ most (index, expected, got)."""
     if got.shape != expected.shape:
         return []
-    diff = (got - expected).abs().flatten()
+    diff = abs_error(got, expected).flatten()
     worst = diff.argsort(descending=True)[:MOST_ELEMENTS]
     return [{"at": list(index(int(i), tuple(expected.shape))),
              "expected": expected.flatten()[i].item(), "got": got.flatten()[i].item()}

@@ -15,7 +15,7 @@ from torch.autograd.gradcheck import GradcheckError
 
 from demos.lab.checks.diagnose import against_numbers, against_reference, index
 from demos.lab.core.results import Check
-from demos.lab.core.scenario import Expect, Target
+from demos.lab.core.scenario import Expect
 from demos.lab.core.signals import Stopped, StopRequest
 from demos.lab.core.text import message, one_line
 from demos.lab.tensors import abs_error, agree, fresh
@@ -262,19 +262,14 @@ def expect(targets: Expect, params: Mapping[str, float], metrics: Mapping[str, f
             if skip in ("training diverged", "an interrupted run"):
                 out.append(Check(name, None, f"not evaluated: {skip}"))
             elif skip and skip != "--dry-run" and key in values:  # other settings: exploring
-                _, detail = compare(values[key], target)
+                _, detail = target.meets(values[key])
                 out.append(Check(name, None, f"not evaluated: {skip} (got {detail})"))
             elif key not in values:
                 out.append(Check(name, False, f"the scenario produced no {kind[:-1]} '{key}' "
                                               f"(it has: {', '.join(values) or 'none'})"))
             else:
-                passed, detail = compare(values[key], target)
+                passed, detail = target.meets(values[key])
                 out.append(Check(name, None, f"not evaluated in {skip} ({detail})") if skip
                            else Check(name, passed, detail))
     return out
-
-
-def compare(actual: float, t: Target) -> tuple[bool, str]:
-    """Whether `actual` meets the target, and a one-line account of it."""
-    return t.meets(actual)
 

@@ -24,6 +24,7 @@ import torch
 
 from demos.lab.core.results import Check
 from demos.lab.core.text import one_line
+from demos.lab.instruments.trace import brief
 from demos.lab.instruments.walk import nodes
 from demos.lab.tensors import agree, fresh, outputs
 
@@ -152,8 +153,8 @@ def agrees(first: FirstPass, reference: FirstPass | None = None,
             worst = (mine[k] - ref[k]).abs().max().item() if mine[k] is not None and \
                 ref.get(k) is not None else None
             return Check(name, False, f"second derivatives of {k} differ from the "
-                                      f"reference's: {show(mine[k])} against "
-                                      f"{show(ref.get(k))}" +
+                                      f"reference's: {brief(mine[k])} against "
+                                      f"{brief(ref.get(k))}" +
                                       (f" (max abs err {worst:.3g})" if worst else ""))
     return Check(name, True, f"d/dx of the sum of the gradients equals the reference's, for "
                              f"{', '.join(mine) or 'no input'}")
@@ -167,14 +168,6 @@ def same(a: torch.Tensor | None, b: torch.Tensor | None, rtol: float, atol: floa
         other = b if a is None else a
         return bool(torch.count_nonzero(other) == 0)
     return agree(a, b, rtol, atol, equal_nan=True)
-
-
-def show(t: torch.Tensor | None) -> str:
-    if t is None:
-        return "None"
-    flat = t.detach().reshape(-1)
-    head = ", ".join(f"{v:.6g}" for v in flat[:4].tolist())
-    return f"[{head}{', ...' if flat.numel() > 4 else ''}]"
 
 
 def explain(first: FirstPass, traced: Any) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from demos.lab.checks import gradients as checks_mod
+from demos.lab.checks.gradients import expect
 from demos.lab.core.config import entry_dict
 from demos.lab.core.files import write_atomic, write_csv, write_json
 from demos.lab.core.layout import BACKWARD, EXPLAIN, LOSS_PLOT, METRICS
@@ -156,7 +156,7 @@ def finish_checks(entry: ScenarioConfig, ctx: Context, findings: Findings,
         return found + findings.pass_checks
     skip = ("training diverged" if diverged else "an interrupted run" if interrupted
             else "--dry-run" if dry_run else entry.expect.unlike(entry, ctx.seed))
-    return found + list(result.checks) + findings.pass_checks + checks_mod.expect(
+    return found + list(result.checks) + findings.pass_checks + expect(
         entry.expect, result.params, result.metrics, skip=skip)
 
 
