@@ -26,7 +26,7 @@ from demos.lab.core.results import Check
 from demos.lab.core.text import one_line
 from demos.lab.instruments.trace import brief
 from demos.lab.instruments.walk import nodes
-from demos.lab.tensors import agree, fresh, outputs
+from demos.lab.tensors import abs_error, agree, fresh, outputs
 
 FORWARD, FIRST, ROOT = "the forward", "the first backward", "the sum that starts the second pass"
 
@@ -150,7 +150,7 @@ def agrees(first: FirstPass, reference: FirstPass | None = None,
     ref = second_derivatives(reference)
     for k in mine:  # the inputs that require grad, in order
         if not same(mine[k], ref.get(k), rtol, atol):
-            worst = (mine[k] - ref[k]).abs().max().item() if mine[k] is not None and \
+            worst = abs_error(mine[k], ref[k]).max().item() if mine[k] is not None and \
                 ref.get(k) is not None else None
             return Check(name, False, f"second derivatives of {k} differ from the "
                                       f"reference's: {brief(mine[k])} against "
