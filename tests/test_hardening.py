@@ -29,6 +29,7 @@ from tests.conftest import (
     NO_SUPPORT,
     QUICK,
     ROOT,
+    a_summary,
     check,
     entry,
     only_run_dir,
@@ -490,8 +491,7 @@ def test_the_index_skips_and_names_what_is_not_a_run(tmp_path, capsys):
         (tmp_path / name / "summary.json").write_text(text)
     assert run_main(tmp_path, "--config", QUICK) == 0
     err = capsys.readouterr().err
-    assert "index.html leaves out garbage, list, strings: not a run's, sweep's or comparison's " \
-           "files" in err
+    assert "index.html leaves out garbage, list, strings: not a run's files" in err
     assert (tmp_path / "index.html").read_text().count("/report.html") == 1
 
 
@@ -726,15 +726,14 @@ def test_the_index_survives_what_other_folders_hold(tmp_path, capsys):
     """A name that is not UTF-8, a FIFO for a summary, a run killed before its final summary."""
     odd = tmp_path / os.fsdecode(b"caf\xe9")
     odd.mkdir()
-    (odd / "summary.json").write_text('{"status": "passed", "scenarios": []}')
+    (odd / "summary.json").write_text(json.dumps(a_summary()))
     (odd / "report.html").write_text("<html></html>")
     (tmp_path / "fifo").mkdir()
     os.mkfifo(tmp_path / "fifo" / "summary.json")  # reading it would block for ever
     killed = tmp_path / "2026-01-01_00-00-00"
     killed.mkdir()
-    (killed / "summary.json").write_text(json.dumps({
-        "status": "running", "pid": 2**22 + 12345, "host": socket.gethostname(),
-        "scenarios": []}) + " " * 100)
+    (killed / "summary.json").write_text(json.dumps(a_summary(
+        status="running", pid=2**22 + 12345, host=socket.gethostname())) + " " * 100)
     assert run_main(tmp_path, "--config", QUICK) == 0
     err = capsys.readouterr().err
     assert "Traceback" not in err and "leaves out fifo" in err
@@ -813,26 +812,28 @@ def test_a_config_name_that_is_not_utf8_gives_strict_json(tmp_path):
 
 
 def test_the_index_keeps_working_whatever_the_siblings_hold(tmp_path):
-    """Odd digits in a name, an absurd pid, absurdly deep JSON, a linked folder, a directory
-    at an index temp name, a FIFO at the lock's name: skipped or said, never a crash."""
+    """Odd digits in a name, a pid no process has, absurdly deep JSON, a linked folder, a
+    directory at an index temp name, a FIFO at the lock's name: skipped or said, never a
+    crash."""
     from demos.lab.pages.index import write_index
 
     def folder(name, text):
         (tmp_path / name).mkdir()
         (tmp_path / name / "summary.json").write_text(text)
-    folder("x-x-x-x-x-\u00b2", '{"status": "passed", "scenarios": []}')
-    folder("2026-01-01_00-00-01", json.dumps({"status": "running", "pid": 10**20,
-                                              "host": socket.gethostname(), "scenarios": []}))
+    folder("x-x-x-x-x-\u00b2", json.dumps(a_summary()))
+    folder("2026-01-01_00-00-01", json.dumps(a_summary(status="running", pid=2**35,
+                                                       host=socket.gethostname())))
+    folder("2026-01-01_00-00-02", json.dumps(a_summary(status="running", pid=10**20)))
     folder("deep", "[" * 200_000)
     outside = tmp_path.parent / (tmp_path.name + "-elsewhere")
     outside.mkdir(exist_ok=True)
-    (outside / "summary.json").write_text('{"status": "passed", "scenarios": []}')
+    (outside / "summary.json").write_text(json.dumps(a_summary()))
     (tmp_path / "2030-01-01_00-00-00").symlink_to(outside)
     (tmp_path / ".index.html.zz.tmp").mkdir()
-    assert write_index(tmp_path) == ["deep"]
+    assert write_index(tmp_path) == ["2026-01-01_00-00-02", "deep"]  # no run has such a pid
     index = (tmp_path / "index.html").read_text()
     assert "x-x-x-x-x-\u00b2" in index and "2030-01-01" not in index
-    assert "badge running" in index  # an absurd pid: cannot tell, so not called stopped
+    assert "badge running" in index  # a pid beyond any process's: cannot tell, not stopped
     (tmp_path / ".index.lock").unlink()
     os.mkfifo(tmp_path / ".index.lock")
     with pytest.raises(OSError, match="not a regular file; remove it"):
