@@ -61,7 +61,6 @@ class Timing:
     """The training loop alone: no set-up, checks, plots or graphs."""
     train_s: float
     steps_per_s: float | None
-    steps: int = 0  # done by this run: fewer than the entry's `steps` when it resumed
 
 
 @dataclass
@@ -94,9 +93,10 @@ class EntrySummary:
     def from_json(cls, data: dict[str, Any]) -> EntrySummary:
         """The entry of a summary.json's `scenarios` (to_json's layout; null metrics, NaN or
         infinite when measured, stay None). Raises KeyError or TypeError for anything else."""
+        t = data["timing"]  # (an older run's also held the steps: left out)
         return cls(**{**{k: data[k] for k in ENTRY_KEYS if k in data},
                       "checks": [Check(**c) for c in data["checks"]],
-                      "timing": Timing(**data["timing"]) if data["timing"] is not None else None})
+                      "timing": None if t is None else Timing(t["train_s"], t["steps_per_s"])})
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
