@@ -168,7 +168,7 @@ def plain(code: str, defaults: Any, small: dict) -> str:
     smaller (`small`); ctx.device the notebook's device, ctx.seed 0 (the runs' seed),
     ctx.steps(...) a plain range, ctx.forward(lambda: f, names) just f."""
     code = code.replace("ctx.device", "device").replace("ctx.seed", "0")
-    code = re.sub(r"ctx\.steps\((.*?)(?:, start=\w+)?\)", r"range(\1)", code)  # (a resume's)
+    code = re.sub(r"ctx\.steps\((.*?)\)", r"range(\1)", code)
     names = r"(?:\{[^}]*\}|dict\(.*?\)\)|\w+)"  # a dict, dict(...) or a name
     code = re.sub(rf"ctx\.forward\(lambda: (.*?), {names}(?:, name=[^)]*)?\)$", r"\1", code,
                   flags=re.M)  # the forward itself

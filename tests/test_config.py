@@ -351,13 +351,17 @@ def test_set_on_an_entry_that_is_not_a_mapping_is_one_line(tmp_path, capsys):
         "error: --set scenarios[0].lr=1: scenarios[0] is not a mapping (it is 'my_exp')"
 
 
-def test_a_resume_that_is_not_a_file_says_what_it_is(tmp_path, capsys):
-    lenet = CONFIGS / "lenet.yaml"
-    assert error_of(capsys, "--config", lenet, "--set", f"scenarios.lenet.resume={tmp_path}") \
-        .endswith(f"{tmp_path}: is a directory, not a checkpoint file "
-                  f"(from --set scenarios.lenet.resume={tmp_path})")
-    assert "/dev/zero: not a regular file" in error_of(
-        capsys, "--config", lenet, "--set", "scenarios.lenet.resume=/dev/zero")
+@pytest.mark.parametrize("key", ["resume", "checkpoint_every"])
+def test_lenet_has_no_checkpoint_keys(tmp_path, capsys, key):
+    """lenet trains in seconds: it neither saves nor resumes a checkpoint."""
+    config = tmp_path / "lenet.yaml"
+    config.write_text(f"device: cpu\nscenarios:\n  - scenario: lenet_ddp\n    {key}: 1\n")
+    assert error_of(capsys, "--config", config) == \
+        f"error: {config}: scenarios[0].{key}: unknown key"
+    assert error_of(capsys, "--config", CONFIGS / "lenet.yaml", "--set",
+                    f"scenarios.lenet.{key}=1") == (
+        f"error: {CONFIGS / 'lenet.yaml'}: scenarios[0].{key}: unknown key "
+        f"(from --set scenarios.lenet.{key}=1)")
 
 
 @pytest.mark.parametrize("assignment", ["scenarios.lenet.epochs=2", "scenarios[3].epochs=2"])

@@ -25,7 +25,7 @@ def assert_escaped(page: str) -> None:
 
 def entry(entry_id: str) -> EntrySummary:
     return EntrySummary(entry_id, "my_exp", "failed", H, 5, {H: 1.5}, {"p": H},
-                        [Check(H, False, H), Check("ok", True, "")], [], Timing(0.1, 50.0, 5),
+                        [Check(H, False, H), Check("ok", True, "")], [], Timing(0.1, 50.0),
                         H, {H: H}, {H: {"backward": {"status": "fails", "detail": H}}})
 
 

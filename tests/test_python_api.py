@@ -418,6 +418,17 @@ def test_load_refuses_a_hand_edited_summary(tmp_path, edit, problem):
     assert str(e.value) == f"{path}: not a run's summary ({problem})"
 
 
+def test_load_reads_an_older_runs_summary(tmp_path):
+    """An older run's timing also held the steps its loop did (for a resume that is gone)."""
+    r = run("legendre_fit", dry_run=True, support=[], output_dir=tmp_path, quiet=True)
+    path = r.folder / "summary.json"
+    data = json.loads(path.read_text())
+    data["scenarios"][0]["timing"]["steps"] = 5
+    path.write_text(json.dumps(data))
+    timing, before = load(r.folder).summary.scenarios[0].timing, r.summary.scenarios[0].timing
+    assert (timing.train_s, timing.steps_per_s) == (before.train_s, before.steps_per_s)
+
+
 NESTED: dict = {}  # where NestsARun's inner run goes, and its result
 
 

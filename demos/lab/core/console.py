@@ -156,10 +156,7 @@ def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
 
 def entry_lines(e: EntrySummary, width: int) -> list[str]:
     """An entry's result: one line, then one per failed check or error."""
-    steps = ""
-    if e.timing:
-        resumed = f" (resumed at {e.steps - e.timing.steps})" if e.timing.steps < e.steps else ""
-        steps = f"{e.timing.steps} steps{resumed} in {e.timing.train_s:.2f} s"
+    steps = f"{e.steps} steps in {e.timing.train_s:.2f} s" if e.timing else ""
     loss = e.metrics.get(FINAL_LOSS)
     passed = sum(bool(c.passed) for c in e.counted)
     lines = [f"{e.status.upper():<11} {e.id:<{width}}  checks {passed}/{len(e.counted)}  "

@@ -68,7 +68,7 @@ class Timing:
     """The training loop alone: no set-up, checks, plots or graphs."""
     train_s: float
     steps_per_s: float | None
-    steps: int = 0  # done by this run: fewer than the entry's `steps` when it resumed
+    steps: int | None = None  # only in the summaries of older runs (which could resume)
 
 
 @dataclass
@@ -113,6 +113,8 @@ class EntrySummary:
         for c in data["checks"]:
             if c["diagnosis"] is None:
                 del c["diagnosis"]
+        if data["timing"] is not None and data["timing"]["steps"] is None:
+            del data["timing"]["steps"]
         return finite(data)
 
 
