@@ -5,7 +5,7 @@
     r.passed, r.folder, r["legendre_fit"].metrics
     r                                       # in a notebook: the run's report, inline
 
-Each call is one run of the runner (`runner.py run --config ...`) in this process: the same
+Each call is one run of the runner (`runner.py --config ...`) in this process: the same
 run folder, summary.json, report and index, the same checks and exit status (`exit_code`). A
 config error raises ConfigError with the command line's one-line message, before anything runs.
 Nothing is left behind in the caller's process: the run's signal handler is in place only while
@@ -14,7 +14,7 @@ RunInterrupted; Ctrl-C again raises at once), and torch's settings, the random n
 generators, the working directory and the environment are as they were. Nothing here calls
 sys.exit.
 
-The results are typed (RunResult, EntryResult, GraphView, SupportView, Comparison) and each
+The results are typed (RunResult, EntryResult, GraphView, SupportView) and each
 has a `_repr_html_`: the report's own HTML, shown in the notebook's output.
 """
 from __future__ import annotations
@@ -435,7 +435,7 @@ def looked(call: str, name: str, output_dir: str | os.PathLike[str],
 
     if not NAME_RE.fullmatch(text_of("name", name)):
         raise ConfigError(f"{call}: name {short(name)}: must be a folder-safe file name "
-                          f"(letters, digits, _ . = , + -)")
+                          f"(letters, digits, _ . -)")
     folder = make_run_dir(Path(text_of("output_dir", output_dir)), dt.datetime.now(),
                           prefix=f"{call}_").absolute()
     said: list[str] = []
