@@ -15,7 +15,6 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from demos.python_api import (
-        Comparison,
         ConfigError,
         EntryResult,
         GraphView,
@@ -23,16 +22,14 @@ if TYPE_CHECKING:
         RunResult,
         SupportView,
         check_function,
-        compare,
         forward_mode,
         graph,
         load,
         run,
     )
 
-__all__ = ["run", "check_function", "graph", "forward_mode", "compare", "load", "ConfigError",
-           "RunInterrupted", "RunResult", "EntryResult", "GraphView", "SupportView",
-           "Comparison"]
+__all__ = ["run", "check_function", "graph", "forward_mode", "load", "ConfigError",
+           "RunInterrupted", "RunResult", "EntryResult", "GraphView", "SupportView"]
 
 
 def __getattr__(name: str) -> Any:

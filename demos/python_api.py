@@ -5,7 +5,7 @@
     r.passed, r.folder, r["legendre_fit"].metrics
     r                                       # in a notebook: the run's report, inline
 
-Each call is one run of the runner (`runner.py run --config ...`) in this process: the same
+Each call is one run of the runner (`runner.py --config ...`) in this process: the same
 run folder, summary.json, report and index, the same checks and exit status (`exit_code`). A
 config error raises ConfigError with the command line's one-line message, before anything runs.
 Nothing is left behind in the caller's process: the run's signal handler is in place only while
@@ -14,7 +14,7 @@ RunInterrupted; Ctrl-C again raises at once), and torch's settings, the random n
 generators, the working directory and the environment are as they were. Nothing here calls
 sys.exit.
 
-The results are typed (RunResult, EntryResult, GraphView, SupportView, Comparison) and each
+The results are typed (RunResult, EntryResult, GraphView, SupportView) and each
 has a `_repr_html_`: the report's own HTML, shown in the notebook's output.
 """
 from __future__ import annotations
@@ -35,14 +35,12 @@ from demos.lab.core.results import (
     EXIT_CODES,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
-    STATUSES,
     Check,
     EntrySummary,
     RunSummary,
 )
 from demos.lab.core.schema import ConfigError
-
-PROG = "runner.py"  # the command a run records: the one that runs it again from a shell
+from demos.lab.runner.options import RunRequest
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -272,54 +270,23 @@ class RunResult:
                 f"{len(self.summary.scenarios)} entries passed; {self.folder}>")
 
 
-@dataclass
-class Comparison:
-    """`compare`'s result: its folder (compare.html, compare.json), and whether they agree."""
-    folder: Path
-    agree: bool
-    data: dict[str, Any]  # compare.json
-    _html: Callable[[str | None], str] = field(repr=False)
+def load(folder: str | os.PathLike[str] | RunResult) -> Any:
+    """A run folder's result, from its summary.json (a run of the command line's too); for an
+    output folder (one that holds run folders, as `outputs`), every run in it, a list of
+    results, oldest first (the folders index.html leaves out, left out). A summary.json that
+    no run wrote (hand-edited, cut short, a link) is a ConfigError naming it and why."""
+    from demos.lab.core.results import read_summary
 
-    def _repr_html_(self) -> str:
-        from demos.lab.pages import inline
-        return inline.view(self._html("body"), self.folder, ("report.css", "compare.css"))
-
-    def __repr__(self) -> str:
-        return f"<comparison: {'agree' if self.agree else 'differ'}; {self.folder}>"
-
-
-def load(folder: str | os.PathLike[str] | RunResult) -> RunResult:
-    """A run folder's result, from its summary.json (a run of the command line's too)."""
     path = Path(text_of("load", folder.folder if isinstance(folder, RunResult) else folder))
-    try:
-        data = json.loads((path / SUMMARY).read_text(encoding="utf-8"))
-        summary = RunSummary.from_json(data)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no summary.json: not a run folder") from None
-    except RecursionError:
-        raise ConfigError(f"{path}/{SUMMARY}: not a run's summary (nested too deeply)") from None
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"{path}/{SUMMARY}: not a run's summary ({type(e).__name__}: "
-                          f"{e})") from None
-    problem = edited(summary)
-    if problem:  # a hand-edited summary: refused, as the index leaves such folders out
-        raise ConfigError(f"{path}/{SUMMARY}: not a run's summary ({problem})")
+    if path.is_dir() and not os.path.lexists(path / SUMMARY):  # an output folder
+        runs = []
+        for p in sorted(path.iterdir()):
+            if p.is_dir() and not p.is_symlink() and os.path.lexists(p / SUMMARY):
+                with contextlib.suppress(ConfigError):
+                    runs.append(load(p))
+        return sorted(runs, key=lambda r: r.summary.started)
+    summary = read_summary(path)
     return RunResult(path, summary, EXIT_CODES.get(summary.status, EXIT_FAILED))
-
-
-def edited(summary: RunSummary) -> str | None:
-    """What makes a summary.json one no run wrote (a status that is none, an entry id that is
-    no folder name inside the run: `../../x`), or None."""
-    from demos.lab.core.config import ID_RE
-
-    if summary.status not in (*EXIT_CODES, "running"):
-        return f"status {summary.status!r}"
-    for e in summary.scenarios:
-        if not isinstance(e.id, str) or not ID_RE.fullmatch(e.id):
-            return f"entry id {e.id!r} is no entry's id"
-        if e.status not in STATUSES:
-            return f"entry {e.id} has status {e.status!r}"
-    return None
 
 
 # -- the calls -----------------------------------------------------------------------------
@@ -333,7 +300,7 @@ def run(target: str | os.PathLike[str] | Mapping[str, Any], *,
         baseline: str | os.PathLike[str] | None = None,
         save_baseline: str | os.PathLike[str] | None = None, quiet: bool = False,
         **keys: Any) -> RunResult:
-    """Run a config, as `runner.py run --config ...` does, and return its result.
+    """Run a config, as `runner.py --config ...` does, and return its result.
 
     `target`: a scenario's name (its shipped configs/<name>.yaml, or its defaults where none
     ships), a config file's path, or the config's data itself (a mapping). `keys`: keys of the
@@ -342,27 +309,13 @@ def run(target: str | os.PathLike[str] | Mapping[str, Any], *,
     command line's options of the same names; `quiet` keeps the console lines (not the
     warnings) out of the output. Raises ConfigError for a config or usage error (nothing
     ran), RunInterrupted for Ctrl-C (the run's folder whole)."""
-    from demos.lab.runner import cli
-    from demos.lab.runner.options import RunRequest
+    options = {k: v for k, v in locals().items() if k in RUN_OPTIONS}  # the arguments above
+    return perform(request_of(target, options, keys, "run", target), quiet)
 
-    config, data = config_of(target)
-    sets = settings(set)
-    if keys:
-        one_entry(config, data, keys)
-        sets = [*(setting(f"scenarios[0].{k}", v) for k, v in keys.items()), *sets]
-    request = RunRequest(config=config, sets=sets, only=ids("only", only), dry_run=dry_run,
-                         device=option("device", device), seed=whole("seed", seed),
-                         threads=option("threads", threads), run_name=option("run_name", run_name),
-                         baseline=option("baseline", baseline),
-                         save_baseline=option("save_baseline", save_baseline),
-                         output_dir=text_of("--output-dir", output_dir))
-    code, made = perform(cli.run_command, request, quiet, data, [PROG, *request.argv()])
-    if made is None or made.final is None:  # no run was made (cannot be: a run or an error)
-        raise ConfigError("run: no run was made")
-    result = RunResult(Path(made.dir), made.final, code)
-    if code == EXIT_INTERRUPTED:
-        raise RunInterrupted(result)
-    return result
+
+RUN_OPTIONS = {"only": None, "set": (), "device": None, "seed": None, "threads": None,
+               "dry_run": False, "output_dir": "outputs", "run_name": None, "baseline": None,
+               "save_baseline": None}  # run's options, with their defaults
 
 
 def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | None = None,
@@ -383,8 +336,8 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
     autograd gives the intended gradient (see the config's key). `support`: the rows to run
     (default: all); `require`: rows that must be ok. `options`: run's (device, seed, dry_run,
     output_dir, run_name, quiet), and `id`, the entry's (default: the class's name). The run
-    uses the objects given, held for it in the module demos_objects, where its config.yaml
-    names them."""
+    checks the very class, reference and tensors given (each check on fresh copies of the
+    tensors); its config.yaml names them as module:name and gives each tensor's shape."""
     import torch
 
     if not (isinstance(function, type) and issubclass(function, torch.autograd.Function)
@@ -393,20 +346,26 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
                           f"torch.autograd.Function subclass or a torch.library.custom_op")
     if reference is not None and not callable(reference):
         raise ConfigError(f"check_function: reference {short(reference)} is not callable")
+    specs, given = input_specs(inputs)
     entry: dict[str, Any] = {"scenario": "custom_function",
-                             "id": options.pop("id", None) or entry_id_of(function),
-                             "inputs": input_specs(inputs)}
-    for key, value in (("double_backward", double_backward or None),
+                             "id": text_of("id", options.pop("id", None) or
+                                           entry_id_of(function)),
+                             "function": name_of(function), "inputs": specs}
+    for key, value in (("reference", None if reference is None else name_of(reference)),
+                       ("double_backward", double_backward or None),
                        ("intended", intended or None), ("rtol", rtol),
                        ("atol", atol), ("require", rows("require", require) or None),
                        ("support", None if support is None else rows("support", support))):
         if value is not None:
             entry[key] = value
-    with held(function, reference) as (function_spec, reference_spec):
-        entry["function"] = function_spec
-        if reference_spec is not None:
-            entry["reference"] = reference_spec
-        return run({"scenarios": [entry]}, **options)
+    quiet = bool(options.pop("quiet", False))
+    keys = {k: options.pop(k) for k in list(options) if k not in RUN_OPTIONS}
+    request = request_of({"scenarios": [entry]}, {**RUN_OPTIONS, **options}, keys,
+                         "check_function", function, inputs, reference)
+    request.config = "<check_function>"
+    request.objects = {entry["id"]: {"function_object": function,
+                                     "reference_object": reference, "given": given}}
+    return perform(request, quiet)
 
 
 def graph(output: Any, names: Mapping[str, Any] | None = None, *, name: str = "graph",
@@ -470,14 +429,13 @@ def looked(call: str, name: str, output_dir: str | os.PathLike[str],
     import datetime as dt
     import warnings
 
-    from demos.lab.comparing.sweep import NAME_RE
     from demos.lab.core.files import write_atomic, write_json
-    from demos.lab.core.layout import make_run_dir
+    from demos.lab.core.layout import NAME_RE, make_run_dir
     from demos.lab.pages.artifacts import Artifacts
 
     if not NAME_RE.fullmatch(text_of("name", name)):
         raise ConfigError(f"{call}: name {short(name)}: must be a folder-safe file name "
-                          f"(letters, digits, _ . = , + -)")
+                          f"(letters, digits, _ . -)")
     folder = make_run_dir(Path(text_of("output_dir", output_dir)), dt.datetime.now(),
                           prefix=f"{call}_").absolute()
     said: list[str] = []
@@ -491,29 +449,44 @@ def looked(call: str, name: str, output_dir: str | os.PathLike[str],
     return GraphView(folder, name, seen.checks)
 
 
-def compare(*runs: RunResult | str | os.PathLike[str],
-            baseline: str | os.PathLike[str] | None = None,
-            output_dir: str | os.PathLike[str] = "outputs", quiet: bool = False) -> Comparison:
-    """Runs side by side, as `runner.py compare` does: what differs beyond tolerance."""
-    import argparse
-
-    from demos.lab.runner import cli
-
-    request = argparse.Namespace(  # compare's options, as the command line's parser makes them
-        command="compare", output_dir=text_of("output_dir", output_dir),
-        baseline=None if baseline is None else text_of("baseline", baseline),
-        runs=[text_of("compare", r.folder if isinstance(r, RunResult) else r) for r in runs])
-    _, made = perform(cli.compare_command, request, quiet)  # compare_runs makes one, or raises
-    return Comparison(made.folder, made.found.agree, made.to_json(), made.html)
-
-
 # -- how a call becomes a run's request ---------------------------------------------------
+
+
+def request_of(target: Any, options: Mapping[str, Any], keys: Mapping[str, Any],
+               *call: Any) -> RunRequest:
+    """The request run(target, **options, **keys) makes: the command line's, typed; `call`,
+    the function called and its arguments, is what the run records as its command."""
+    config, data = config_of(target)
+    sets = settings(options["set"])
+    if keys:
+        one_entry(config, data, keys)
+        sets = [*(setting(f"scenarios[0].{k}", v) for k, v in keys.items()), *sets]
+    shown = {k: v for k, v in options.items() if v != RUN_OPTIONS[k]}
+    return RunRequest(
+        config=config, data=data, sets=sets, only=ids("only", options["only"]),
+        dry_run=bool(options["dry_run"]), device=options["device"], seed=options["seed"],
+        threads=options["threads"], run_name=option("run_name", options["run_name"]),
+        baseline=option("baseline", options["baseline"]),
+        save_baseline=option("save_baseline", options["save_baseline"]),
+        output_dir=text_of("--output-dir", options["output_dir"]),
+        command=[called(*call, **shown, **keys)])
+
+
+def called(function: str, *args: Any, **kwargs: Any) -> str:
+    """The call as it was made, `demos.run('legendre_fit', lr=1e-05)`: a run's record of
+    what started it (the report's command, summary.json's)."""
+    shown = [name_of(a) if isinstance(a, type) or callable(a) and not isinstance(a, Mapping)
+             else short(a) for a in args if a is not None]
+    shown += [f"{k}={os.fspath(v) if isinstance(v, os.PathLike) else v!r}"
+              for k, v in kwargs.items()]
+    return f"demos.{function}({', '.join(shown)})"
 
 
 def config_of(target: Any) -> tuple[str, Any]:
     """The run's config: its file (or the name messages give one made in memory), and its
     data where it is made in memory (None: read from the file)."""
-    from demos.lab.runner.cli import COMMANDS, CONFIGS, by_name
+    from demos.lab.runner.cli import CONFIGS
+    from demos.lab.runner.options import by_name
     from demos.scenarios import registry
 
     if isinstance(target, Mapping):
@@ -530,11 +503,10 @@ def config_of(target: Any) -> tuple[str, Any]:
         return f"<{text} defaults>", {"scenarios": [{"scenario": text}]}
     if text.endswith((".yaml", ".yml")) or os.sep in text or os.path.exists(text):
         return text, None
-    if text.startswith("-") or text in COMMANDS:  # the command line's words, not a config
-        raise ConfigError(f"run: {text}: not a scenario or a config file (the command line's "
-                          f"options and commands are run()'s arguments and demos' functions)")
-    by_name([text], registry)  # the command line's "not a command or a scenario; did you mean"
-    raise ConfigError(f"run: {text}: not a scenario or a config file")
+    if not text.startswith("-") and text != "run":
+        by_name([text], list(registry()), CONFIGS)  # the command line's "did you mean"
+    raise ConfigError(f"run: {text}: not a scenario or a config file (the command line's "
+                      f"options are run()'s arguments)")
 
 
 def one_entry(config: str, data: Any, keys: Mapping[str, Any]) -> None:
@@ -585,13 +557,6 @@ def option(name: str, value: Any) -> str | None:
     return None if value is None else text_of(f"--{name.replace('_', '-')}", value)
 
 
-def whole(name: str, value: Any) -> int | None:
-    """A whole-number option (None: not given)."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    raise ConfigError(f"--{name}: expected a whole number, got {short(value)}")
-
-
 def text_of(name: str, value: Any) -> str:
     """An argument as the command line's text: text, a path or a number (not a bool); a
     ConfigError naming the argument for anything else, and for text with a NUL character."""
@@ -616,68 +581,50 @@ def short(obj: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-HOLDER = "demos_objects"  # the module in sys.modules that holds check_function's objects
-
-
-@contextlib.contextmanager
-def held(*objects: Any) -> Iterator[list[str | None]]:
-    """The objects as the config's module:attribute, in the module demos_objects for as long
-    as the run lasts: the run checks the very object given, never a copy its name would import
-    again (a class of a module beside the working directory, one changed since)."""
-    import sys
-    import types
-
-    holder = sys.modules.setdefault(HOLDER, types.ModuleType(HOLDER))
-    names: list[str | None] = []
-    for obj in objects:
-        if obj is None:
-            names.append(None)
-            continue
-        label = "".join(c if c.isalnum() else "_"
-                        for c in str(getattr(obj, "__name__", "object")))[:60]
-        attribute = f"{label}_{id(obj):x}"
-        setattr(holder, attribute, obj)
-        names.append(attribute)
-    try:
-        yield [None if n is None else f"{HOLDER}:{n}" for n in names]
-    finally:
-        for n in names:
-            if n is not None and hasattr(holder, n):
-                delattr(holder, n)
+def name_of(obj: Any) -> str:
+    """A class's or function's name as a config names one, module:name (`__main__:MyCube`;
+    a custom op `torch.ops.mylib:cube`): for the records, the objects themselves are checked."""
+    if hasattr(obj, "_qualname") and "::" in str(obj._qualname):  # a torch.library.custom_op
+        namespace, _, name = str(obj._qualname).partition("::")
+        return f"torch.ops.{namespace}:{name}"
+    qualname = str(getattr(obj, "__qualname__", "")).rpartition("<locals>.")[2]
+    parts = [p for p in qualname.split(".") if p.isidentifier()]
+    return f"{getattr(obj, '__module__', None) or 'python'}:{'.'.join(parts) or 'function'}"
 
 
 def entry_id_of(function: Any) -> str:
-    """The entry's id for a Function: its class name, made folder-safe (ID_RE)."""
+    """The entry's id for a Function: its class name, made folder-safe (NAME_RE)."""
     name = "".join(c if c.isascii() and (c.isalnum() or c in "_.-") else "_"
                    for c in getattr(function, "__name__", getattr(function, "_name", "")))[
         :100].lstrip(".-")
     return name or "function"
 
 
-def input_specs(inputs: Any) -> list[dict[str, Any]]:
-    """check_function's inputs as the config's input specs."""
+def input_specs(inputs: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """check_function's inputs as the config's input specs (a tensor by its shape, marked
+    `given`), and the objects given, by name, that the run uses: the tensors themselves and
+    the other values as they are."""
     items = (list(inputs.items()) if isinstance(inputs, Mapping)
              else [(None, x) for x in (inputs if isinstance(inputs, (list, tuple)) else [inputs])])
-    specs = []
-    for name, x in items:
-        if isinstance(x, Mapping):
-            spec = dict(x)
-        elif hasattr(x, "detach") and hasattr(x, "tolist"):  # a tensor
+    specs, given = [], {}
+    for i, (name, x) in enumerate(items):
+        name = f"x{i}" if name is None else str(name)
+        if isinstance(x, Mapping):  # an input spec: made by the run, as a config's
+            specs.append({"name": name, **x})
+            continue
+        if hasattr(x, "detach") and hasattr(x, "is_floating_point"):  # a tensor
             if x.is_complex():
-                raise ConfigError(f"inputs[{len(specs)}]: a complex tensor; the checks run in "
+                raise ConfigError(f"inputs[{i}]: a complex tensor; the checks run in "
                                   f"float64, on real numbers")
-            if x.is_floating_point():  # checked in float64
-                spec = {"value": x.detach().double().cpu().tolist(),
-                        "requires_grad": bool(getattr(x, "requires_grad", True))}
-            else:  # indices, a mask: of their dtype
-                spec = {"value": x.detach().cpu().tolist(), "requires_grad": False,
-                        "dtype": str(x.dtype).removeprefix("torch.")}
+            floating = x.is_floating_point()  # checked in float64; indices, a mask: as given
+            specs.append({"name": name, "shape": list(x.shape), "given": True,
+                          "dtype": "float64" if floating else str(x.dtype).removeprefix("torch."),
+                          "requires_grad": floating and bool(x.requires_grad)})
         else:  # a number, a tuple, None: passed to apply as it is
-            spec = {"value": list(x) if isinstance(x, tuple) else x, "tensor": False}
-        if name is not None:
-            spec.setdefault("name", str(name))
-        specs.append(spec)
-    return specs
+            specs.append({"name": name, "value": list(x) if isinstance(x, tuple) else x,
+                          "tensor": False})
+        given[name] = x
+    return specs, given
 
 
 # -- running it here ------------------------------------------------------------------------
@@ -686,11 +633,9 @@ def input_specs(inputs: Any) -> list[dict[str, Any]]:
 LOCK = threading.RLock()  # one run at a time in a process: torch's settings are the process's
 
 
-def perform(command: Callable[..., int], request: Any, quiet: bool, data: Any = None,
-            recorded: list[str] | None = None) -> tuple[int, Any]:
-    """A command of the command line on the request made here (its config's `data`, where
-    made in memory), in this process, signals as a notebook needs them; its exit code and what
-    it made (the Run, the comparison; None: nothing)."""
+def perform(request: RunRequest, quiet: bool) -> RunResult:
+    """The run `request` asks for, in this process, signals as a notebook needs them: the
+    command line's own path (demos.lab.runner.cli.perform) from here on."""
     from demos.lab.core.signals import StopRequest
     from demos.lab.runner import cli
     from demos.scenarios import registry
@@ -699,9 +644,13 @@ def perform(command: Callable[..., int], request: Any, quiet: bool, data: Any = 
     with LOCK, caller_kept(quiet):  # another thread's run first: they would share torch, stdout
         stop = StopRequest()
         stop.embedded = True  # Ctrl-C alone; Ctrl-C again raises here, never ends the process
-        call = cli.Call(registry, stop, recorded or [PROG, request.command], data, made.append)
-        code = cli.perform(command, request, call)
-    return code, made[0] if made else None
+        code = cli.perform(request, cli.Call(registry, stop, made.append))
+    if not made or made[0].final is None:  # no run was made (cannot be: a run or an error)
+        raise ConfigError("run: no run was made")
+    result = RunResult(Path(made[0].dir), made[0].final, code)
+    if code == EXIT_INTERRUPTED:
+        raise RunInterrupted(result)
+    return result
 
 
 @contextlib.contextmanager

@@ -129,7 +129,7 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
     """`python -m demos.scenarios.<name> [options]`: run that one scenario with its shipped
     config (configs/<name>.yaml, its expected values with it), as `runner.py <name>` does, or,
     for a scenario that ships none, on its Config() defaults (a config made in memory); exit
-    with the runner's code. The options are the runner's run options, less those in NOT_ALONE
+    with the runner's code. The options are the runner's, less those in NOT_ALONE
     (--output-dir, --dry-run, --set, --device, ...)."""
     import inspect
     from pathlib import Path
@@ -143,14 +143,16 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
     if "-h" in typed or "--help" in typed:
         print(f"usage: {prog} [options]\n\nRuns {scenario.name} once, with its shipped config "
               f"(or on its defaults where it ships none). The options are those of `runner.py "
-              f"run --help`, less {', '.join(NOT_ALONE)}.")
+              f"--help`, less {', '.join(NOT_ALONE)}.")
         sys.exit(EXIT_OK)
     try:
-        argv = options.spelled_out(typed, options.every_option())
+        request = options.parse(typed, prog, [], cli.CONFIGS)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
-    refused = [a.split("=", 1)[0] for a in argv if a.split("=", 1)[0] in NOT_ALONE]
+    refused = [o for o, given in zip(NOT_ALONE, (request.config, request.ensemble,
+                                                 request.jobs != 1 or None, request.watch or None))
+               if given is not None]
     if refused:
         print(f"error: {refused[0]}: {prog} runs its scenario once, with its shipped config; for "
               f"{refused[0]}, use runner.py with a config", file=sys.stderr)
@@ -159,8 +161,8 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
     own = Path(inspect.getfile(scenario.run)).resolve() == \
         Path(__file__).resolve().parent / "scenarios" / f"{scenario.name}.py"  # the package's
     if own and shipped.is_file():  # its config, as runner.py NAME runs it
-        leave(cli.main(["--config", str(shipped), *argv], lambda: {scenario.name: scenario},
-                       prog, typed=typed))
-    config = {"scenarios": [{"scenario": scenario.name}]}
-    leave(cli.main(["--config", f"<{scenario.name} defaults>", *argv],
-                   lambda: {scenario.name: scenario}, prog, config=config, typed=typed))
+        request.config = str(shipped)
+    else:
+        request.config = f"<{scenario.name} defaults>"
+        request.data = {"scenarios": [{"scenario": scenario.name}]}
+    leave(cli.main(typed, lambda: {scenario.name: scenario}, prog, request=request))

@@ -39,6 +39,7 @@ from demos.scenarios.legendre_fit import LegendrePolynomial3
 from demos.scenarios.my_relu import MyReLU
 
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_THREADS = torch.get_num_threads()  # torch's own default (on 2 cores: 2)
 
 
 def sync(device: torch.device) -> None:
@@ -122,6 +123,33 @@ def overhead(name: str, bare, device: torch.device, steps: int, repeats: int) ->
             "ratio_iqr": spread(ratios["runner"]),
             "ratio_with_bar": round(statistics.median(ratios["runner+bar"]), 4),
             "ratio_with_bar_iqr": spread(ratios["runner+bar"])}
+
+
+def loops(device: torch.device, repeats: int) -> list[dict]:
+    """my_relu's and legendre_fit's loops against their bare twins, the drawing helper drawing
+    their graphs beside them (as in a run), at 1 thread and at torch's default thread count:
+    `repeats` alternating repetitions each, the median of the paired ratios."""
+    before, out = torch.get_num_threads(), []
+    try:
+        for threads in sorted({1, DEFAULT_THREADS}):
+            torch.set_num_threads(threads)
+            for name, bare, steps in (("my_relu", bare_my_relu, 500),
+                                      ("legendre_fit", bare_legendre, 2000)):
+                out.append({**overhead(name, bare, device, steps, repeats), "threads": threads})
+    finally:
+        torch.set_num_threads(before)
+    return out
+
+
+def print_loops(rows: list[dict]) -> None:
+    print("\nthe runner's loop / the document's bare loop (median of the paired ratios, "
+          "interquartile range), the drawing helper working beside it:")
+    print("| scenario | threads | bare µs/step | runner µs/step | ratio |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['scenario']} | {r['threads']} | {r['us_per_step']['bare']} | "
+              f"{r['us_per_step']['runner']} | {r['ratio']} ({r['ratio_iqr'][0]}-"
+              f"{r['ratio_iqr'][1]}) |", flush=True)
 
 
 def machinery(device: torch.device, steps: int = 20000, repeats: int = 9) -> dict:
@@ -424,9 +452,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer repetitions, smaller tables")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow start)")
     p.add_argument("--out", metavar="FILE", help="also write the results as JSON")
-    p.add_argument("--only", choices=["whole-run", "single", "watch", "contention"],
+    p.add_argument("--only", choices=["whole-run", "single", "loops", "watch", "contention"],
                    help="just the whole-run ratio, one scenario's run against its document's "
-                        "script, the --watch rerun, or the thread contention table")
+                        "script, the loops at 1 and the default threads, the --watch rerun, "
+                        "or the thread contention table")
     args = p.parse_args(argv)
     device = torch.device(args.device)
     repeats = 7 if args.quick else 15
@@ -472,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
     print_whole_run(results["all_yaml"])
     results["single"] = single_run(3 if args.quick else 5)
     print_single(results["single"])
+    results["loops"] = loops(device, 3 if args.quick else 5)
+    print_loops(results["loops"])
     results["watch"] = watch_rerun(5 if args.quick else 9)
     print_watch(results["watch"])
     results["contention"] = contention(device, 3 if args.quick else 5)
@@ -520,7 +551,7 @@ def print_watch(w: dict) -> None:
 
 
 def only(args, device: torch.device, results: dict) -> int:
-    """--only whole-run | single | watch | contention: one table, quickly."""
+    """--only whole-run | single | loops | watch | contention: one table, quickly."""
     if args.only == "whole-run":
         results["all_yaml"] = all_yaml(args.device, 3 if args.quick else 5,
                                        timed_command([sys.executable, "-c", "import torch"], 5))
@@ -528,6 +559,9 @@ def only(args, device: torch.device, results: dict) -> int:
     elif args.only == "single":
         results["single"] = single_run(3 if args.quick else 5)
         print_single(results["single"])
+    elif args.only == "loops":
+        results["loops"] = loops(device, 3 if args.quick else 5)
+        print_loops(results["loops"])
     elif args.only == "watch":
         results["watch"] = watch_rerun(5 if args.quick else 9)
         print_watch(results["watch"])

@@ -49,7 +49,6 @@ class Run:
         return summary(self.dir)
 
 
-SWEEP = ROOT / "tests" / "fixtures" / "sweep.yaml"  # my_relu, tiny: a point in about 2 s
 
 
 def cli(*args):
@@ -85,6 +84,14 @@ def entry(data: dict, entry_id: str) -> dict:
 
 def check(entry_data: dict, name: str) -> dict:
     return next(c for c in entry_data["checks"] if c["name"] == name)
+
+
+def a_summary(**fields) -> dict:
+    """A whole summary.json's data, as a run writes one (one passed entry), `fields` changed."""
+    from demos.lab.core.results import EntrySummary, RunSummary
+    entry = EntrySummary("e", "my_exp", "passed", "cpu", 0, {}, {}, [], [], None, None)
+    return {**RunSummary("r", "passed", "2.13.0", "cpu", 0, False, {}, "c.yaml", ["runner.py"],
+                         "2026-01-01T00:00:00", 1.0, [entry]).to_json(), **fields}
 
 
 def patch_run(monkeypatch, name: str, run) -> None:
@@ -146,20 +153,3 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     report.sections = [(k, v.encode("utf-8", "backslashreplace").decode("utf-8"))
                        for k, v in report.sections]
-
-
-@pytest.fixture(scope="session")
-def sweep_of_three(tmp_path_factory, request):
-    """One real sweep per session, for every test that reads one: three seeds of
-    tests/fixtures/sweep.yaml, two at a time. (exit code, console, its folder); tests that
-    change it work on a copy."""
-    def make(out: Path) -> dict:
-        out.mkdir()
-        code, text, err = cli("sweep", "--config", SWEEP, "--seeds", "0-2", "--jobs", "2",
-                              "--output-dir", out)
-        folders = [str(p) for p in out.iterdir() if p.name.startswith("sweep_")]
-        return {"code": code, "text": text + err,
-                "folder": folders[0] if len(folders) == 1 else None}
-
-    saved = once_per_session(tmp_path_factory, request, "sweep_of_three", make)
-    return saved["code"], saved["text"], saved["folder"] and Path(saved["folder"])

@@ -168,7 +168,7 @@ def plain(code: str, defaults: Any, small: dict) -> str:
     smaller (`small`); ctx.device the notebook's device, ctx.seed 0 (the runs' seed),
     ctx.steps(...) a plain range, ctx.forward(lambda: f, names) just f."""
     code = code.replace("ctx.device", "device").replace("ctx.seed", "0")
-    code = re.sub(r"ctx\.steps\((.*?)(?:, start=\w+)?\)", r"range(\1)", code)  # (a resume's)
+    code = re.sub(r"ctx\.steps\((.*?)\)", r"range(\1)", code)
     names = r"(?:\{[^}]*\}|dict\(.*?\)\)|\w+)"  # a dict, dict(...) or a name
     code = re.sub(rf"ctx\.forward\(lambda: (.*?), {names}(?:, name=[^)]*)?\)$", r"\1", code,
                   flags=re.M)  # the forward itself
@@ -326,8 +326,8 @@ def notebook(name: str) -> dict:
         *([cell("markdown", "run-intro", "## The lab's run\n\nThe scenario: the same code, "
                 "run and checked by the runner, as `python runner.py " + name + "` does.")]
           if tutorial_cells(name) else []),
-        cell("code", "run", f"from demos import {'' if name == 'custom_function' else 'compare, '}"
-             f"run\n\nr = run({name!r}, dry_run=dry_run, output_dir=output_dir)\nr.passed"),
+        cell("code", "run", f"from demos import run\n\nr = run({name!r}, dry_run=dry_run, "
+             f"output_dir=output_dir)\nr.passed"),
         cell("markdown", "numbers-intro", "What the run found: the entry's metrics and params "
              "(its summary.json, typed)."),
         cell("code", "numbers", f"e = r[{name!r}]\ne.metrics, e.params"),
@@ -350,10 +350,7 @@ def notebook(name: str) -> dict:
                   cell("code", "intended", INTENDED)]
     else:
         cells += [cell("code", "change", f"r2 = run({name!r}, {change}, dry_run=dry_run, "
-                       f"output_dir=output_dir)\n{w.after.format(name=name)}"),
-                  cell("markdown", "compare-intro", "The two runs side by side: what differs "
-                       "beyond tolerance."),
-                  cell("code", "compare", "compare(r, r2, output_dir=output_dir)")]
+                       f"output_dir=output_dir)\n{w.after.format(name=name)}")]
     return {"cells": cells, "metadata": {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
@@ -438,7 +435,7 @@ def walks_its_example(name: str, folder) -> None:
     runs = sorted(p for p in (folder / "outputs").iterdir() if re.fullmatch(r"\d{4}-.*", p.name))
     first = json.loads((runs[0] / "summary.json").read_text())
     assert first["status"] == "passed" and first["dry_run"] is True
-    assert first["command"][:2] == ["runner.py", "run"]  # the shell's command for the same run
+    assert first["command"][0].startswith(f"demos.run({name!r}")  # the call that made it
     graph = WALKS[name].graph
     stepper = html_of(nb, "stepper")
     assert f'class="backward" data-graph="{graph}"' in stepper and "<script>" in stepper
@@ -455,7 +452,7 @@ def walks_its_example(name: str, folder) -> None:
         assert [c["name"] for c in third["checks"] if not c["passed"]] == [
             "backward gives the intended gradient (the reference's)"]
     else:
-        assert len(runs) == 2 and "compare" in html_of(nb, "compare")
+        assert len(runs) == 2
         second = json.loads((runs[1] / "summary.json").read_text())
         assert second["sets"] == [f"scenarios[0].{k}={yaml_text(v)}"
                                   for k, v in WALKS[name].change.items()]

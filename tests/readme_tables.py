@@ -49,13 +49,9 @@ def generate() -> str:
              "**Every entry**", "", table(ScenarioConfig), "",
              "**Targets** (under `expect.params` and `expect.metrics`): at least one of `value`, "
              "`min`, `max`.", "", table(Target), "",
-             "**Targets over a sweep** (under `expect.sweep.metrics.<name>` and "
-             "`expect.sweep.params.<name>`): one target per statistic of the value over the "
-             "seeds, `n`, `mean`, `std`, `min`, `max`; e.g. `test_accuracy: {min: {min: 0.95}}`. "
-             "See \"Runs compared\".", "",
              "**Tolerances** (under `tolerance`, by key `all`, `metrics`, `params`, "
              "`metrics.<name>` or `params.<name>`; each the word `exact` or these fields; used by "
-             "`--baseline` and `compare`; see \"Reproducible\"):", "",
+             "`--baseline`; see \"Reproducible\"):", "",
              table(Tolerance)]
     base = {f.name for f in dataclasses.fields(ScenarioConfig)}
     for name, s in registry().items():

@@ -67,12 +67,13 @@ def test_a_scenario_file_runs_alone_on_its_defaults(tmp_path):
     assert list(cwd.iterdir()) == []
 
 
-@pytest.mark.parametrize("option, name", [
-    ("--config", "--config"), ("--ens", "--ensemble"), ("--conf", "--config"),
-    ("--watch", "--watch")])  # prefixes too
-def test_running_alone_refuses_what_needs_a_config_file(capsys, option, name):
+@pytest.mark.parametrize("given, name", [
+    (["--config", "x"], "--config"), (["--ens", "x"], "--ensemble"),
+    (["--conf", "x"], "--config"), (["--watch"], "--watch"),
+    (["--jobs", "2"], "--jobs")])  # prefixes too
+def test_running_alone_refuses_what_needs_a_config_file(capsys, given, name):
     with pytest.raises(SystemExit) as stop:
-        api.run_alone(registry()["my_exp"], [option, "x"])
+        api.run_alone(registry()["my_exp"], given)
     assert stop.value.code == 2
     assert capsys.readouterr().err == (
         f"error: {name}: python -m demos.scenarios.my_exp runs its scenario once, with its "

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from demos.lab.core.tolerance import Drift, Tolerance, rule_for
-from tests.conftest import CONFIGS, check, entry, run_captured, run_main
+from tests.conftest import CONFIGS, check, cli, entry, run_captured, run_main
 
 # legendre_fit alone, tiny and without its support matrices: a run in a fraction of a second
 FIT = ("--config", CONFIGS / "legendre_fit.yaml", "--dry-run", "--device", "cpu",
@@ -234,13 +234,31 @@ def test_an_ensemble_measures_bands_that_a_later_run_is_judged_by(tmp_path):
                       "bands)"),
     (("--save-baseline", "{tmp}/b.yaml", "--ensemble", "aten-defualt"),
      "--ensemble: no variant 'aten-defualt' on this CPU (did you mean 'aten-default'?)"),
-    (("--save-baseline", "{tmp}/b.yaml", "--ensemble", "--seeds", "0-1"),
-     "--seeds: an option of sweep, not of run (see runner.py run --help)"),
+    (("--save-baseline", "{tmp}/b.yaml", "--ensemble", "--jobs", "0"),
+     "--jobs: must be from 1 to 256, got 0"),
 ])
 def test_ensemble_misuse_is_a_one_line_error(tmp_path, args, words):
     code, err = refused(tmp_path / "out", *FIT, *(a.format(tmp=tmp_path) for a in args))
     assert code == 2 and err == f"error: {words}\n"
     assert not (tmp_path / "out").exists()
+
+
+def test_an_ensemble_caps_its_jobs_at_the_usable_cores(tmp_path, monkeypatch):
+    from demos.lab.comparing import ensemble
+
+    seen = []
+
+    def run_variants(args, chosen, folder, stop, jobs, own):
+        seen.append((list(chosen), jobs))
+        stop.requested = "SIGINT"  # end before any run
+        return {}
+    monkeypatch.setattr(ensemble, "available_cores", lambda: 2)
+    monkeypatch.setattr(ensemble, "run_variants", run_variants)
+    code, out, err = cli(*FIT, "--save-baseline", tmp_path / "b.yaml",
+                         "--ensemble", "threads2", "--jobs", "64", "--output-dir", tmp_path / "o")
+    assert code == 130 and seen == [(["native", "threads2"], 2)], out + err
+    assert "warning: --jobs 64: 2 usable cores here; running 2 runs at a time" in err
+    assert "2 at a time" in out and not (tmp_path / "b.yaml").exists()
 
 
 def test_a_baseline_of_a_scenario_on_its_defaults_names_commands_that_run(tmp_path):

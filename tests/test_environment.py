@@ -81,8 +81,7 @@ def test_a_closed_stderr_and_a_full_stdout(tmp_path):
 
 @pytest.mark.parametrize("name, why", [
     ("index.html", "the output folder's own index.html"),
-    ("sweep_x", "mark those folders"),
-    ("compare_x", "mark those folders"), ("ensemble_x", "mark those folders"),
+    ("ensemble_x", "mark an ensemble's folder"),
     ("INDEX.HTML", "the output folder's own index.html")])
 def test_a_run_name_the_output_folder_keeps_for_itself(tmp_path, name, why):
     (tmp_path / "o").mkdir()
@@ -93,20 +92,16 @@ def test_a_run_name_the_output_folder_keeps_for_itself(tmp_path, name, why):
 
 
 def test_odd_files_in_the_output_folder_leave_out_only_their_folders(tmp_path):
-    """A sweep.json whose axes are a list, a compare.json whose runs are a number, a summary
-    whose command is a number: those folders are left out of index.html, and named; the index
-    is rebuilt with every other run."""
+    """A summary whose command is a number, one whose entries are text: those folders are
+    left out of index.html, and named; the index is rebuilt with every other run."""
     out = tmp_path / "o"
     assert cli("--config", QUICK, "--output-dir", out, "--run-name", "first")[0] == 0
-    for folder, name, data in (("sweep_odd", "sweep.json", {"axes": [1, 2], "points": 3}),
-                               ("cmp", "compare.json", {"runs": 5, "agree": []}),
-                               ("b", "summary.json", {"command": 5, "scenarios": []})):
+    for folder, data in (("b", {"command": 5, "scenarios": []}), ("c", {"scenarios": "x"})):
         (out / folder).mkdir()
-        (out / folder / name).write_text(json.dumps(data))
+        (out / folder / "summary.json").write_text(json.dumps(data))
     code, _, err = cli("--config", QUICK, "--output-dir", out, "--run-name", "second")
     assert code == 0
-    assert "index.html leaves out b, cmp, sweep_odd: not a run's, sweep's or comparison's " \
-           "files" in err
+    assert "index.html leaves out b, c: not a run's files" in err
     assert "not rebuilt" not in err
     page = (out / "index.html").read_text()
     assert "second/report.html" in page and "first/report.html" in page
@@ -333,15 +328,11 @@ def test_paths_and_keys_given_wrong_are_one_line(tmp_path, monkeypatch, args, wo
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("command", ["run", "sweep", "compare"])
-def test_the_output_folder_is_never_a_run_folder(tmp_path, command):
+def test_the_output_folder_is_never_a_run_folder(tmp_path):
     assert cli("--config", QUICK, "--dry-run", "--output-dir", tmp_path, "--run-name", "a")[0] == 0
     run = tmp_path / "a"
-    inside = {"run": ["--config", QUICK, "--dry-run"],
-              "sweep": ["sweep", "--config", QUICK, "--dry-run", "--seeds", "0"],
-              "compare": ["compare", run, run]}[command]
     for target in (run, run / "my_exp"):
-        code, out, err = cli(*inside, "--output-dir", target)
+        code, out, err = cli("--config", QUICK, "--dry-run", "--output-dir", target)
         assert code == 2 and err.startswith(f"error: --output-dir {target}: is") and \
             "a run's folder" in err, err
     assert sorted(p.name for p in run.iterdir()) == sorted(
@@ -349,12 +340,10 @@ def test_the_output_folder_is_never_a_run_folder(tmp_path, command):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has the device")
-@pytest.mark.parametrize("how", ["sweep", "ensemble"])
-def test_a_device_not_there_stops_a_sweep_or_an_ensemble_before_any_point(tmp_path, how):
-    args = (["sweep", "--config", QUICK, "--seeds", "0-1"] if how == "sweep" else
-            ["--config", QUICK, "--save-baseline", tmp_path / "b.yaml", "--ensemble",
-             "threads2"])
-    code, out, err = cli(*args, "--dry-run", "--device", "cuda", "--output-dir", tmp_path / "o")
+def test_a_device_not_there_stops_an_ensemble_before_any_run(tmp_path):
+    code, out, err = cli("--config", QUICK, "--save-baseline", tmp_path / "b.yaml", "--ensemble",
+                         "threads2", "--dry-run", "--device", "cuda", "--output-dir",
+                         tmp_path / "o")
     assert code == 2 and err.startswith("error: --device cuda: CUDA is not available"), err
     assert not (tmp_path / "o").exists() and not (tmp_path / "b.yaml").exists()
 

@@ -29,6 +29,7 @@ from tests.conftest import (
     NO_SUPPORT,
     QUICK,
     ROOT,
+    a_summary,
     check,
     entry,
     only_run_dir,
@@ -317,76 +318,6 @@ def test_no_temporary_files_are_left_in_a_run(dry_run):
     assert leftovers == []
 
 
-# -- checkpoints ----------------------------------------------------------------------------
-QUICK_LENET = ["--config", CONFIGS / "lenet.yaml", "--set", "scenarios.lenet.max_images=300",
-               "--set", "scenarios.lenet.expect={}", "--set", "scenarios.lenet.epochs=3"]
-ONE_EPOCH = [*QUICK_LENET[:-1], "scenarios.lenet.epochs=1"]  # a key is set once
-
-
-def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tmp_path):
-    assert run_main(tmp_path / "full", *QUICK_LENET, "--set",
-                    "scenarios.lenet.checkpoint_every=1") == 0
-    full = only_run_dir(tmp_path / "full") / "lenet"
-    assert {p.name for p in full.glob("*.pt")} == {
-        "checkpoint.pt", "checkpoint_epoch1.pt", "checkpoint_epoch2.pt", "checkpoint_epoch3.pt"}
-    assert run_main(tmp_path / "resumed", *QUICK_LENET, "--set",
-                    f"scenarios.lenet.resume={full / 'checkpoint_epoch1.pt'}") == 0
-    resumed = only_run_dir(tmp_path / "resumed") / "lenet"
-    a = torch.load(full / "checkpoint.pt", weights_only=True)
-    b = torch.load(resumed / "checkpoint.pt", weights_only=True)
-    assert a["epoch"] == b["epoch"] == 3
-    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    first_resumed_step = (resumed / "metrics.csv").read_text().splitlines()[1].split(",")[0]
-    assert int(first_resumed_step) == 5  # 240 training images / 64 = 5 steps per epoch
-    e = entry(summary(resumed.parent), "lenet")
-    assert (e["steps"], e["timing"]["steps"]) == (15, 10)
-
-
-def test_resume_problems_are_clear(tmp_path, capsys):
-    assert run_main(tmp_path, *QUICK_LENET, "--set", "scenarios.lenet.resume=nope.pt") == 2
-    assert (f"scenarios[0].resume: {os.path.join(os.getcwd(), 'nope.pt')}: no such checkpoint "
-            f"file (from --set scenarios.lenet.resume=nope.pt)") in capsys.readouterr().err
-    assert run_main(tmp_path / "a", *ONE_EPOCH) == 0
-    ckpt = only_run_dir(tmp_path / "a") / "lenet" / "checkpoint.pt"
-    assert run_main(tmp_path / "b", *QUICK_LENET, "--set", f"scenarios.lenet.resume={ckpt}",
-                    "--set", "scenarios.lenet.optimizer=sgd") == 1
-    e = entry(summary(only_run_dir(tmp_path / "b")), "lenet")
-    assert e["error"] == f"ValueError: {ckpt}: saved with optimizer='adam', but this run has " \
-                         f"optimizer='sgd'"
-    good = torch.load(ckpt, weights_only=True)
-
-    def crafted(name, change):
-        state = torch.load(ckpt, weights_only=True)
-        change(state)
-        torch.save(state, tmp_path / name)
-        return tmp_path / name
-    first = next(iter(good["optimizer"]["state"]))
-    for name, change, words in [
-            ("step.pt", lambda s: s.update(step="abc"), "step is 'abc', not a count"),
-            ("negative.pt", lambda s: s.update(step=-5), "step is -5, not a count"),
-            ("lr.pt", lambda s: s["optimizer"]["param_groups"][0].update(lr="fast"),
-             "optimizer lr is 'fast'"),
-            ("shape.pt", lambda s: s["optimizer"]["state"][first].update(
-                exp_avg=torch.zeros(5)), "optimizer state exp_avg has shape (5,)")]:
-        path = crafted(name, change)
-        assert run_main(tmp_path / f"run-{name}", *QUICK_LENET, "--set",
-                        f"scenarios.lenet.resume={path}") == 1
-        e = entry(summary(only_run_dir(tmp_path / f"run-{name}")), "lenet")
-        assert str(path) in e["error"] and words in e["error"], e["error"]
-
-
-class NotAllowed:
-    pass
-
-
-def test_checkpoints_are_loaded_with_weights_only(tmp_path):
-    bad = tmp_path / "bad.pt"
-    torch.save({"epoch": 1, "payload": NotAllowed()}, bad)
-    assert run_main(tmp_path / "out", *QUICK_LENET, "--set", f"scenarios.lenet.resume={bad}") == 1
-    e = entry(summary(only_run_dir(tmp_path / "out")), "lenet")
-    assert e["status"] == "error" and "UnpicklingError" in e["error"]
-
-
 class ClosedAfterOneLine(io.StringIO):
     """A stdout whose reader goes away after the first line, like `| head -1`."""
 
@@ -518,8 +449,7 @@ def test_the_index_skips_and_names_what_is_not_a_run(tmp_path, capsys):
         (tmp_path / name / "summary.json").write_text(text)
     assert run_main(tmp_path, "--config", QUICK) == 0
     err = capsys.readouterr().err
-    assert "index.html leaves out garbage, list, strings: not a run's, sweep's or comparison's " \
-           "files" in err
+    assert "index.html leaves out garbage, list, strings: not a run's files" in err
     assert (tmp_path / "index.html").read_text().count("/report.html") == 1
 
 
@@ -633,27 +563,9 @@ def test_an_output_folder_whose_name_is_not_utf8_works(tmp_path, capsys):
     assert "runs\\udcff" in out and "Traceback" not in err and "Logging error" not in err
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"not a checkpoint at all", "not a checkpoint torch can load (UnpicklingError: "),
-    ({"epoch": 1}, "not a checkpoint saved by lenet (missing or malformed: model, optimizer, "
-                   "config)"),
-    ("bad weights", "its weights or optimizer state do not fit this network (RuntimeError: "),
-])
-def test_a_bad_resume_file_is_named_with_what_is_wrong(tmp_path, content, message):
-    bad = tmp_path / "bad.pt"
-    if isinstance(content, bytes):
-        bad.write_bytes(content)
-    elif isinstance(content, dict):
-        torch.save(content, bad)
-    else:  # a lenet checkpoint whose weights have the wrong shapes
-        assert run_main(tmp_path / "a", *ONE_EPOCH) == 0
-        saved = torch.load(only_run_dir(tmp_path / "a") / "lenet" / "checkpoint.pt",
-                           weights_only=True)
-        saved["model"]["fc3.bias"] = torch.zeros(3)
-        torch.save(saved, bad)
-    assert run_main(tmp_path / "out", *QUICK_LENET, "--set", f"scenarios.lenet.resume={bad}") == 1
-    e = entry(summary(only_run_dir(tmp_path / "out")), "lenet")
-    assert e["error"].startswith(f"ValueError: {bad}: {message}"), e["error"]
+# -- lenet, interrupted ----------------------------------------------------------------------
+QUICK_LENET = ["--config", CONFIGS / "lenet.yaml", "--set", "scenarios.lenet.max_images=300",
+               "--set", "scenarios.lenet.expect={}", "--set", "scenarios.lenet.epochs=3"]
 
 
 class StopAfter:
@@ -668,57 +580,24 @@ class StopAfter:
         return "SIGINT" if self.looked > self.n else None
 
 
-def test_an_interrupted_lenet_keeps_its_checks_and_resumes_where_it_stopped(tmp_path,
-                                                                            monkeypatch):
+def test_an_interrupted_lenet_keeps_its_checks(tmp_path, monkeypatch):
     real = registry()["lenet"].run
 
     def interrupted_after_7_steps(cfg, ctx):
         ctx.stop = StopAfter(7)  # the runner's stop request, as if Ctrl-C came
         return real(cfg, ctx)
     patch_run(monkeypatch, "lenet", interrupted_after_7_steps)
-    assert run_main(tmp_path / "stopped", *QUICK_LENET) == EXIT_INTERRUPTED
-    stopped = only_run_dir(tmp_path / "stopped") / "lenet"
+    assert run_main(tmp_path, *QUICK_LENET) == EXIT_INTERRUPTED
+    stopped = only_run_dir(tmp_path) / "lenet"
     e = entry(summary(stopped.parent), "lenet")
     assert e["status"] == "interrupted" and e["steps"] == 7
+    assert e["error"] == "interrupted by SIGINT before step 7"
     assert e["metrics"] == {"parameters": 81194.0}
     assert [c["name"] for c in e["checks"] if c["passed"] is False] == []  # expect: not evaluated
     passed = [c["name"] for c in e["checks"] if c["passed"] is True]
     assert {"10 parameter tensors", "81,194 parameters", "one SGD step changes the weights",
             "loss stays finite"} <= set(passed)
-    saved = torch.load(stopped / "checkpoint.pt", weights_only=True)
-    assert (saved["step"], saved["epoch"]) == (7, 1)  # mid-epoch 2 (5 steps per epoch)
-    monkeypatch.undo()
-
-    assert run_main(tmp_path / "resumed", *QUICK_LENET, "--set",
-                    f"scenarios.lenet.resume={stopped / 'checkpoint.pt'}") == 0
-    assert run_main(tmp_path / "whole", *QUICK_LENET) == 0
-    a = torch.load(only_run_dir(tmp_path / "resumed") / "lenet" / "checkpoint.pt",
-                   weights_only=True)
-    b = torch.load(only_run_dir(tmp_path / "whole") / "lenet" / "checkpoint.pt",
-                   weights_only=True)
-    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-
-
-def test_an_interrupted_lenet_says_when_its_checkpoint_could_not_be_written(tmp_path,
-                                                                           monkeypatch):
-    import errno
-
-    from demos.lab.runner import context
-    real = registry()["lenet"].run
-
-    def interrupted_after_2_steps(cfg, ctx):
-        ctx.stop = StopAfter(2)
-        return real(cfg, ctx)
-
-    def no_room(path, save):
-        raise OSError(errno.EIO, "Input/output error")
-    patch_run(monkeypatch, "lenet", interrupted_after_2_steps)
-    monkeypatch.setattr(context, "save_atomic", no_room)
-    assert run_main(tmp_path, *QUICK_LENET) == EXIT_INTERRUPTED
-    e = entry(summary(only_run_dir(tmp_path)), "lenet")
-    assert e["status"] == "interrupted"
-    assert e["error"] == ("interrupted by SIGINT before step 2; could not write checkpoint.pt: "
-                          "OSError: [Errno 5] Input/output error")
+    assert (stopped / "metrics.csv").is_file() and list(stopped.glob("*.pt")) == []
 
 
 @pytest.fixture
@@ -754,15 +633,14 @@ def test_the_index_survives_what_other_folders_hold(tmp_path, capsys):
     """A name that is not UTF-8, a FIFO for a summary, a run killed before its final summary."""
     odd = tmp_path / os.fsdecode(b"caf\xe9")
     odd.mkdir()
-    (odd / "summary.json").write_text('{"status": "passed", "scenarios": []}')
+    (odd / "summary.json").write_text(json.dumps(a_summary()))
     (odd / "report.html").write_text("<html></html>")
     (tmp_path / "fifo").mkdir()
     os.mkfifo(tmp_path / "fifo" / "summary.json")  # reading it would block for ever
     killed = tmp_path / "2026-01-01_00-00-00"
     killed.mkdir()
-    (killed / "summary.json").write_text(json.dumps({
-        "status": "running", "pid": 2**22 + 12345, "host": socket.gethostname(),
-        "scenarios": []}) + " " * 100)
+    (killed / "summary.json").write_text(json.dumps(a_summary(
+        status="running", pid=2**22 + 12345, host=socket.gethostname())) + " " * 100)
     assert run_main(tmp_path, "--config", QUICK) == 0
     err = capsys.readouterr().err
     assert "Traceback" not in err and "leaves out fifo" in err
@@ -776,7 +654,7 @@ def test_files_get_the_usual_permissions(dry_run):
     os.umask(mask)
     expected = oct(0o666 & ~mask)
     for name in ("summary.json", "report.html", "legendre_fit/loss.png",
-                 "lenet/checkpoint.pt", "legendre_fit/fit.gif"):
+                 "lenet/accuracy.png", "legendre_fit/fit.gif"):
         assert oct((dry_run.dir / name).stat().st_mode & 0o777) == expected, name
 
 
@@ -841,26 +719,28 @@ def test_a_config_name_that_is_not_utf8_gives_strict_json(tmp_path):
 
 
 def test_the_index_keeps_working_whatever_the_siblings_hold(tmp_path):
-    """Odd digits in a name, an absurd pid, absurdly deep JSON, a linked folder, a directory
-    at an index temp name, a FIFO at the lock's name: skipped or said, never a crash."""
+    """Odd digits in a name, a pid no process has, absurdly deep JSON, a linked folder, a
+    directory at an index temp name, a FIFO at the lock's name: skipped or said, never a
+    crash."""
     from demos.lab.pages.index import write_index
 
     def folder(name, text):
         (tmp_path / name).mkdir()
         (tmp_path / name / "summary.json").write_text(text)
-    folder("x-x-x-x-x-\u00b2", '{"status": "passed", "scenarios": []}')
-    folder("2026-01-01_00-00-01", json.dumps({"status": "running", "pid": 10**20,
-                                              "host": socket.gethostname(), "scenarios": []}))
+    folder("x-x-x-x-x-\u00b2", json.dumps(a_summary()))
+    folder("2026-01-01_00-00-01", json.dumps(a_summary(status="running", pid=2**35,
+                                                       host=socket.gethostname())))
+    folder("2026-01-01_00-00-02", json.dumps(a_summary(status="running", pid=10**20)))
     folder("deep", "[" * 200_000)
     outside = tmp_path.parent / (tmp_path.name + "-elsewhere")
     outside.mkdir(exist_ok=True)
-    (outside / "summary.json").write_text('{"status": "passed", "scenarios": []}')
+    (outside / "summary.json").write_text(json.dumps(a_summary()))
     (tmp_path / "2030-01-01_00-00-00").symlink_to(outside)
     (tmp_path / ".index.html.zz.tmp").mkdir()
-    assert write_index(tmp_path) == ["deep"]
+    assert write_index(tmp_path) == ["2026-01-01_00-00-02", "deep"]  # no run has such a pid
     index = (tmp_path / "index.html").read_text()
     assert "x-x-x-x-x-\u00b2" in index and "2030-01-01" not in index
-    assert "badge running" in index  # an absurd pid: cannot tell, so not called stopped
+    assert "badge running" in index  # a pid beyond any process's: cannot tell, not stopped
     (tmp_path / ".index.lock").unlink()
     os.mkfifo(tmp_path / ".index.lock")
     with pytest.raises(OSError, match="not a regular file; remove it"):
@@ -913,15 +793,16 @@ def test_sizes_that_would_exhaust_memory_are_config_errors(tmp_path, capsys, set
 
 def test_lenet_draws_each_shuffle_when_its_epoch_starts_and_the_same_as_before():
     """One epoch's order in memory, not all of them; the same orders as drawing them all up
-    front from the same generator, also for a run resumed in epoch 2."""
+    front from the same generator; each epoch's order again as often as it is asked for."""
     from demos.scenarios.lenet import Shuffles
     train = torch.arange(100, 200)
     upfront = torch.Generator().manual_seed(3)
     expected = [train[torch.randperm(100, generator=upfront)] for _ in range(4)]
     lazy = Shuffles(train, torch.Generator().manual_seed(3))
-    assert all(torch.equal(lazy(e), expected[e]) for e in range(4))
-    resumed = Shuffles(train, torch.Generator().manual_seed(3))
-    assert torch.equal(resumed(2), expected[2]) and torch.equal(resumed(3), expected[3])
+    assert all(torch.equal(lazy(e), expected[e]) and torch.equal(lazy(e), expected[e])
+               for e in range(4))
+    with pytest.raises(ValueError, match="in order"):
+        lazy(5)
 
 
 def test_terminal_control_characters_are_shown_not_obeyed(tmp_path, capsys):

@@ -139,6 +139,23 @@ def test_a_helper_that_dies_loses_no_file(tmp_path):
     assert warnings == []
 
 
+
+def test_the_helper_yields_the_cpu_to_the_run():
+    """The drawing helper, and a `dot` it starts, run at the lowest priority: SCHED_IDLE on
+    Linux, else niceness 19."""
+    import os
+    import subprocess
+    import sys
+
+    from demos.lab.pages import artifacts
+    helper = artifacts.pool()
+    child = [sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"]
+    if hasattr(os, "SCHED_IDLE"):
+        assert helper.submit(os.sched_getscheduler, 0).result() == os.SCHED_IDLE
+        assert int(helper.submit(subprocess.check_output, child).result()) == os.SCHED_IDLE
+    else:
+        assert helper.submit(os.getpriority, os.PRIO_PROCESS, 0).result() == 19
+
 def test_a_file_that_cannot_be_written_is_a_warning(tmp_path):
     from demos.lab.pages import artifacts
     warnings = []

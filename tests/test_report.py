@@ -11,7 +11,7 @@ import pytest
 
 from demos.cli import main
 from demos.lab.pages.index import write_index
-from tests.conftest import CONFIGS, only_run_dir, summary
+from tests.conftest import CONFIGS, a_summary, only_run_dir, summary
 
 
 class Links(html.parser.HTMLParser):
@@ -82,9 +82,7 @@ def fake_run(output_dir: Path, name: str) -> None:
     """A finished run's folder as the index reads it: summary.json and report.html."""
     folder = output_dir / name
     folder.mkdir()
-    (folder / "summary.json").write_text(json.dumps({
-        "started": name, "config": "c.yaml", "status": "passed", "device": "cpu",
-        "dry_run": False, "scenarios": [{"status": "passed"}]}))
+    (folder / "summary.json").write_text(json.dumps(a_summary(started=name)))
     (folder / "report.html").write_text("<html></html>")
 
 
@@ -240,8 +238,8 @@ def test_the_index_removes_the_temp_files_of_a_run_killed_outright(tmp_path):
     def run_folder(name: str, pid: int) -> list[Path]:
         folder = tmp_path / name
         (folder / "lenet").mkdir(parents=True)
-        (folder / "summary.json").write_text(json.dumps({
-            "status": "running", "pid": pid, "host": socket.gethostname(), "scenarios": []}))
+        (folder / "summary.json").write_text(json.dumps(a_summary(
+            status="running", pid=pid, host=socket.gethostname())))
         temps = [tempfile.mkstemp(prefix=".summary.json.", suffix=".tmp", dir=folder)[1],
                  tempfile.mkstemp(prefix=".", suffix=".loss.png", dir=folder / "lenet")[1]]
         (folder / "lenet" / ".keep").write_text("a user's own dotfile")
@@ -383,12 +381,17 @@ def test_the_report_shows_each_functions_support_matrix(dry_run):
 
 
 def test_the_index_shows_every_option_that_changes_a_run():
+    from demos.lab.core.results import RunSummary
+    from demos.lab.core.schema import build
     from demos.lab.pages.index import other_options
 
-    s = {"command": ["runner.py", "--config", "c.yaml", "--seed", "3", "--threads", "2",
-                     "--device", "cpu", "--only", "a"], "world": {"size": 2, "backend": "gloo"}}
+    s = build(RunSummary, a_summary(command=["runner.py", "--config", "c.yaml", "--seed", "3",
+                                             "--threads", "2", "--device", "cpu", "--only", "a"],
+                                    world={"size": 2, "backend": "gloo"}), "")
     assert other_options(s) == ["torchrun: 2 processes", "--seed 3", "--threads 2",
-                                "--device cpu", "--only a"]
+                                "--device cpu", "--only a"]  # a run from before `sets` held them
+    s.sets = ["seed=3", "threads=2", "device=cpu"]  # shown as the overrides they are
+    assert other_options(s) == ["torchrun: 2 processes", "--only a"]
 
 
 def test_the_index_and_the_report_fit_a_1024_and_a_1400_px_window(dry_run, tmp_path):

@@ -161,10 +161,10 @@ def standardize(x, train):
 
 
 class Shuffles:
-    """Each epoch's order of the training images, drawn from the seeded generator in epoch
-    order when the epoch starts (memory for one order, not one per epoch), and copied to the
-    device once per epoch: `shuffles(epoch)`, for the epochs in order (the same one again is
-    the order already drawn)."""
+    """Each epoch's order of the training images, drawn from the seeded generator when the
+    epoch starts (memory for one order, not one per epoch), and copied to the device once per
+    epoch: `shuffles(epoch)`, for the epochs in order (the same one again is the order already
+    drawn)."""
 
     def __init__(self, train, g):
         self.train, self.g, self.drawn, self.order = train, g, 0, None
@@ -172,11 +172,9 @@ class Shuffles:
     def __call__(self, epoch: int):
         import torch
 
-        if epoch < self.drawn - 1:
-            raise ValueError(f"epoch {epoch}: the shuffles are past it (epoch {self.drawn - 1})")
-        while self.drawn <= epoch:  # a resumed run draws the epochs it skips, to stay in step
+        if epoch == self.drawn:  # the epoch starts: its order
             perm = torch.randperm(len(self.train), generator=self.g)
-            self.drawn += 1
-            if self.drawn > epoch:
-                self.order = self.train[perm.to(self.train.device)]
+            self.order, self.drawn = self.train[perm.to(self.train.device)], epoch + 1
+        elif epoch != self.drawn - 1:
+            raise ValueError(f"epoch {epoch}: the shuffles go in order (at {self.drawn - 1})")
         return self.order

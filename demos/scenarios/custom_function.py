@@ -57,6 +57,8 @@ class InputSpec:
                                   "integer or bool tensor, e.g. indices, needs a value and "
                                   "requires no grad; a floating one is checked in float64)")
     tensor: bool = param(True, "false: `value` is passed to apply as it is, not as a tensor")
+    given: bool = param(False, "check_function's record of a tensor it was given: its shape "
+                               "and dtype (the run uses the tensor itself)")
 
     def validate(self, where: str) -> None:
         if self.name is not None and not (self.name.isprintable() and 0 < len(self.name) <= 40):
@@ -73,6 +75,8 @@ class InputSpec:
         if self.dtype not in TENSOR_DTYPES:
             raise ConfigError(f"{where}.dtype: {self.dtype!r} is not a dtype an input may "
                               f"have{did_you_mean(self.dtype, TENSOR_DTYPES)}")
+        if self.given:  # check_function's record: the tensor itself is used
+            return
         if not self.dtype.startswith("float"):
             if self.value is None:
                 raise ConfigError(f"{where}: a {self.dtype} tensor needs its value (indices, a "
@@ -158,9 +162,11 @@ class Config(ScenarioConfig):
     require: list[Capability] = param([], "capabilities that must be ok: an unsupported one "
                                           "among them is a failed check of its own (a row "
                                           "that fails always fails a check)")
-    # loaded by prepare() when the run starts, never while the config is read
+    # loaded by prepare() when the run starts, never while the config is read; or, with the
+    # tensors given, the objects check_function was given
     function_object: Any = field(default=None, init=False, repr=False, compare=False)
     reference_object: Any = field(default=None, init=False, repr=False, compare=False)
+    given: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def validate(self, where: str) -> None:
         if not self.function:
@@ -187,11 +193,18 @@ class Config(ScenarioConfig):
 
 
 def prepare(cfg: Config, where: str) -> None:
-    """Load the Function (and the reference) once the run starts; check what they are."""
+    """Load the Function (and the reference) once the run starts; check what they are. The
+    objects check_function was given are used as they are."""
     import torch
 
     from demos.scenario_api import load_object
 
+    for i, spec in enumerate(cfg.inputs):
+        if spec.given and spec.name not in (cfg.given or {}):
+            raise ConfigError(f"{where}.inputs[{i}].given: only check_function gives a tensor "
+                              f"(from Python); a config gives shape or value")
+    if cfg.given is not None:
+        return
     fn = load_object(cfg.function, f"{where}.function")
     if not (isinstance(fn, type) and issubclass(fn, torch.autograd.Function)
             or isinstance(fn, torch.library.CustomOpDef)):
@@ -208,20 +221,26 @@ def prepare(cfg: Config, where: str) -> None:
 
 def make_inputs(cfg: Config, seed: int, device: torch.device) -> dict[str, Any]:
     """apply's arguments, by name, in order: floating-point tensors in float64 (random under
-    the seed, or the given values), integer and bool tensors of their dtype, and the values
-    that are not tensors as they are."""
+    the seed, of the given values, or copies of the tensors given to check_function), integer
+    and bool tensors of their dtype, and the values that are not tensors as they are."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
     inputs: dict[str, Any] = {}
+    given = cfg.given or {}  # check_function's
     for i, spec in enumerate(cfg.inputs):
         name = spec.name or f"x{i}"
+        if name in given and not isinstance(given[name], torch.Tensor):  # a value, as given
+            inputs[name] = given[name]
+            continue
         if not spec.tensor:
             inputs[name] = spec.value
             continue
         dtype = getattr(torch, spec.dtype) if not spec.dtype.startswith("float") \
             else torch.float64
-        if spec.value is not None:
+        if name in given:  # a copy: the caller's tensor stays as it is
+            x = given[name].detach().to(dtype=dtype, copy=True)
+        elif spec.value is not None:
             x = torch.tensor(spec.value, dtype=dtype)
         elif spec.low is not None:
             x = spec.low + (spec.high - spec.low) * torch.rand(spec.shape, generator=g,

@@ -5,10 +5,10 @@ conv 6->16 3x3 (each ReLU + 2x2 max-pool), fc 16*6*6 -> 120 -> 84 -> 10, input 1
 tutorial's code comes first: its Net, its one-step walk-through (a random input, MSE against a
 random target, backward, one SGD step) as `walk_through`, then the loop that trains it on the
 digits, written as pytorch/examples' mnist writes one (`data`, `train`). The lab's hooks end in
-`# lab: ...`; everything the lab adds (the config, the checks, checkpoints, the accuracy plot) is
-below "The lab". The data is demos/documents/datasets.py's (the shipped 8x8 digits upscaled to
-32x32, or MNIST's 28x28 padded to 32x32, as LeNet-5 did), the checkpoint format
-demos/documents/checkpoint.py's. Data-parallel training under torchrun is `lenet_ddp`.
+`# lab: ...`; everything the lab adds (the config, the checks, the accuracy plot) is below
+"The lab". The data is demos/documents/datasets.py's (the shipped 8x8 digits upscaled to 32x32,
+or MNIST's 28x28 padded to 32x32, as LeNet-5 did). Data-parallel training under torchrun is
+`lenet_ddp`.
 
     python runner.py --config configs/lenet.yaml
 """
@@ -22,7 +22,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
 
-from demos.documents import checkpoint
 from demos.documents.datasets import (
     DataError,
     Shuffles,
@@ -125,10 +124,10 @@ def setup(cfg: Config, ctx: Context) -> tuple[Any, ...]:
 
 
 def train(cfg: Config, ctx: Context, net: Net, optimizer: optim.Optimizer, images, labels,
-          train_ids, test_ids, shuffles: Shuffles, start: int = 0) -> None:
+          train_ids, test_ids, shuffles: Shuffles) -> None:
     """The training loop: a mini-batch per step, the test accuracy after each epoch."""
     n_batches = -(-len(train_ids) // cfg.batch_size)
-    for t in ctx.steps(cfg.epochs * n_batches, start=start):  # lab: every epoch's batches
+    for t in ctx.steps(cfg.epochs * n_batches):  # lab: every epoch's batches
         epoch, i = divmod(t, n_batches)
         batch = shuffles(epoch)[i * cfg.batch_size:(i + 1) * cfg.batch_size]
 
@@ -142,7 +141,6 @@ def train(cfg: Config, ctx: Context, net: Net, optimizer: optim.Optimizer, image
         if i == n_batches - 1:  # the epoch's end: the share of test images it gets right
             accuracy = test_accuracy(net, images, labels, test_ids)
             ctx.record(t, always=True, epoch=epoch + 1, test_accuracy=accuracy)  # lab: a curve
-            checkpoint.every(cfg, ctx, net, optimizer, epoch + 1, t + 1)  # lab: checkpoint_every
 
 
 # == The lab: what the runner adds to the tutorial ===============================================
@@ -168,17 +166,9 @@ class Config(ScenarioConfig):
     momentum: float = param(0.9, "momentum (sgd only)", ge=0, lt=1)
     test_fraction: float = param(0.2, "share of the images held out for testing (a seeded "
                                       "split); MNIST uses its own test set", gt=0, lt=1)
-    checkpoint_every: int | None = param(None, "also save checkpoint_epoch<N>.pt every N "
-                                               "epochs; checkpoint.pt is always saved at the "
-                                               "end", ge=1, le=10**6)
-    resume: str | None = param(None, "continue from this checkpoint (a .pt saved by lenet): "
-                                     "weights, optimizer and shuffling state", path="file")
     compile: bool = param(False, "run the network through torch.compile")
 
     def validate(self, where: str) -> None:
-        problem = None if self.resume is None else checkpoint.file_problem(self.resume)
-        if problem:
-            raise ConfigError(f"{where}.resume: {self.resume}: {problem}")
         if self.dataset != "mnist":
             if self.root is not None:
                 raise ConfigError(f"{where}.root: only used with dataset: mnist "
@@ -236,23 +226,16 @@ def recomputed(net: Net, input: Any, ctx: Context) -> None:
 
 
 def run(cfg: Config, ctx: Context) -> Result:
-    from demos.scenario_api import Interrupted, one_line
+    from demos.scenario_api import Interrupted
 
     found = walked(ctx)
     images, labels, train_ids, test_ids, shuffles, net, optimizer = setup(cfg, ctx)
-    n_batches = -(-len(train_ids) // cfg.batch_size)
-    start = checkpoint.resume(cfg, ctx, net, optimizer, n_batches, one_line) if cfg.resume else 0
     model = torch.compile(net) if cfg.compile else net  # shares net's parameters
     try:
-        train(cfg, ctx, model, optimizer, images, labels, train_ids, test_ids, shuffles, start)
-    except Interrupted as stop:  # keep what was earned: a checkpoint to resume from, the checks
-        ctx.save_state("checkpoint.pt", checkpoint.state(cfg, ctx, net, optimizer,
-                                                         ctx.steps_run // n_batches,
-                                                         ctx.steps_run))
+        train(cfg, ctx, model, optimizer, images, labels, train_ids, test_ids, shuffles)
+    except Interrupted as stop:  # keep what was earned: the checks of the walk-through
         stop.result = Result(metrics={"parameters": parameters(net)}, checks=found)
         raise
-    ctx.save_state("checkpoint.pt", checkpoint.state(cfg, ctx, net, optimizer, cfg.epochs,
-                                                     cfg.epochs * n_batches))
     return finish(cfg, ctx, net, train_ids, len(test_ids), found)
 
 
@@ -278,7 +261,7 @@ SCENARIO = Scenario(
     name="lenet", config=Config, run=run, document="004, first example",
     metrics=("final_loss", "test_accuracy", "parameters"),
     files=(*TRAINING_FILES, *graph_files("graph", "graph_recomputed"), "explain.txt",
-           "accuracy.png", "checkpoint.pt"),
+           "accuracy.png"),
     dry_run={"epochs": 1})
 
 

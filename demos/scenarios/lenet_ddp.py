@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 import torch
 import torch.nn.functional as F
 
-from demos.documents import checkpoint
 from demos.scenario_api import ConfigError, Result, Scenario, param, run_alone
 from demos.scenarios import lenet
 
@@ -71,8 +70,6 @@ class Config(lenet.Config):
         if self.batch_size % size:
             raise ConfigError(f"{where}.batch_size: {self.batch_size} is the global batch; it "
                               f"must divide among the {size} processes")
-        if self.resume is not None:
-            raise ConfigError(f"{where}.resume: not under torchrun (resume a single process)")
         if self.compile:
             raise ConfigError(f"{where}.compile: not under torchrun (DDP and torch.compile "
                               f"need their own settings; run it as one process)")
@@ -93,8 +90,6 @@ def run(cfg: Config, ctx: Context) -> Result:
     images, labels, train_ids, test_ids, _, net, optimizer = lenet.setup(cfg, ctx)
     ddp = DDPTraining(cfg, ctx, net, like(optimizer), train_ids)
     train(cfg, ctx, ddp, images, labels, test_ids)
-    ctx.save_state("checkpoint.pt", checkpoint.state(cfg, ctx, net, ddp.opt, cfg.epochs,
-                                                     cfg.epochs * ddp.n_batches))
     same, detail = same_everywhere(ctx.world, flat(net))  # every rank takes part
     inspection = ddp.inspection()
     found.append(check("weights identical on every rank", same, detail))

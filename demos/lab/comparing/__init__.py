@@ -1,2 +1,2 @@
-"""Runs compared, torch-free: tolerances applied to baselines, side by side, sweeps, aggregates,
-ensembles."""
+"""Runs compared with what they should give, torch-free: baselines, their tolerances and the
+ensembles that measure them."""

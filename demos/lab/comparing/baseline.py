@@ -24,7 +24,7 @@ import yaml
 from demos.lab.core import fingerprint as fp
 from demos.lab.core.files import NotReadable, read_bytes, write_atomic
 from demos.lab.core.layout import INDEX, INDEX_LOCK
-from demos.lab.core.results import Check, EntrySummary, finite
+from demos.lab.core.results import Check, EntrySummary, RunSummary, finite
 from demos.lab.core.safe_yaml import nearby, parse_yaml
 from demos.lab.core.schema import ConfigError, build, join, param, to_dict
 from demos.lab.core.tolerance import KINDS, Band, Drift, TableEntry, compare_values, num
@@ -304,11 +304,11 @@ class Comparison:
                 "not_in_baseline": list(self.not_in_baseline)}
 
 
-def save(path: str, summary: dict[str, Any], scenarios: dict[str, str],
+def save(path: str, summary: RunSummary, scenarios: dict[str, str],
          bands: dict[str, dict[str, Band]] | None = None,
          ensemble: dict[str, str] | None = None) -> str:
-    """Write the baseline of a finished run, from its summary.json's data (with the bands an
-    ensemble measured, by entry and value); keep the tolerances of the file it replaces, and,
+    """Write the baseline of a finished run, from its summary (with the bands an ensemble
+    measured, by entry and value); keep the tolerances of the file it replaces, and,
     where that file holds the same kind of run, the entries this run did not give values for.
     A link is written through. Returns what it did, in one line."""
     target = os.path.realpath(path)  # through a link: the file it points to
@@ -316,37 +316,36 @@ def save(path: str, summary: dict[str, Any], scenarios: dict[str, str],
         old = read_baseline(target, "--save-baseline") if os.path.exists(target) else None
     except ConfigError:
         old = None
-    data = {"config": summary.get("config"), "run": summary.get("run_id"),
-            "saved": summary.get("started"), "torch": str(summary.get("torch")),
-            "device": str(summary.get("device")),
-            "threads": (summary.get("determinism") or {}).get("cpu_threads"),
-            "seed": summary.get("seed"), "dry_run": bool(summary.get("dry_run")),
-            "world_size": (summary.get("world") or {}).get("size", 1),
-            "fingerprint": summary.get("fingerprint"), "ensemble": ensemble}
+    data = {"config": summary.config, "run": summary.run_id, "saved": summary.started,
+            "torch": str(summary.torch), "device": summary.device,
+            "threads": summary.determinism.get("cpu_threads"), "seed": summary.seed,
+            "dry_run": summary.dry_run, "world_size": (summary.world or {}).get("size", 1),
+            "fingerprint": summary.fingerprint, "ensemble": ensemble}
     other = other_kind(old, data) if old is not None else ""
-    entries = summary.get("scenarios") or []
-    ran = {e["id"] for e in entries}
+    entries = summary.scenarios
+    ran = {e.id for e in entries}
     kept: dict[str, dict[str, Any]] = {}
     left: list[str] = []
     dropped: list[str] = []  # another kind of run: the file's entries this run did not replace
     for e in entries:
-        if e["status"] not in ("passed", "failed"):
-            left.append(f"{e['id']} ({e['status']})")
-            if old is not None and e["id"] in old.scenarios:
+        if e.status not in ("passed", "failed"):
+            left.append(f"{e.id} ({e.status})")
+            if old is not None and e.id in old.scenarios:
                 if other:
-                    dropped.append(e["id"])
+                    dropped.append(e.id)
                 else:
-                    kept[e["id"]] = as_saved(old.scenarios[e["id"]])  # its last good values
+                    kept[e.id] = as_saved(old.scenarios[e.id])  # its last good values
             continue
-        entry: dict[str, Any] = {"scenario": scenarios.get(e["id"], e["scenario"]),
-                                 "metrics": Values(e["metrics"]), "params": Values(e["params"])}
-        previous = old.scenarios.get(e["id"]) if old else None
+        entry: dict[str, Any] = {"scenario": scenarios.get(e.id, e.scenario),
+                                 "metrics": Values(finite(e.metrics)),
+                                 "params": Values(finite(e.params))}
+        previous = old.scenarios.get(e.id) if old else None
         if previous is not None and previous.tolerance:
             entry["tolerance"] = to_dict(previous.tolerance)
-        if bands and bands.get(e["id"]):
+        if bands and bands.get(e.id):
             entry["band"] = {k: Flow(drop_unset_tolerances(to_dict(b)))
-                             for k, b in bands[e["id"]].items()}
-        kept[e["id"]] = {k: v for k, v in entry.items() if v or k == "metrics"}
+                             for k, b in bands[e.id].items()}
+        kept[e.id] = {k: v for k, v in entry.items() if v or k == "metrics"}
     if old is not None and old.tolerance:
         data["tolerance"] = to_dict(old.tolerance)
     carried = [i for i in (old.scenarios if old else {}) if i not in ran]

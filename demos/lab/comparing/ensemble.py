@@ -4,10 +4,10 @@ Torch-free. The config runs once as the user asked (`native`, the reference whos
 baseline holds) and again, with the same seed, under variants that change what a different
 machine would: torch's kernel level (ATEN_CPU_CAPABILITY), oneDNN's (ONEDNN_MAX_CPU_ISA), MKL's
 code path (MKL_CBWR), and the thread count. Each variant is its own process (these variables
-are read when the libraries load), a run folder inside one `ensemble_<time>` folder, started
-like a sweep's points (`--jobs` at a time, Ctrl-C passed on). Each value's band is measured from
-what the runs gave (demos.lab.core.tolerance.measure) and written into the baseline with the
-evidence: n, min, max.
+are read when the libraries load): an ordinary run of the runner (`python -m demos ...
+--run-name VARIANT`), a run folder inside one `ensemble_<time>` folder, `--jobs` at a time,
+Ctrl-C passed on. Each value's band is measured from what the runs gave
+(demos.lab.core.tolerance.measure) and written into the baseline with the evidence: n, min, max.
 
 Only levels below the CPU's own can be emulated: save an ensemble on the most capable CPU at
 hand.
@@ -16,20 +16,25 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from demos.lab.comparing.baseline import save
-from demos.lab.core import config as config_mod
 from demos.lab.core import fingerprint as fp
+from demos.lab.core.config import RunConfig
 from demos.lab.core.console import say
 from demos.lab.core.files import write_json
-from demos.lab.core.layout import ENSEMBLE, SUMMARY, make_named_dir, make_run_dir, read_run
-from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from demos.lab.core.scenario import Registry
+from demos.lab.core.layout import ENSEMBLE, make_named_dir, make_run_dir
+from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunSummary, read_summary
 from demos.lab.core.schema import ConfigError, did_you_mean
-from demos.lab.core.signals import StopRequest
+from demos.lab.core.signals import StopRequest, signal_handler
 from demos.lab.core.threads import auto_threads, available_cores
 from demos.lab.core.tolerance import KINDS, Band, measure, num
 
@@ -88,41 +93,32 @@ def describe(env: dict[str, str], threads: int | None) -> str:
     return ", ".join(parts)
 
 
-def run_ensemble(args: Any, registry: Registry, output_dir: Path, stop: StopRequest) -> int:
-    """The whole ensemble: every variant, then the baseline with measured bands."""
-    from demos.lab.comparing.sweep import Plan, cap_jobs, passed_on, run_points
-
-    cfg = config_mod.load(args.config, registry, args.sets)
-    if args.only:
-        cfg = config_mod.select(cfg, ",".join(args.only), args.config)
+def run_ensemble(args: Any, cfg: RunConfig, output_dir: Path, stop: StopRequest) -> int:
+    """The whole ensemble: every variant, then the baseline with measured bands. `args`: the
+    run's request (demos.lab.runner.options.RunRequest); `cfg`: its config, loaded."""
     chosen = choose(args.ensemble)
-    jobs, note = cap_jobs(args.jobs, "run")  # as a sweep's: at most the usable cores
-    plan = Plan(args.config, [("variant", list(chosen))], [(n, []) for n in chosen],
-                passed_on(args), jobs=jobs)
-    plan.extra = {n: ((["--threads", str(t)] if t else []), env)
-                  for n, (env, t) in chosen.items()}
-    own = cfg.threads if isinstance(cfg.threads, int) else auto_threads(available_cores())
-    own = int(args.threads) if args.threads not in (None, "auto") else own
-    plan.cores = {n: t or own for n, (_, t) in chosen.items()}  # never more threads than cores
+    cores = available_cores()
+    jobs = min(args.jobs, cores)  # more at once would only slow each other down
+    own = cfg.threads if isinstance(cfg.threads, int) else auto_threads(cores)
     folder = (make_named_dir(output_dir, args.run_name, kind="ensemble") if args.run_name else
               make_run_dir(output_dir, dt.datetime.now(), prefix="ensemble_"))
     say(f"ensemble {folder}: {len(chosen)} runs of {args.config} (native and "
         f"{len(chosen) - 1} variants), {min(jobs, len(chosen))} at a time")
-    if note:
-        say(f"warning: {note}", err=True)
-    codes, _ = run_points(plan, folder, stop)
+    if jobs < args.jobs:
+        say(f"warning: --jobs {args.jobs}: {cores} usable core{'s' * (cores > 1)} here; "
+            f"running {jobs} run{'s' * (jobs > 1)} at a time", err=True)
+    codes = run_variants(args, chosen, folder, stop, jobs, own)
     if stop.requested:
         say(f"ensemble interrupted: no baseline saved; the runs so far are in {folder}")
         return EXIT_INTERRUPTED
-    runs = {n: s for n in chosen if (s := read_run(folder / n / SUMMARY))
-            and s.get("status") in ("passed", "failed")}
+    runs = {n: s for n in chosen if (s := finished(folder / n))}
     if "native" not in runs:
         say(f"error: the native run did not finish: no baseline saved (see {folder}/native)")
         return EXIT_FAILED
-    runs["native"]["run_id"] = f"{folder.name}/native"
+    runs["native"].run_id = f"{folder.name}/native"
     values, bands = collect(runs)
     described = {n: describe(chosen[n][0], chosen[n][1] or
-                              (runs[n].get("fingerprint") or {}).get("threads")) for n in runs}
+                              (runs[n].fingerprint or {}).get("threads")) for n in runs}
     write_ensemble_json(folder / ENSEMBLE, chosen, runs, values, bands)
     for line in table(runs["native"], values, bands):
         say(line)
@@ -142,20 +138,114 @@ def run_ensemble(args: Any, registry: Registry, output_dir: Path, stop: StopRequ
     return EXIT_OK
 
 
-def collect(runs: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, list[float]]],
-                                                       dict[str, dict[str, Band]]]:
+def command(args: Any, name: str, threads: int | None, folder: Path) -> list[str]:
+    """A variant's command line: the run asked for, into the ensemble's folder, named for it."""
+    out = [sys.executable, "-m", "demos", "--config", args.config, "--output-dir", str(folder),
+           "--run-name", name, "--no-progress"]
+    out += [a for s in args.sets for a in ("--set", str(s))]
+    for option, value in (("--device", args.device), ("--seed", args.seed),
+                          ("--threads", threads or args.threads)):
+        if value is not None:
+            out += [f"{option}={value}"]
+    return out + [a for o in args.only or [] for a in ("--only", o)] + \
+        ["--dry-run"] * args.dry_run
+
+
+def run_variants(args: Any, chosen: dict[str, tuple[dict[str, str], int | None]],
+                 folder: Path, stop: StopRequest, jobs: int, own: int) -> dict[str, int]:
+    """Each variant in its own process, `jobs` at a time as long as their threads fit the
+    cores (threads spinning on a busy core slow every run down many times); their exit codes
+    by name. The first stop signal is passed on to the running ones (each stops at a step
+    boundary and writes its summary) and starts no more; a second kills them."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).resolve().parents[3]), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    running: dict[str, tuple[subprocess.Popen, Any, float]] = {}
+    codes: dict[str, int] = {}
+    todo = list(chosen)
+
+    def passed_on(signum: int, frame: Any) -> None:
+        again = stop.requested is not None
+        stop.requested = signal.Signals(signum).name
+        say(f"\n{stop.requested}: " + ("killing the running runs" if again else
+                                       "the running runs stop at their next step boundary; no "
+                                       "new one starts (send it again to kill them)"), err=True)
+        for proc, _, _ in running.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL if again else signal.SIGINT)
+
+    def fits(name: str) -> bool:
+        busy = sum(chosen[n][1] or own for n in running)
+        return not running or busy + (chosen[name][1] or own) <= available_cores()
+
+    with signal_handler(passed_on):
+        while running or (todo and not stop.requested):
+            while todo and len(running) < jobs and not stop.requested and fits(todo[0]):
+                name = todo.pop(0)
+                out = tempfile.TemporaryFile()
+                proc = subprocess.Popen(command(args, name, chosen[name][1], folder),
+                                        env={**env, **chosen[name][0]}, stdout=out,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True, preexec_fn=stop_with_parent)
+                running[name] = (proc, out, time.monotonic())
+            for name, (proc, out, began) in list(running.items()):
+                if proc.poll() is not None:
+                    del running[name]
+                    codes[name] = proc.returncode
+                    report(name, proc.returncode, out, time.monotonic() - began, folder,
+                           len(codes), len(chosen))
+            time.sleep(0.05)
+    for name in todo:
+        say(f"not run (interrupted): {name}")
+    return codes
+
+
+def finished(folder: Path) -> RunSummary | None:
+    """A variant's summary, where its run finished (passed or failed)."""
+    try:
+        s = read_summary(folder)
+    except ConfigError:
+        return None
+    return s if s.status in ("passed", "failed") else None
+
+
+def stop_with_parent() -> None:
+    """In a variant's process, on Linux: SIGTERM when the ensemble dies, even by SIGKILL, so
+    that no run trains on for nobody (it stops at a step boundary and writes its summary)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
+def report(name: str, code: int, out: Any, seconds: float, folder: Path, done: int,
+           total: int) -> None:
+    """One line per finished run; the end of its output when it has no run to show for it."""
+    s = finished(folder / name) if code in (0, 1, 130) else None
+    status = s.status if s else f"no run (exit {code})"
+    say(f"[{done}/{total}] {name}: {status.upper()} after {seconds:.1f} s")
+    if s is None:
+        out.seek(0)
+        for line in out.read().decode("utf-8", "replace").strip().splitlines()[-3:]:
+            say(f"    {line}")
+    out.close()
+
+
+def collect(runs: dict[str, RunSummary]) -> tuple[dict[str, dict[str, list[float]]],
+                                                   dict[str, dict[str, Band]]]:
     """Each value of the native run's entries over the runs (entries that passed or failed),
     and its band: {entry: {'metrics.<name>': values}}, {entry: {key: Band}}."""
     values: dict[str, dict[str, list[float]]] = {}
     for s in runs.values():
-        for e in s.get("scenarios", []):
-            if e.get("status") not in ("passed", "failed"):
+        for e in s.scenarios:
+            if e.status not in ("passed", "failed"):
                 continue
             for kind in KINDS:
-                for name, v in (e.get(kind) or {}).items():
+                for name, v in getattr(e, kind).items():
                     x = math.nan if v is None else float(v)
-                    values.setdefault(e["id"], {}).setdefault(f"{kind}.{name}", []).append(x)
-    native = {e["id"]: e for e in runs["native"].get("scenarios", [])}
+                    values.setdefault(e.id, {}).setdefault(f"{kind}.{name}", []).append(x)
+    native = {e.id for e in runs["native"].scenarios}
     bands: dict[str, dict[str, Band]] = {}
     for entry, keys in values.items():
         if entry not in native:
@@ -167,11 +257,11 @@ def collect(runs: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, list[f
     return values, bands
 
 
-def table(native: dict[str, Any], values: dict[str, dict[str, list[float]]],
+def table(native: RunSummary, values: dict[str, dict[str, list[float]]],
           bands: dict[str, dict[str, Band]]) -> list[str]:
     """The values that moved across the ensemble, with what the band allows."""
     rows = [("entry", "value", "native", "min", "max", "n", "allowed")]
-    ref = {e["id"]: e for e in native.get("scenarios", [])}
+    ref = {e.id: e for e in native.scenarios}
     same = 0
     for entry, keys in bands.items():
         for key, b in keys.items():
@@ -180,8 +270,8 @@ def table(native: dict[str, Any], values: dict[str, dict[str, list[float]]],
                 continue
             kind, _, name = key.partition(".")
             allowed = f"x/ {b.ratio:.10g}" if b.ratio else f"+- {b.atol:.3g}"
-            rows.append((entry, key, num(ref[entry][kind].get(name)), num(b.min), num(b.max),
-                         str(b.n), allowed))
+            rows.append((entry, key, num(getattr(ref[entry], kind).get(name)), num(b.min),
+                         num(b.max), str(b.n), allowed))
     if len(rows) == 1:
         return [f"every value came out the same in every run ({same} values)"]
     widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
@@ -191,13 +281,14 @@ def table(native: dict[str, Any], values: dict[str, dict[str, list[float]]],
 
 
 def write_ensemble_json(path: Path, chosen: dict[str, tuple[dict[str, str], int | None]],
-                        runs: dict[str, dict[str, Any]], values: dict[str, dict[str, list[float]]],
+                        runs: dict[str, RunSummary], values: dict[str, dict[str, list[float]]],
                         bands: dict[str, dict[str, Band]]) -> None:
     """ensemble.json: each variant (what it changed, its fingerprint, its status) and each
     value's runs and band."""
     write_json(path, {
-        "variants": {n: {"env": env, "threads": t, "status": (runs.get(n) or {}).get(
-            "status", "did not finish"), "fingerprint": (runs.get(n) or {}).get("fingerprint")}
+        "variants": {n: {"env": env, "threads": t,
+                         "status": runs[n].status if n in runs else "did not finish",
+                         "fingerprint": runs[n].fingerprint if n in runs else None}
                      for n, (env, t) in chosen.items()},
         "values": {entry: {key: {"runs": [x if math.isfinite(x) else None for x in xs],
                                  "band": asdict(bands[entry][key])

@@ -13,8 +13,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Literal, Sequence
 
-from demos.lab.core.layout import reserved
-from demos.lab.core.overrides import Setting, apply_set
+from demos.lab.core.layout import NAME_RE, reserved
+from demos.lab.core.overrides import Setting, apply_set, given
 from demos.lab.core.safe_yaml import read_yaml
 from demos.lab.core.scenario import Expect, Registry, ScenarioConfig, Target  # noqa: F401 (re-exported)
 from demos.lab.core.schema import (
@@ -33,7 +33,6 @@ from demos.lab.core.user_code import is_path, split_spec
 
 # whole strings only: fullmatch; an index as torch.device spells it (ASCII digits, no leading 0)
 DEVICE_RE = re.compile(r"auto|cpu(:0)?|mps|cuda(:(0|[1-9][0-9]{0,2}))?")
-ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")  # an entry's id, its folder's name
 
 
 @dataclass
@@ -78,8 +77,8 @@ def load_data(raw: Any, path: str, registry: Registry,
     for assignment in sets:
         key_path = apply_set(raw, assignment)
         if key_path in set_paths:  # two spellings (scenarios.<id>.k, scenarios[i].k), or twice
-            raise ConfigError(f"--set {visible(str(assignment))}: the same key as --set "
-                              f"{visible(str(set_paths[key_path]))} ({key_path}); give it once")
+            raise ConfigError(f"{given(assignment)}: the same key as "
+                              f"{given(set_paths[key_path])} ({key_path}); give it once")
         set_paths[key_path] = assignment
     config_dir = os.path.dirname(os.path.abspath(path))
 
@@ -93,7 +92,7 @@ def load_data(raw: Any, path: str, registry: Registry,
         msg = str(e)
         for key_path, assignment in set_paths.items():
             if msg.startswith(key_path + ":") or msg.startswith(key_path + "."):
-                msg += f" (from --set {visible(str(assignment))})"
+                msg += f" (from {given(assignment)})"
                 if msg.startswith(key_path + ": unknown key"):
                     msg += entry_hint(raw, registry, key_path, str(assignment))
         raise ConfigError(f"{path}: {msg}") from None
@@ -161,7 +160,7 @@ def build_entry(raw: Any, where: str, registry: Registry,
     entry = build(scenario.config, raw, where)
     if entry.id is None:
         entry.id = name
-    if not ID_RE.fullmatch(entry.id):
+    if not NAME_RE.fullmatch(entry.id):
         raise ConfigError(f"{where}.id: must be a folder-safe name (letters, digits, _ . -; at "
                           f"most 100), got {show(entry.id)}")
     if reserved(entry.id):
@@ -178,11 +177,10 @@ def build_entry(raw: Any, where: str, registry: Registry,
                               f"{did_you_mean(key, [*keys, 'seed'])}")
         entry.expect.written_for[key] = convert(int if key == "seed" else hints[key], value, at)
     for kind, known in (("params", scenario.params), ("metrics", scenario.metrics)):
-        for targets, at in ((entry.expect, "expect"), (entry.expect.sweep, "expect.sweep")):
-            for key in getattr(targets, kind):
-                if key not in known:  # kind[:-1]: param, metric
-                    raise ConfigError(f"{where}.{at}.{kind}.{key}: {name} has no {kind[:-1]} "
-                                      f"'{key}'{did_you_mean(key, known)}")
+        for key in getattr(entry.expect, kind):
+            if key not in known:  # kind[:-1]: param, metric
+                raise ConfigError(f"{where}.expect.{kind}.{key}: {name} has no {kind[:-1]} "
+                                  f"'{key}'{did_you_mean(key, known)}")
     return entry
 
 

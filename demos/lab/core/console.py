@@ -44,7 +44,7 @@ def shown(text: str, stream: object) -> str:
 
 
 def say(text: str = "", *, err: bool = False) -> None:
-    """One line of a command's own output (sweep, aggregate, compare, baseline) on stdout, or
+    """One line of a command's own output (an ensemble's, a baseline's) on stdout, or
     stderr with `err`, as `shown`. A reader that went away (`| head`) or a stream that cannot
     be written (`> /dev/full`) is no reason to stop: the command goes on to its end and its
     exit code; the rest of that stream's output is dropped (a full disk says so once)."""
@@ -156,10 +156,7 @@ def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
 
 def entry_lines(e: EntrySummary, width: int) -> list[str]:
     """An entry's result: one line, then one per failed check or error."""
-    steps = ""
-    if e.timing:
-        resumed = f" (resumed at {e.steps - e.timing.steps})" if e.timing.steps < e.steps else ""
-        steps = f"{e.timing.steps} steps{resumed} in {e.timing.train_s:.2f} s"
+    steps = f"{e.steps} steps in {e.timing.train_s:.2f} s" if e.timing else ""
     loss = e.metrics.get(FINAL_LOSS)
     passed = sum(bool(c.passed) for c in e.counted)
     lines = [f"{e.status.upper():<11} {e.id:<{width}}  checks {passed}/{len(e.counted)}  "

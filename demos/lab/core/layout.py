@@ -1,33 +1,29 @@
-"""The run folder's layout: names and discovery.
-
-How a run folder is named, and how another process's folder is read without trusting it:
-its summary.json (or a sweep's sweep.json, a comparison's compare.json) may be anything a
-user or a killed run left there. Torch-free.
+"""The run folder's layout: its files' names, how a run folder is named and made, and whether
+a run that says it is running still is (its summary.json is read by
+demos.lab.core.results.read_summary). Torch-free.
 """
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import re
 import socket
 from pathlib import Path
-from typing import Any
 
-from demos.lab.core.files import NotReadable, read_bytes
 from demos.lab.core.schema import ConfigError
 
 RUN_ID = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(-\d+)?")  # a run folder's name: its start
+# a name that is a folder's (an entry's id, --run-name, a graph's name): safe on every system
+NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 # what a run folder holds beside one folder per entry (demos/docs/output.md)
 SUMMARY, REPORT, CONFIG, LOG = "summary.json", "report.html", "config.yaml", "run.log"
 INDEX = "index.html"  # beside the run folders: the runs' list
 INDEX_LOCK = ".index.lock"  # beside it: the lock under which runs rebuild it one at a time
 # beside them, under --watch: the page that shows the newest run's report, and its state
 WATCH_PAGE, WATCH_STATE = "watch.html", "watch.js"
-SWEEP, COMPARISON = "sweep.json", "compare.json"  # what marks a sweep's, a comparison's folder
 # in an entry's folder: what the runner writes for it (its scenario declares the rest)
 METRICS, LOSS_PLOT, EXPLAIN, BACKWARD = "metrics.csv", "loss.png", "explain.txt", "backward.json"
-SWEEP_PAGE, COMPARE_PAGE, ENSEMBLE = "sweep.html", "compare.html", "ensemble.json"
+ENSEMBLE = "ensemble.json"  # in an ensemble's folder (--save-baseline --ensemble)
 GRADS = "_grads"  # <graph>_grads.gv/.pdf/.svg: a graph with its traced gradients in the nodes
 STEPS_GIF = "_steps.gif"  # <graph>_steps.gif: its stepper, a frame per step (stepper_gifs: true)
 RANK_LOG = re.compile(r"rank\d+\.log")  # under torchrun: the log of each rank but 0
@@ -41,27 +37,12 @@ def rank_log_name(rank: int) -> str:
 def reserved(entry_id: str) -> bool:
     """Whether an entry's folder would take the name of a file the run writes."""
     return entry_id in RESERVED or bool(RANK_LOG.fullmatch(entry_id))
-MAX_SUMMARY_BYTES = 10 << 20  # a summary larger than this is not one of ours
 
 
-def read_run(summary_path: Path) -> dict[str, Any] | None:
-    """A sibling run's summary.json as the index needs it, or None if it is not one (a link,
-    a FIFO, a device, a file over 10 MB, or not a run's JSON); never blocks."""
-    try:
-        s = json.loads(read_bytes(summary_path, MAX_SUMMARY_BYTES, links=False).decode("utf-8"))
-    except (NotReadable, ValueError, RecursionError):  # RecursionError: absurdly deep nesting
-        return None
-    if not isinstance(s, dict) or not isinstance(s.get("scenarios", []), list) or \
-            not all(isinstance(e, dict) for e in s.get("scenarios", [])):
-        return None
-    return s
-
-
-def still_running(s: dict[str, Any]) -> bool:
-    """Whether the process that wrote a "running" summary is alive (when it ran on this host)."""
-    pid = s.get("pid")
-    if s.get("host") != socket.gethostname() or not isinstance(pid, int) or \
-            not 0 < pid < 2**31:
+def still_running(pid: int | None, host: str | None) -> bool:
+    """Whether the process that wrote a "running" summary (its `pid` and `host`) is alive, when
+    it ran on this host."""
+    if host != socket.gethostname() or pid is None or not 0 < pid < 2**31:
         return True  # cannot tell from here
     try:
         os.kill(pid, 0)
@@ -74,7 +55,7 @@ def still_running(s: dict[str, Any]) -> bool:
 
 def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
     """A new folder named `prefix` + the start time; never an existing one (-1, -2, ... if
-    taken). Run folders have no prefix; sweeps and comparisons have theirs."""
+    taken). Run folders have no prefix; an ensemble's has its own."""
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
         base = prefix + now.strftime("%Y-%m-%d_%H-%M-%S")
@@ -91,38 +72,32 @@ def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
     raise ConfigError(f"--output-dir {output_dir}: too many runs started at {base}")
 
 
-# what the output folder itself holds beside run folders: its index (and the index's lock, a
-# dot file), and the folders of sweeps and comparisons, known by these prefixes
-OWN_PREFIXES = ("sweep_", "compare_", "ensemble_")
-
-
 def clashes(name: str, kind: str = "run") -> str | None:
-    """Why a `kind` folder (run, sweep, ensemble) may not take `name` in an output folder (None
-    when it may). Compared without case: some file systems do not tell INDEX.HTML apart."""
+    """Why a `kind` folder (run, ensemble) may not take `name` in an output folder (None when it
+    may). Compared without case: some file systems do not tell INDEX.HTML apart."""
     low = name.lower()
     if low in (INDEX, WATCH_PAGE, WATCH_STATE) or low.startswith("."):
         return (f"the output folder's own {INDEX}, {WATCH_PAGE}, {WATCH_STATE} and dot files "
                 f"take such names")
-    if low.startswith(OWN_PREFIXES) and not low.startswith(f"{kind}_"):
-        return ("names that start with sweep_, compare_ or ensemble_ mark those folders")
+    if low.startswith("ensemble_") and kind != "ensemble":
+        return "names that start with ensemble_ mark an ensemble's folder"
     return None
 
 
 def check_output_dir(path: str) -> None:
-    """--output-dir before any work: a folder that holds run folders, never one of them (nor
-    a comparison's), and never the empty path (an unset shell variable: the current folder)."""
+    """--output-dir before any work: a folder that holds run folders, never one of them, and
+    never the empty path (an unset shell variable: the current folder)."""
     if path == "":
         raise ConfigError("--output-dir: an empty path; name a folder (the default is outputs)")
     folder = Path(path)
     for place, where in ((folder, "is"), (folder.parent, "is inside")):
-        for marker, what in ((SUMMARY, "a run's folder"), (COMPARISON, "a comparison's folder")):
-            if (place / marker).is_file():
-                raise ConfigError(f"--output-dir {path}: {where} {what} ({place / marker} "
-                                  f"exists); the output folder holds run folders, it is not one")
+        if (place / SUMMARY).is_file():
+            raise ConfigError(f"--output-dir {path}: {where} a run's folder ({place / SUMMARY} "
+                              f"exists); the output folder holds run folders, it is not one")
 
 
 def make_named_dir(output_dir: Path, name: str, kind: str = "run") -> Path:
-    """The `kind` folder (run, sweep, ensemble) `name` in `output_dir` (--run-name); never an
+    """The `kind` folder (run, ensemble) `name` in `output_dir` (--run-name); never an
     existing one, nor a name the output folder keeps for its own files."""
     why = clashes(name, kind)
     if why:

@@ -1,15 +1,22 @@
 """Results as types: what a scenario returns, and the entry and run summaries of summary.json.
 
-Torch-free. `to_json()` gives exactly the layout of summary.json (demos/docs/output.md); the report
-and the console read these objects, not dicts.
+Torch-free. `to_json()` gives exactly the layout of summary.json (demos/docs/output.md), and
+`read_summary` reads it back, typed, refusing what no run wrote; the report, the index, the
+console, baselines and the Python API read these objects, not dicts.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
+
+from demos.lab.core.files import NotReadable, read_bytes
+from demos.lab.core.layout import NAME_RE, SUMMARY
+from demos.lab.core.schema import ConfigError, Text, build
 
 # an entry's status (a run's is one of passed, failed, interrupted)
 Status = Literal["passed", "failed", "error", "interrupted"]
@@ -40,7 +47,7 @@ class Check:
     """A named fact with its detail; `passed` is None when not evaluated (expect in --dry-run)."""
     name: str
     passed: bool | None
-    detail: str
+    detail: Text
     # a failed gradient check's why: demos.lab.checks.diagnose.Diagnosis.to_json()
     diagnosis: dict[str, Any] | None = None
 
@@ -61,7 +68,7 @@ class Timing:
     """The training loop alone: no set-up, checks, plots or graphs."""
     train_s: float
     steps_per_s: float | None
-    steps: int = 0  # done by this run: fewer than the entry's `steps` when it resumed
+    steps: int | None = None  # only in the summaries of older runs (which could resume)
 
 
 @dataclass
@@ -72,14 +79,14 @@ class EntrySummary:
     status: str                 # passed | failed | error | interrupted
     device: str
     steps: int
-    metrics: dict[str, float]
-    params: dict[str, float]
+    metrics: dict[str, float | None]  # None: a value that was not finite (NaN, inf)
+    params: dict[str, float | None]
     checks: list[Check]
     artifacts: list[str]
     timing: Timing | None
-    error: str | None
+    error: Text | None
     inspection: dict[str, Any] = field(default_factory=dict)
-    support: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    support: dict[str, dict[str, dict[str, Text]]] = field(default_factory=dict)
 
     @property
     def counted(self) -> list[Check]:
@@ -90,13 +97,13 @@ class EntrySummary:
     def failures(self) -> list[Check]:
         return [c for c in self.checks if c.passed is False]
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> EntrySummary:
-        """The entry of a summary.json's `scenarios` (to_json's layout; null metrics, NaN or
-        infinite when measured, stay None). Raises KeyError or TypeError for anything else."""
-        return cls(**{**{k: data[k] for k in ENTRY_KEYS if k in data},
-                      "checks": [Check(**c) for c in data["checks"]],
-                      "timing": Timing(**data["timing"]) if data["timing"] is not None else None})
+    def validate(self, where: str) -> None:
+        """What no run writes: an id that is no folder's name (`../../x`), a status no entry
+        has."""
+        if not NAME_RE.fullmatch(self.id):
+            raise ConfigError(f"{where}.id: {self.id!r} is no entry's id")
+        if self.status not in STATUSES:
+            raise ConfigError(f"{where}.status: {self.status!r} is no entry's status")
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -106,6 +113,8 @@ class EntrySummary:
         for c in data["checks"]:
             if c["diagnosis"] is None:
                 del c["diagnosis"]
+        if data["timing"] is not None and data["timing"]["steps"] is None:
+            del data["timing"]["steps"]
         return finite(data)
 
 
@@ -113,45 +122,62 @@ class EntrySummary:
 class RunSummary:
     """A whole run, as summary.json."""
     run_id: str
-    status: str                 # passed | failed | interrupted
+    status: str                 # passed | failed | interrupted; running while it runs
     torch: str
     device: str
     seed: int
     dry_run: bool
     determinism: dict[str, Any]
     config: str
-    command: list[str]
+    command: list[Text]
     started: str
     duration_s: float
     scenarios: list[EntrySummary]
-    sets: list[str] = field(default_factory=list)   # the --set overrides, as given
+    sets: list[Text] = field(default_factory=list)  # the overrides, as given
     # --baseline: what moved (demos.lab.comparing.baseline)
     baseline: dict[str, Any] | None = None
     fingerprint: dict[str, Any] | None = None        # where the numbers came from (kernels, CPU)
     world: dict[str, Any] | None = None              # under torchrun: {"size", "backend"}
+    pid: int | None = None   # while it runs: its process, and the host it runs on (the index
+    host: str | None = None  # tells a run killed outright from a running one)
 
     @property
     def passed(self) -> int:
         return sum(e.status == "passed" for e in self.scenarios)
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunSummary:
-        """A summary.json's data, typed again (keys it does not know, such as a running
-        run's pid, left out). Raises KeyError or TypeError for anything else."""
-        return cls(**{**{k: data[k] for k in RUN_KEYS if k in data},
-                      "scenarios": [EntrySummary.from_json(e) for e in data["scenarios"]]})
+    def validate(self, where: str) -> None:
+        if self.status not in (*EXIT_CODES, "running"):
+            raise ConfigError(f"{where or 'top level'}: status {self.status!r} is no run's")
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["scenarios"] = [e.to_json() for e in self.scenarios]
-        for optional in ("baseline", "world", "fingerprint"):
+        for optional in ("baseline", "world", "fingerprint", "pid", "host"):
             if data[optional] is None:
                 del data[optional]
         return finite(data)
 
 
-ENTRY_KEYS = tuple(f.name for f in dataclasses.fields(EntrySummary))
-RUN_KEYS = tuple(f.name for f in dataclasses.fields(RunSummary))
+MAX_SUMMARY_BYTES = 10 << 20  # a summary larger than this is not one of ours
+
+
+def read_summary(folder: Path) -> RunSummary:
+    """A run folder's summary.json, typed: the one reader of it (the index, baselines, the
+    Python API). What no run wrote is refused, a ConfigError naming the file and why: a link, a
+    FIFO or a device (never read), a file over 10 MB, not JSON or nested absurdly deep, a key
+    missing, unknown or of another type, a status no run has, an entry id that is no folder's
+    name (`../../x`)."""
+    path = folder / SUMMARY
+    try:
+        data = json.loads(read_bytes(path, MAX_SUMMARY_BYTES, links=False).decode("utf-8"))
+        return build(RunSummary, data, "")
+    except NotReadable as e:
+        raise ConfigError(f"{path}: {e}" + (": not a run folder" if str(e) == "no such file"
+                                             else "")) from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not a run's summary (nested too deeply)") from None
+    except (ValueError, ConfigError) as e:  # not JSON, not UTF-8; a key no run writes
+        raise ConfigError(f"{path}: not a run's summary ({e})") from None
 
 
 def finite(value: Any) -> Any:

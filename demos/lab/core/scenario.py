@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Iterator, Mapping
 
 from demos.lab.core.layout import BACKWARD, GRADS, LOSS_PLOT, METRICS
-from demos.lab.core.schema import ConfigError, did_you_mean, param
+from demos.lab.core.schema import ConfigError, param
 from demos.lab.core.text import one_line
 from demos.lab.core.tolerance import ARITHMETIC, TableEntry, within
 
@@ -62,34 +62,11 @@ class Target:
         return bool(ok), f"{actual:.8g}; " + ", ".join(parts)
 
 
-STATS = ("n", "mean", "std", "min", "max")  # what a sweep reports of each value over its points
-
-
-@dataclass
-class SweepExpect:
-    """Expected statistics of final values over a sweep's points, e.g. test_accuracy:
-    {min: {min: 0.95}}: the lowest over the seeds is at least 0.95."""
-    params: dict[str, dict[str, Target]] = param({}, "by param name, then statistic "
-                                                     "(n, mean, std, min, max)")
-    metrics: dict[str, dict[str, Target]] = param({}, "by metric name, then statistic "
-                                                      "(n, mean, std, min, max)")
-
-    def validate(self, where: str) -> None:
-        for kind in ("params", "metrics"):
-            for name, stats in getattr(self, kind).items():
-                for stat in stats:
-                    if stat not in STATS:
-                        raise ConfigError(f"{where}.{kind}.{name}.{stat}: not a statistic; "
-                                          f"use {', '.join(STATS)}{did_you_mean(stat, STATS)}")
-
-
 @dataclass
 class Expect:
     """Expected final values, by name: the scenario's params and metrics."""
     params: dict[str, Target] = param({}, "expected final parameters, by name")
     metrics: dict[str, Target] = param({}, "expected final metrics, by name")
-    sweep: SweepExpect = param(SweepExpect(), "expected statistics over the points of a sweep "
-                                              "(--seeds, --sweep); ignored by a single run")
     written_for: dict[str, Any] = param({}, "the settings the targets hold for, e.g. {lr: "
                                             "5.0e-6, steps: 2000, seed: 0} (the entry's keys, "
                                             "and the run's seed): where a run's differ, its "
@@ -124,7 +101,7 @@ class ScenarioConfig:
     expect: Expect = param(Expect(), "expected values (params: and metrics:, each "
                                      "{name: target}), checked after the run")
     tolerance: dict[str, TableEntry] = param({}, "how far this entry's values may move under "
-                                                 "--baseline and compare, by key (all, "
+                                                 "--baseline, by key (all, "
                                                  "metrics, params, metrics.<name>, "
                                                  "params.<name>): {rtol, atol, ratio} or exact")
 

@@ -23,6 +23,11 @@ class ConfigError(Exception):
     """A user's config or command line is wrong; the message is one line naming the key."""
 
 
+# a field's type for text that may be empty (a `str` field must not be): a check's detail, a
+# word of a command line
+Text = typing.Annotated[str, "may be empty"]
+
+
 REQUIRED = "(required)"  # what describe() gives as the default of a field a config must set
 
 
@@ -134,6 +139,10 @@ def convert(tp: Any, value: Any, where: str) -> Any:
         return _integer(value, where)
     if tp is float:
         return _number(value, where)
+    if tp == Text:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: must be text, got {show(value)}")
+        return value
     if tp is str:
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{where}: must be a non-empty string, got {show(value)}")
@@ -165,7 +174,7 @@ def build(cls: type, raw: Any, where: str) -> Any:
     for key in raw:
         if key not in fields:
             raise ConfigError(f"{join(where, key)}: unknown key{did_you_mean(str(key), fields)}")
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)  # Text: str that may be empty
     values = {}
     for name, f in fields.items():
         if name not in raw:

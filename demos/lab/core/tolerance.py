@@ -1,5 +1,5 @@
-"""The tolerance model: how far a value may move between two runs. One model for --baseline,
-`compare` and the config's `expect:` (demos/docs/reproducible.md).
+"""The tolerance model: how far a value may move between two runs. One model for --baseline
+and the config's `expect:` (demos/docs/reproducible.md).
 
 Torch-free. A value is a scenario entry's final metric or param, named `metrics.<name>` or
 `params.<name>`, compared with a reference (`old`). Each value gets one rule, the first that
@@ -26,7 +26,7 @@ On a GPU (either run), no rule is tighter than rtol 1e-4, atol 1e-6: its kernels
 TF32, cuDNN's choices) move last digits.
 
 `expect:` targets with a `value:` use the same comparison, with the arithmetic tier's rtol by
-default; their `min`/`max` bounds rest on the seed spread (a sweep measures it).
+default; their `min`/`max` bounds rest on the seed spread (a seed loop measures it).
 """
 from __future__ import annotations
 

@@ -1,2 +1,2 @@
-"""What a person looks at, torch-free: the report, the index, the sweep and compare pages
-(templates/ and static/, rendered by templating.py), plots, the drawing helper."""
+"""What a person looks at, torch-free: the report and the index (templates/ and static/,
+rendered by templating.py), plots, the drawing helper."""

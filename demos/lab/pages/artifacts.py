@@ -1,10 +1,10 @@
 """Plots and graph renders are drawn in a helper process while the run goes on.
 
 Training and checks keep the main process; matplotlib and graphviz's `dot` work beside them
-on another core. `Artifacts.wait()` collects what was submitted: a warning (no `dot`) stays a
-warning; a file that could not be written (a full disk) is kept in `failures`, and the run
-makes its entry an error. Where no helper process can be started, the
-work is done at once, in this process.
+on another core, at the lowest priority (they never slow the loop). `Artifacts.wait()` collects
+what was submitted: a warning (no `dot`) stays a warning; a file that could not be written (a
+full disk) is kept in `failures`, and the run makes its entry an error. Where no helper process
+can be started, the work is done at once, in this process.
 """
 from __future__ import annotations
 
@@ -33,9 +33,15 @@ def _init_worker() -> None:
     """In the helper: Ctrl-C, SIGTERM and SIGHUP reach the whole process group, but the main
     process decides when to stop, so the helper ignores them and finishes what it was given.
     It leaves as soon as the main process is gone, however that went (a second Ctrl-C, a
-    kill)."""
+    kill). It draws only on a core the run leaves idle, so as not to slow the training loop: it
+    runs at the lowest priority, and so does each `dot` it starts (they inherit it)."""
     for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # Linux
+    except (AttributeError, OSError):  # elsewhere (or refused): the lowest niceness
+        with contextlib.suppress(AttributeError, OSError):
+            os.nice(19)
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()

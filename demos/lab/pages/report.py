@@ -63,8 +63,9 @@ def render_report(run_dir: Path, s: RunSummary, descriptions: Mapping[str, str],
     meta = {"status": s.status, "scenarios passed": f"{s.passed} of {len(s.scenarios)}",
             "device": s.device, "torch": s.torch, "seed": s.seed,
             "dry run": "yes" if s.dry_run else "no", "config": s.config,
-            "command": "python " + " ".join(s.command), "started": s.started,
-            "overrides (--set)": " ".join(s.sets) or "none",
+            "command": ("python " if s.command[:1] and s.command[0].endswith(".py") else "")
+            + " ".join(s.command), "started": s.started,
+            "overrides": " ".join(s.sets) or "none",
             **({"processes": f"{s.world['size']} under torchrun ({s.world['backend']}); rank 0 "
                              f"wrote this run, the others their rank<N>.log"} if s.world else {}),
             "duration": f"{s.duration_s:.1f} s",

@@ -16,7 +16,6 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from demos.lab.core.files import save_atomic
 from demos.lab.core.results import Check, Result
 from demos.lab.core.scenario import ScenarioConfig
 from demos.lab.core.signals import StopRequest
@@ -33,8 +32,8 @@ from demos.lab.runner.torchrun import SINGLE, World
 class Interrupted(Exception):
     """A stop was requested (Ctrl-C, SIGTERM); raised at the next step boundary.
 
-    A scenario may catch it, save what it can, set `result` to what it has found so far (the
-    checks that do not need the end of training) and raise it again.
+    A scenario may catch it, set `result` to what it has found so far (the checks that do not
+    need the end of training) and raise it again.
     """
 
     def __init__(self, step: int):
@@ -69,14 +68,12 @@ class Findings:
     backward: list[dict[str, Any]] = field(default_factory=list)  # traced backwards: backward.json
     # the passes' checks of a Function: "forward mode agrees", "second backward agrees"
     pass_checks: list[Check] = field(default_factory=list)
-    write_errors: list[str] = field(default_factory=list)  # files save_state could not write
-    steps_started: int = 0  # where the loop started: > 0 when resumed
     train_s: float | None = None  # the loop's time
 
 
 class Context:
     """What a scenario gets: its config, device, folder, log and seed; the loop (`steps`), its
-    records (`record`, `last`, `history`) and files (`graph`, `plot`, `animate`, `save_state`).
+    records (`record`, `last`, `history`) and files (`graph`, `plot`, `animate`).
 
     The runner's own state stays private: it hands in the recorder, the findings and the
     drawing helper, and reads them back itself (demos.lab.runner.entry)."""
@@ -104,7 +101,7 @@ class Context:
 
     @property
     def steps_run(self) -> int:
-        """The step the loop reached (steps done, counting a resume's)."""
+        """The step the loop reached (the steps done)."""
         return self._recorder.steps_run
 
     @property
@@ -113,8 +110,8 @@ class Context:
         return self._findings.train_s
 
     # -- the training loop -------------------------------------------------------------------
-    def steps(self, n: int, start: int = 0, desc: str | None = None) -> Iterator[int]:
-        """Yield start..n-1 with a progress bar; time the loop (`train_s`) around them.
+    def steps(self, n: int, desc: str | None = None) -> Iterator[int]:
+        """Yield 0..n-1 with a progress bar; time the loop (`train_s`) around them.
 
         Between steps it stops the loop for a requested interrupt (raising Interrupted), and
         it makes sure every recorded value was finite: at the first that was not, the loop ends
@@ -125,18 +122,18 @@ class Context:
         if rec.diverged:  # a loop before this one stopped: so does this one, at once
             return
         rec.last_step = n - 1
-        rec.steps_run = self._findings.steps_started = start
+        rec.steps_run = 0
         bar = None
         if self._progress:
             from tqdm import tqdm
-            bar = tqdm(total=n, initial=start, desc=desc or self.cfg.id, leave=False,
-                       unit="step", dynamic_ncols=True)
+            bar = tqdm(total=n, desc=desc or self.cfg.id, leave=False, unit="step",
+                       dynamic_ncols=True)
         # run.log alone: when the loop began (what a test or a user watching the log waits for)
-        self.log.info("training: steps %d to %d", start, n - 1, extra={"console": False})
+        self.log.info("training: steps 0 to %d", n - 1, extra={"console": False})
         started = time.perf_counter()
         rec.guard_sync(True)
         try:
-            for t in range(start, n):
+            for t in range(n):
                 if self.stop.requested:
                     raise Interrupted(t)
                 yield t
@@ -157,24 +154,6 @@ class Context:
             self._findings.train_s = time.perf_counter() - started
             if bar is not None:
                 bar.close()
-
-    # -- checkpoints -------------------------------------------------------------------------
-    def save_state(self, filename: str, state: dict[str, Any]) -> None:
-        """torch.save `state` into the scenario's folder, atomically. A file that cannot be
-        written (a full disk) does not stop the scenario: its entry ends as an error that says
-        so, with everything else it found. Under torchrun, rank 0 alone writes."""
-        if not self.world.primary:
-            return
-        try:
-            save_atomic(self.dir / filename, lambda path: torch.save(state, path))
-        except (OSError, RuntimeError) as e:  # torch reports a full disk as a RuntimeError
-            full = shutil.disk_usage(self.dir).free < 1 << 20
-            self._findings.write_errors.append(f"could not write {filename}: " + (
-                "No space left on device" if full else f"{type(e).__name__}: {e}"))
-
-    def load_state(self, path: str) -> dict[str, Any]:
-        """A state saved by save_state, loaded with weights_only=True (no code is unpickled)."""
-        return torch.load(path, map_location=self.device, weights_only=True)
 
     # -- artifacts ---------------------------------------------------------------------------
     def graph(self, output: torch.Tensor | tuple[torch.Tensor, ...],

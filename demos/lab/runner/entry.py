@@ -77,11 +77,6 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
         log.error("could not write the files of %s: %s", entry.id, e, extra={"console": False})
         status = escalate(status, "error")
         error = error or f"could not write its files: {e.strerror or e}"
-    if findings.write_errors and status == "passed":
-        status, error = escalate(status, "error"), findings.write_errors[0]
-    elif findings.write_errors and status == "interrupted":
-        # e.g. its checkpoint: not resumable
-        error = f"{error}; {'; '.join(findings.write_errors)}"
     found = finish_checks(entry, ctx, findings, recorder.checked_names, result, diverged,
                           s.dry_run, status == "interrupted")
     log_checks(log, found)
@@ -89,9 +84,8 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
         status = escalate(status, "failed")
     timing = None
     if ctx.train_s is not None:
-        done = ctx.steps_run - findings.steps_started
         timing = Timing(round(ctx.train_s, 6),
-                        round(done / ctx.train_s, 3) if ctx.train_s else None, done)
+                        round(ctx.steps_run / ctx.train_s, 3) if ctx.train_s else None)
     r = result or Result({})
     return EntrySummary(
         id=entry.id, scenario=entry.scenario, status=status, device=str(s.device),

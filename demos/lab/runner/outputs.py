@@ -44,7 +44,7 @@ def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final
 def write_baseline(path: str, summary: RunSummary, cfg: RunConfig, log: logging.Logger) -> bool:
     """--save-baseline: the run's values; False when the file could not be written."""
     try:
-        log.info("%s", save(path, summary.to_json(), {e.id: e.scenario for e in cfg.scenarios}))
+        log.info("%s", save(path, summary, {e.id: e.scenario for e in cfg.scenarios}))
         return True
     except OSError as e:
         log.error("could not save the baseline %s: %s", path, e)
@@ -70,6 +70,5 @@ def write_pages(run_dir: Path, summary: RunSummary, cfg: RunConfig, registry: Re
         warn_once(f"index.html not rebuilt ({e}); the next run rebuilds it")
     else:
         if skipped:
-            warn_once(f"index.html leaves out {', '.join(skipped)}: not a run's, sweep's or "
-                      f"comparison's files")
+            warn_once(f"index.html leaves out {', '.join(skipped)}: not a run's files")
     return path

@@ -36,7 +36,7 @@ class Recorder:
         self.checked_names: set[str] = set()
         self.columns: dict[str, tuple[list[int], list[Any]]] = {}  # name -> (steps, values)
         self.last_step = -1     # the loop's last step: always recorded
-        self.steps_run = 0      # the step the loop reached (steps done, counting a resume's)
+        self.steps_run = 0      # the step the loop reached (the steps done)
         # soft_stop: a value that stops being finite ends the loop (ctx.steps returns) and the
         # scenario goes on to its checks; else Diverged is raised where it was found. Under
         # torchrun the ranks must stop together, so there it is raised.
