@@ -62,7 +62,7 @@ LAZY = {  # name: (module, attribute), or (module, None) for the module itself
     # whether a Function changes an input in place (mark_dirty): checked on copies then
     "changes_a_leaf": ("demos.lab.checks.gradients", "changes_a_leaf"),
     # an exception as one short line: "ValueError: ..."
-    "one_line": ("demos.lab.checks.gradients", "one_line"),
+    "one_line": ("demos.lab.core.text", "one_line"),
     # what a custom backward returns (one grad per input, shapes, dtypes): Checks
     "backward_structure": ("demos.lab.checks.structure", "backward_structure"),
     # torch.autograd.gradgradcheck in float64, as a Check
@@ -86,12 +86,12 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_a
         compare_to_reference,
         floating,
         gradcheck,
-        one_line,
         parity,
         tensors,
         with_fixed,
     )
     from demos.lab.checks.structure import backward_structure, gradgradcheck
+    from demos.lab.core.text import one_line
     from demos.lab.instruments.walk import leaves, node_name
     from demos.lab.runner.context import Context, Interrupted
     from demos.lab.runner.torchrun import same_everywhere

@@ -96,10 +96,10 @@ def test_expect_value_with_tolerances():
 
 
 def test_expect_tolerance_defaults():
-    assert checks.compare(1.000001, Target(value=1.0))[0] is True       # rtol 1e-5
-    assert checks.compare(1.0001, Target(value=1.0))[0] is False
-    assert checks.compare(1e-7, Target(value=0.0, atol=1e-6))[0] is True  # rtol 0 with atol
-    assert checks.compare(2e-6, Target(value=0.0, atol=1e-6))[0] is False
+    assert Target(value=1.0).meets(1.000001)[0] is True       # rtol 1e-5
+    assert Target(value=1.0).meets(1.0001)[0] is False
+    assert Target(value=0.0, atol=1e-6).meets(1e-7)[0] is True  # rtol 0 with atol
+    assert Target(value=0.0, atol=1e-6).meets(2e-6)[0] is False
 
 
 def test_expect_min_max_and_nan():
@@ -168,15 +168,21 @@ def test_a_failed_paritys_page_gives_the_metrics_relative_error_with_its_measure
     assert f"{rel:.3g} of the largest reference value (max_rel_error)" in parity["detail"]
 
 
-def test_a_long_check_stops_when_a_stop_is_requested():
-    import types
-    x = torch.randn(50, dtype=torch.float64, requires_grad=True)
-    stop = types.SimpleNamespace(requested=None)
-    with checks.watching(stop):
-        assert checks.gradcheck("gradcheck", lambda v: v * 2, {"x": x}, torch.device("cpu")).passed
-        stop.requested = "SIGINT"  # Ctrl-C during the check
-        with pytest.raises(KeyboardInterrupt, match="stopped by SIGINT"):
-            checks.gradcheck("gradcheck", lambda v: v * 2, {"x": x}, torch.device("cpu"))
+def test_a_long_check_stops_at_its_next_evaluation_once_a_stop_is_requested():
+    from demos.lab.core.signals import Stopped, StopRequest
+
+    x = {"x": torch.randn(50, dtype=torch.float64, requires_grad=True)}
+    stop, calls = StopRequest(), []
+
+    def double(v):
+        calls.append(1)
+        if len(calls) == 10:
+            stop.requested = "SIGINT"  # Ctrl-C during the check
+        return v * 2
+    assert checks.gradcheck("gradcheck", lambda v: v * 2, x, CPU, stop).passed
+    with pytest.raises(Stopped, match="stopped by SIGINT"):
+        checks.gradcheck("gradcheck", double, x, CPU, stop)
+    assert len(calls) == 10  # of the hundred it needs
 
 
 def test_parity_reports_errors_relative_to_the_reference_scale_not_near_zero_elements():
@@ -189,3 +195,53 @@ def test_parity_reports_errors_relative_to_the_reference_scale_not_near_zero_ele
     assert errors["max_abs_error"] == pytest.approx(1e-12, rel=1e-3)
     assert errors["max_rel_error"] == pytest.approx(1e-12 / 6, rel=1e-3)  # scale: 3 * 2
     assert c.detail.endswith("rel 1.7e-13 of the largest reference value)")
+
+
+def test_an_exception_is_one_line_with_its_type_cut_at_the_limit():
+    from demos.lab.core.text import one_line
+
+    class Unsayable(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    assert one_line(ValueError("first line\n\n   second  line\n")) == \
+        "ValueError: first line second line"
+    assert one_line(KeyboardInterrupt()) == "KeyboardInterrupt"
+    assert one_line(ValueError("x" * 500), 20) == "ValueError: xxxxx..."
+    assert one_line(Unsayable()) == ("Unsayable: (its message could not be read: RuntimeError "
+                                     "in its __str__)")
+
+
+def test_a_function_that_changes_its_input_in_place_gets_each_checks_own_verdict():
+    """Shift (x + 1, by adding 1 to x itself, without ctx.mark_dirty) gets from every check the
+    verdict that check gives it alone, in either order: each check works on copies of its own,
+    so the caller's inputs stay as they were; and backward_structure says what it does."""
+    from demos.lab.checks import structure, support
+    from tests.fixtures.user_fns import Shift, shift
+
+    def inputs():
+        return {"x": torch.linspace(0.5, 2.0, 6, dtype=torch.float64, requires_grad=True)}
+
+    rows = ["backward", "double_backward", "forward_ad", "float32", "noncontiguous"]
+    each = {
+        "changes a leaf": lambda xs: checks.changes_a_leaf(Shift.apply, xs, {}, CPU),
+        "structure": lambda xs: [(c.name, c.passed)
+                                 for c in structure.backward_structure(Shift, xs, CPU)],
+        "gradcheck": lambda xs: checks.gradcheck("g", Shift.apply, xs, CPU).passed,
+        "gradgradcheck": lambda xs: structure.gradgradcheck("gg", Shift.apply, xs, CPU).passed,
+        "parity": lambda xs: checks.parity("p", Shift.apply, shift, xs, CPU).passed,
+        "matrix": lambda xs: {r: row.status for r, row in
+                              support.matrix(Shift.apply, xs, shift, CPU, rows).items()},
+        **{r: lambda xs, r=r: support.matrix(Shift.apply, xs, shift, CPU, [r])[r].status
+           for r in rows}}
+    alone = {name: verdict(inputs()) for name, verdict in each.items()}
+    for order in (list(each), list(reversed(each))):
+        xs = inputs()
+        assert {name: each[name](xs) for name in order} == alone, order
+        assert torch.equal(xs["x"], inputs()["x"])  # the caller's inputs, as they were
+    assert alone["matrix"] == {r: alone[r] for r in rows}
+    assert alone["parity"] is True  # its value and gradient are right
+    assert ("forward changes no input without ctx.mark_dirty", False) in alone["structure"]
+    [said] = [c.detail for c in structure.backward_structure(Shift, inputs(), CPU)
+              if c.name == structure.UNMARKED]
+    assert said.startswith("x changed in place without ctx.mark_dirty: autograd does not know")

@@ -301,7 +301,8 @@ def test_an_exception_whose_str_raises_keeps_the_checks_made_before_it(tmp_path)
                        output_dir=tmp_path, quiet=True)
     e = r.entries[0].summary
     assert e.status == "failed" and e.error is None
-    assert [(c.name, c.passed) for c in e.checks[:2]] == [("forward runs", True),
-                                                         ("backward runs", False)]
-    assert e.checks[1].detail == ("Unsayable: (its message could not be read: RuntimeError in "
+    assert [(c.name, c.passed) for c in e.checks[:3]] == [
+        ("forward runs", True), ("forward changes no input without ctx.mark_dirty", True),
+        ("backward runs", False)]
+    assert e.checks[2].detail == ("Unsayable: (its message could not be read: RuntimeError in "
                                   "its __str__)")

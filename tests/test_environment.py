@@ -490,6 +490,6 @@ def test_an_installed_copy_runs_a_scenario_by_name_with_its_shipped_config(tmp_p
         assert ran.returncode == 0, (how, ran.stdout, ran.stderr)
         data = summary(only_run_dir(elsewhere / how))
         e = data["scenarios"][0]
-        assert e["status"] == "passed" and len(e["checks"]) == 13, (how, e["checks"])
+        assert e["status"] == "passed" and len(e["checks"]) == 11, (how, e["checks"])
         assert "expect params.b" in {c["name"] for c in e["checks"]}
         assert data["config"].endswith(os.path.join("demos", "configs", "legendre_fit.yaml"))

@@ -202,6 +202,34 @@ def test_a_signal_outside_a_loop_stops_the_run_after_that_scenario(tmp_path, mon
     assert signal.getsignal(signal.SIGINT) is before  # handlers restored
 
 
+def test_ctrl_c_during_a_long_gradcheck_ends_it_and_the_entry_is_interrupted(tmp_path):
+    """custom_function's gradcheck runs the forward twice per input element; a Ctrl-C among
+    them ends it at the next call, the entry says interrupted, and the run exits 130."""
+    (tmp_path / "slow.py").write_text(
+        "import os\nimport signal\nfrom pathlib import Path\n\nimport torch\n\n"
+        "CALLS = Path(__file__).with_name('calls.txt')\n\n\n"
+        "class Double(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        with CALLS.open('a') as f:\n"
+        "            f.write('.')\n"
+        "        if len(CALLS.read_text()) == 20:  # in gradcheck: Ctrl-C\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
+        "        return x * 2\n\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        return g * 2\n")
+    (tmp_path / "slow.yaml").write_text(
+        "device: cpu\nscenarios:\n  - {scenario: custom_function, function: slow:Double, "
+        "support: [], inputs: [{name: x, shape: [200]}]}\n")
+    before = signal.getsignal(signal.SIGINT)
+    assert run_main(tmp_path / "out", "--config", tmp_path / "slow.yaml") == EXIT_INTERRUPTED
+    e = summary(only_run_dir(tmp_path / "out"))["scenarios"][0]
+    assert (e["status"], e["error"]) == ("interrupted", "interrupted by SIGINT")
+    assert len((tmp_path / "calls.txt").read_text()) == 20  # of the 400 gradcheck needs
+    assert signal.getsignal(signal.SIGINT) is before
+
+
 # -- errors mid-run -------------------------------------------------------------------------
 def test_an_out_of_memory_error_fails_that_scenario_only(tmp_path, monkeypatch):
     def oom(cfg, ctx):
@@ -556,7 +584,7 @@ def test_an_interrupted_lenet_keeps_its_checks(tmp_path, monkeypatch):
     real = registry()["lenet"].run
 
     def interrupted_after_7_steps(cfg, ctx):
-        ctx._stop = StopAfter(7)  # the runner's stop request, as if Ctrl-C came
+        ctx.stop = StopAfter(7)  # the runner's stop request, as if Ctrl-C came
         return real(cfg, ctx)
     patch_run(monkeypatch, "lenet", interrupted_after_7_steps)
     assert run_main(tmp_path, *QUICK_LENET) == EXIT_INTERRUPTED

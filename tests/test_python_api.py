@@ -351,7 +351,7 @@ def test_graph_draws_steps_and_ledgers_your_own_tensors_as_a_scenarios(tmp_path)
                                          for e in (".svg", ".pdf", ".gv")}
     types = [s["type"] for s in g.steps]
     assert types[0] == "SumBackward0" and types.count("AccumulateGrad") == 2
-    assert [c.passed for c in g.checks] == [True]  # the trace held to the leaves' .grad
+    assert g.checks == []  # its trace is held to the leaves' .grad by the tests, not here
     assert a.grad is None and b.grad is None  # left as found
     assert g.saved["total_bytes"] > 0 and "#1 SumBackward0" in g.explanation
     html = g._repr_html_()

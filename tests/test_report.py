@@ -58,7 +58,7 @@ def test_failures_come_first_and_are_marked(tmp_path):
     assert code == 1
     text = (only_run_dir(tmp_path) / "report.html").read_text()
     verdict = text.split('<p class="verdict">')[1].split("</p>")[0]
-    assert "1 of 15 checks failed</b>: expect metrics.max_grad_error." in verdict
+    assert "1 of 11 checks failed</b>: expect metrics.max_grad_error." in verdict
     checks = text.split('<details class="checks" open>')[1].split("</table>")[0]  # unfolded
     first_row = checks.split("<tr")[2]
     assert 'class="fail"' in first_row and "expect metrics.max_grad_error" in first_row

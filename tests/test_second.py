@@ -1,6 +1,7 @@
 """The second backward (demos/lab/instruments/second_backward.py): traced from the sum of the
-gradients of a create_graph backward, each node marked by the pass that made it, and checked against
-torch.autograd.grad and a reference's second derivatives; wrong backwards fail it."""
+gradients of a create_graph backward, each node marked by the pass that made it, and held to
+torch.autograd.grad (tests/instruments.py); the check holds the Function's second derivatives to
+a reference's, and wrong backwards fail it."""
 from __future__ import annotations
 
 import torch
@@ -8,6 +9,7 @@ import torch
 from demos.lab.instruments import second_backward
 from demos.lab.instruments.trace import record
 from demos.lab.instruments.walk import node_name
+from tests.instruments import second_pass_problems
 
 D = torch.float64
 
@@ -59,9 +61,10 @@ def trace_of(fn):
 
 def test_the_second_pass_of_a_right_backward_agrees_and_marks_its_passes():
     first, traced, ref = trace_of(Cube)
-    check = second_backward.agrees(traced, first, ref)
+    check = second_backward.agrees(first, ref)
     assert check.passed, check.detail
-    assert "and the reference's" in check.detail
+    assert "equals the reference's" in check.detail
+    assert second_pass_problems(traced, first) == []
     # d/dx of sum(3 x^2) = 6x, where x is
     assert torch.equal(traced.grads[id(first.inputs["x"])],
                        torch.tensor([6.0, 12.0, -3.0], dtype=D))
@@ -74,15 +77,25 @@ def test_the_second_pass_of_a_right_backward_agrees_and_marks_its_passes():
 
 def test_a_backward_off_the_graph_has_no_second_backward():
     first, traced, ref = trace_of(CubeDetached)
-    check = second_backward.agrees(traced, first, ref)
+    check = second_backward.agrees(first, ref)
     assert first.root is None and not check.passed
     assert check.detail.startswith("the first backward built no graph")
 
 
 def test_a_wrong_second_derivative_differs_from_the_reference():
     first, traced, ref = trace_of(CubeHalfSecond)
-    check = second_backward.agrees(traced, first, ref)
+    check = second_backward.agrees(first, ref)
     assert not check.passed
     assert check.detail.startswith("second derivatives of x differ from the reference's: "
                                    "[3, 6, -1.5] against [6, 12, -3]")
-    assert second_backward.agrees(traced, first).passed  # without a reference, it cannot know
+    assert second_backward.agrees(first) is None  # without a reference, nothing to hold it to
+    assert second_pass_problems(traced, first) == []  # the trace is right: the Function is not
+
+
+def test_a_traced_second_pass_that_differs_from_autograd_fails_the_tests_hold():
+    first, traced, _ = trace_of(Cube)
+    x = first.inputs["x"]
+    traced.grads[id(x)] = traced.grads[id(x)] * 2
+    assert second_pass_problems(traced, first) == [
+        "the traced second pass put [12, 24, -6] into x.grad, torch.autograd.grad gives "
+        "[6, 12, -3]"]

@@ -52,10 +52,9 @@ def detach(cfg: Config, ctx: Context) -> tuple[torch.Tensor, ...]:
     x = torch.tensor([cfg.x], device=ctx.device, requires_grad=True)
     w = torch.tensor([cfg.w], device=ctx.device, requires_grad=True)
     b = torch.tensor([cfg.b], device=ctx.device, requires_grad=True)
-    with ctx.saving("graph_detach"):  # lab: what autograd saves, counted for the graph
-        h = w * x + b
-        x_detached = x.detach()
-        h2 = w * x_detached + b
+    h = w * x + b
+    x_detached = x.detach()
+    h2 = w * x_detached + b
     ctx.graph((h, h2), {"h": h, "h2": h2, "x": x, "x_detached": x_detached, "w": w,  # lab: drawn
                         "b": b}, name="graph_detach")
     h2.backward()

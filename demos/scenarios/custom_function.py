@@ -254,19 +254,16 @@ def make_inputs(cfg: Config, seed: int, device: torch.device) -> dict[str, Any]:
 INTENDED = "backward gives the intended gradient (the reference's)"
 
 
-def opcheck(op: Any, arguments: dict[str, Any], device: torch.device) -> Check:
-    """torch.library.opcheck of a custom op at these arguments (floating tensors in float64):
-    its schema, its autograd registration, its fake (meta) kernel and AOT dispatch. It does not
+def opcheck(op: Any, arguments: dict[str, Any]) -> Check:
+    """torch.library.opcheck of a custom op at these arguments (make_inputs', its own): its
+    schema, its autograd registration, its fake (meta) kernel and AOT dispatch. It does not
     test that the gradients are right: gradcheck and parity do."""
     import torch
 
     from demos.scenario_api import check, one_line
 
-    args = tuple(v.detach().to(device, torch.float64).requires_grad_(v.requires_grad)
-                 if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-                 for v in arguments.values())
     try:
-        results = torch.library.opcheck(op, args)
+        results = torch.library.opcheck(op, tuple(arguments.values()))
     except Exception as e:
         return check("opcheck", False, one_line(e))
     failed = [k for k, v in results.items() if v != "SUCCESS"]
@@ -302,17 +299,20 @@ def run(cfg: Config, ctx: Context) -> Result:
     reference = None if reference is None else with_fixed(reference, fixed, copies)
     found = backward_structure(fn, inputs, ctx.check_device, fixed, copies)
     if op:
-        found.append(opcheck(fn, arguments, ctx.check_device))
-    if not found[0].passed or found[1].name == "the output is in the graph" or any(
-            c.name == "backward runs" and not c.passed for c in found):
+        found.append(opcheck(fn, make_inputs(cfg, ctx.seed, ctx.check_device)))
+    if any(not c.passed and c.name in ("forward runs", "the output is in the graph",
+                                       "backward runs") for c in found):
         return Result(metrics={}, checks=found)  # no forward, no graph or no backward:
         #                                          nothing else can run
-    # drawn, traced and its saves counted, before any backward frees them
-    ctx.forward(lambda: apply(*inputs.values()), inputs)
+    # drawn and traced before any backward frees what it saved; on inputs of its own, as
+    # every check makes its own copies: what a Function does to one reaches no other
+    drawn, _ = floating(make_inputs(cfg, ctx.seed, ctx.check_device))
+    ctx.forward(lambda: apply(*drawn.values()), drawn)
     if not cfg.intended:  # an intended gradient is checked by parity with the reference
-        found.append(gradcheck("gradcheck", apply, inputs, ctx.check_device))
+        found.append(gradcheck("gradcheck", apply, inputs, ctx.check_device, ctx.stop))
     if cfg.double_backward:
-        found.append(gradgradcheck("gradgradcheck", apply, inputs, ctx.check_device))
+        found.append(gradgradcheck("gradgradcheck", apply, inputs, ctx.check_device,
+                                   ctx.stop))
         ctx.second_backward(apply, inputs, reference)  # drawn, traced, checked
     if not op and getattr(fn, "jvp", None) is not getattr(torch.autograd.Function, "jvp", None):
         ctx.forward_mode(apply, inputs)  # it has a jvp: forward mode, step by step

@@ -19,11 +19,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-
-def outputs(result: Any) -> tuple[torch.Tensor, ...]:
-    """A function's output(s) as a tuple of tensors (what is not a tensor left out)."""
-    result = result if isinstance(result, tuple) else (result,)
-    return tuple(r for r in result if isinstance(r, torch.Tensor))
+from demos.lab.tensors import abs_error, agree, close, fresh, outputs
 
 
 def index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -72,19 +68,12 @@ class Maps:
     forward: bool = False
     tolerance: tuple[float, float] = NUMERICAL  # (rtol, atol): as the check that failed
 
-    def close(self, got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
-        """Element by element, whether got is expected at this tolerance."""
-        rtol, atol = self.tolerance
-        return (got - expected).abs() <= atol + rtol * expected.abs()
-
     def same(self, got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
         """got equals expected at this tolerance (None is zero; a gradient of a shape that
         broadcasts is summed to expected's, as autograd sums it)."""
         if expected is None and got is None:
             return True
-        got, expected = aligned(got, expected)
-        return got.shape == expected.shape and bool(
-            self.close(got.double(), expected.double()).all())
+        return agree(*aligned(got, expected), *self.tolerance)
 
     def it(self, r: str) -> str:
         return f"the tangent of {r}" if self.forward else f"{r}'s gradient"
@@ -184,7 +173,7 @@ class Pair:
         local = self.elementwise(g1, g2, e1, e2)
         if local:
             return local
-        wrong = ~(self.m.close(g1, e1) & self.m.close(g2, e2))
+        wrong = ~(close(g1, e1, *self.m.tolerance) & close(g2, e2, *self.m.tolerance))
         n, k = wrong.numel(), int(wrong.sum())
         if 0 < k <= n // 3:
             at = ", ".join(str(index(int(i), tuple(e1.shape)))
@@ -285,7 +274,7 @@ def elements(got: torch.Tensor, expected: torch.Tensor) -> list[dict[str, Any]]:
     """The elements where got and expected differ most (index, expected, got)."""
     if got.shape != expected.shape:
         return []
-    diff = (got - expected).abs().flatten()
+    diff = abs_error(got, expected).flatten()
     worst = diff.argsort(descending=True)[:MOST_ELEMENTS]
     return [{"at": list(index(int(i), tuple(expected.shape))),
              "expected": expected.flatten()[i].item(), "got": got.flatten()[i].item()}
@@ -325,24 +314,18 @@ def output_names(n: int) -> list[str]:
     return ["the output"] if n == 1 else [f"output {i}" for i in range(n)]
 
 
-def copies(xs: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
-    """Fresh copies of the inputs: a Function that changes its input in place changes these."""
-    return [x.detach().clone() for x in xs.values()]
-
-
 def point(fn: Callable, xs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """fn's outputs at xs (float64, detached), by name."""
     with torch.no_grad():
-        outs = outputs(fn(*copies(xs)))
+        outs = outputs(fn(*fresh(xs).values()))
     return dict(zip(output_names(len(outs)), (t.detach() for t in outs)))
 
 
 def differentiable(fn: Callable, xs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """fn's outputs that a gradient flows back through (not an index marked
     non-differentiable, not an integer), by name."""
-    leaves = {k: x.detach().clone().requires_grad_(x.requires_grad) for k, x in xs.items()}
     with torch.enable_grad():
-        outs = outputs(fn(*leaves.values()))
+        outs = outputs(fn(*fresh(xs).values()))
     return {name: t.detach() for name, t in zip(output_names(len(outs)), outs)
             if t.requires_grad and t.is_floating_point()}
 
@@ -351,7 +334,7 @@ def pullback(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
     """fn's autograd (its backward) at xs: a grad_output for one output -> a gradient per
     input that requires grad."""
     def pull(space: str, v: torch.Tensor) -> dict[str, torch.Tensor | None]:
-        leaves = {k: x.detach().clone().requires_grad_(x.requires_grad) for k, x in xs.items()}
+        leaves = fresh(xs)
         with torch.enable_grad():
             outs = outputs(fn(*leaves.values()))
             out = outs[output_names(len(outs)).index(space)]
@@ -370,7 +353,7 @@ def numerical(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6) -
     wrt = [k for k, x in xs.items() if x.requires_grad]
     if sum(xs[k].numel() for k in wrt) > MAX_NUMERICAL:
         return None
-    at = {k: x.detach().clone() for k, x in xs.items()}
+    at = {k: x.detach() for k, x in fresh(xs).items()}  # changed in place below
     columns: dict[str, list[list[torch.Tensor]]] = {}
     for k in wrt:
         flat = at[k].view(-1)
@@ -378,9 +361,9 @@ def numerical(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6) -
         for i in range(flat.numel()):
             keep = flat[i].item()
             flat[i] = keep + eps
-            plus = [t.detach().double().clone() for t in outputs(fn(*copies(at)))]
+            plus = [t.detach().double().clone() for t in outputs(fn(*fresh(at).values()))]
             flat[i] = keep - eps
-            minus = [t.detach().double().clone() for t in outputs(fn(*copies(at)))]
+            minus = [t.detach().double().clone() for t in outputs(fn(*fresh(at).values()))]
             flat[i] = keep
             columns[k].append([(a - b) / (2 * eps) for a, b in zip(plus, minus)])
 
@@ -398,8 +381,8 @@ def pushforward(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
 
     def push(space: str, u: torch.Tensor) -> dict[str, torch.Tensor | None]:
         with fwAD.dual_level():
-            args = [fwAD.make_dual(x.detach().clone(), u.to(x)) if k == space
-                    else x.detach().clone() for k, x in xs.items()]
+            args = [fwAD.make_dual(x.detach(), u.to(x)) if k == space else x.detach()
+                    for k, x in fresh(xs).items()]
             outs = outputs(fn(*args))
             tangents = [fwAD.unpack_dual(t).tangent for t in outs]
         return {name: None if t is None else t.detach().double()
@@ -411,8 +394,8 @@ def directional(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6)
     """J·u by central differences of fn's forward along u (float64)."""
     def push(space: str, u: torch.Tensor) -> dict[str, torch.Tensor | None]:
         with torch.no_grad():
-            plus, minus = (outputs(fn(*[x.detach() + h * u if k == space else x.detach().clone()
-                                        for k, x in xs.items()])) for h in (eps, -eps))
+            plus, minus = (outputs(fn(*[x + h * u if k == space else x
+                                        for k, x in fresh(xs).items()])) for h in (eps, -eps))
         return {name: (a.double() - b.double()) / (2 * eps)
                 for name, a, b in zip(output_names(len(plus)), plus, minus)}
     return push

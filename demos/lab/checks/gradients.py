@@ -7,18 +7,19 @@
 """
 from __future__ import annotations
 
-import contextlib
 import re
-from typing import Any, Callable, Iterator, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
 from demos.lab.checks.diagnose import against_numbers, against_reference, index
-from demos.lab.checks.diagnose import outputs as tensors
 from demos.lab.core.results import Check
-from demos.lab.core.scenario import Expect, Target
-from demos.lab.core.text import message
+from demos.lab.core.scenario import Expect
+from demos.lab.core.signals import Stopped, StopRequest
+from demos.lab.core.text import message, one_line
+from demos.lab.tensors import abs_error, agree, fresh
+from demos.lab.tensors import outputs as tensors
 
 
 def check(name: str, passed: bool, detail: str) -> Check:
@@ -28,20 +29,14 @@ def check(name: str, passed: bool, detail: str) -> Check:
 
 def close(name: str, actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-6,
           atol: float = 1e-8) -> Check:
-    """`actual` equals `expected` (same shape, allclose), e.g. 'w.grad equals x'."""
+    """`actual` equals `expected` (same shape, within rtol and atol), e.g. 'w.grad equals x'."""
     if actual is None:
         return Check(name, False, "got None")
     if actual.shape != expected.shape:
         return Check(name, False, f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
-    err = (actual.detach().double() - expected.detach().double()).abs().max().item()
-    ok = torch.allclose(actual.detach().double(), expected.detach().double(), rtol=rtol, atol=atol)
-    return Check(name, ok, f"max abs err {err:.3g} (rtol {rtol:g}, atol {atol:g})")
-
-
-def as_float64(inputs: Mapping[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    """Fresh float64 leaves on `device`, requiring grad exactly where the originals do."""
-    return {k: v.detach().to(device=device, dtype=torch.float64).requires_grad_(v.requires_grad)
-            for k, v in inputs.items()}
+    err = abs_error(actual, expected).max().item()
+    return Check(name, agree(actual, expected, rtol, atol),
+                 f"max abs err {err:.3g} (rtol {rtol:g}, atol {atol:g})")
 
 
 MAX_JACOBIAN = 10**7  # entries of n_in x (n_in + n_out): gradcheck's dense float64 matrices
@@ -54,7 +49,7 @@ def too_big(fn: Callable, xs: Mapping[str, torch.Tensor], what: str) -> str | No
     n_in = sum(x.numel() for x in xs.values() if x.requires_grad)
     try:
         with torch.no_grad():
-            n_out = sum(o.numel() for o in tensors(fn(*xs.values())))
+            n_out = sum(o.numel() for o in tensors(fn(*fresh(xs, dtype=None).values())))
     except Exception:
         return None  # the check itself reports the failing forward
     # memory: the dense Jacobians, n_in x (n_in + n_out) float64 entries; time: one forward
@@ -68,39 +63,22 @@ def too_big(fn: Callable, xs: Mapping[str, torch.Tensor], what: str) -> str | No
     return None
 
 
-_stop: Any = None  # the run's stop request while an entry runs (see `watching`)
-
-
-@contextlib.contextmanager
-def watching(stop: Any) -> Iterator[None]:
-    """While an entry runs: the long checks look at `stop` (Ctrl-C) between evaluations."""
-    global _stop
-    _stop, before = stop, _stop
-    try:
-        yield
-    finally:
-        _stop = before
-
-
-def stopping() -> bool:
-    """Whether the run was asked to stop (a KeyboardInterrupt then is the user's, not code's)."""
-    return _stop is not None and bool(_stop.requested)
-
-
-def watched(fn: Callable) -> Callable:
-    """`fn`, stopping the check (KeyboardInterrupt) once a stop was requested."""
+def watched(fn: Callable, stop: StopRequest | None) -> Callable:
+    """`fn`, raising Stopped at its next call once `stop` (the run's: ctx.stop) was requested
+    (Ctrl-C), so that a check that calls it thousands of times ends there."""
     def call(*args: Any, **kwargs: Any) -> Any:
-        if _stop is not None and _stop.requested:
-            raise KeyboardInterrupt(f"stopped by {_stop.requested}")
+        if stop is not None and stop.requested:
+            raise Stopped(f"stopped by {stop.requested}")
         return fn(*args, **kwargs)
     return call
 
 
 def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
-              device: torch.device, **kwargs) -> Check:
-    """torch.autograd.gradcheck of `fn(*inputs.values())` in float64 (analytic vs numerical)."""
-    fn = watched(fn)
-    xs = as_float64(inputs, device)
+              device: torch.device, stop: StopRequest | None = None, **kwargs) -> Check:
+    """torch.autograd.gradcheck of `fn(*inputs.values())` in float64 (analytic vs numerical).
+    `stop`: the run's stop request (ctx.stop), for a check long enough to want Ctrl-C."""
+    fn = watched(fn, stop)
+    xs = fresh(inputs, device)
     wrt = [k for k, v in xs.items() if v.requires_grad]
     problem = too_big(fn, xs, "gradcheck")
     if problem:
@@ -110,7 +88,7 @@ def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, t
     except Exception as e:  # GradcheckError, or the Function itself failing
         why = None
         if isinstance(e, GradcheckError) and "forward AD" not in message(e):  # a wrong backward
-            why = against_numbers(fn, xs)
+            why = against_numbers(fn, fresh(inputs, device))
         return Check(name, False, gradcheck_failure(e, wrt), why and why.to_json())
     opts = ", ".join(f"{k}={v}" for k, v in kwargs.items())
     return Check(name, True, f"analytic == numerical Jacobian w.r.t. {', '.join(wrt)} "
@@ -141,7 +119,7 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
                          rtol: float = 1e-7,
                          atol: float = 1e-9) -> tuple[Check, dict[str, float]]:
     """parity's check, and the worst absolute and relative errors it found."""
-    a, b = as_float64(inputs, device), as_float64(inputs, device)
+    a, b = fresh(inputs, device), fresh(inputs, device)
     try:
         out_a, out_b = tensors(custom(*a.values())), tensors(reference(*b.values()))
         if len(out_a) != len(out_b):
@@ -168,13 +146,13 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
             got = "None" if x is None else tuple(x.shape)
             return Check(name, False, f"{what}: custom gives {got}, reference "
                                       f"{'None' if y is None else tuple(y.shape)}"), {}
-        diff = (x.detach() - y.detach().to(x.dtype)).abs()
+        diff = abs_error(x, y)
         abs_err = diff.max().item() if diff.numel() else 0.0
         rel_err = abs_err / max(scale, 1e-300)
-        if not torch.allclose(x, y.to(x.dtype), rtol=rtol, atol=atol):
+        if not agree(x, y, rtol, atol):
             why = None
             if what.startswith("grad"):  # the values agree: the backward is what differs
-                why = against_reference(custom, reference, as_float64(inputs, device))
+                why = against_reference(custom, reference, fresh(inputs, device))
             flat = int(diff.argmax())
             rel_there = (diff.flatten()[flat] / y.detach().flatten()[flat].abs().clamp_min(1e-300)
                          ).item()  # at the worst absolute error: the place the detail names
@@ -227,15 +205,10 @@ def floating(arguments: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dic
 def with_fixed(fn: Callable, fixed: Mapping[int, Fixed], copies: bool = False) -> Callable:
     """`fn` as a function of the floating-point tensors alone: the fixed arguments put back at
     their positions, as given (a tensor among them on the device of the first tensor given),
-    and of its outputs the tensors alone (one, or a tuple). `copies`: each tensor that requires
-    grad is passed as a copy (x.clone(), in the graph), for a Function that changes its input
-    in place (mark_dirty), which autograd refuses on a leaf; as torch's own tests apply one."""
+    and of its outputs the tensors alone (one, or a tuple). `copies`: see `in_graph`."""
     def call(*xs: Any) -> Any:
         device = next((x.device for x in xs if isinstance(x, torch.Tensor)), None)
-        if copies:
-            xs = tuple(x.clone() if isinstance(x, torch.Tensor) and x.requires_grad else x
-                       for x in xs)
-        result = fn(*arguments(list(xs), fixed, device))
+        result = fn(*arguments(in_graph(xs, copies), fixed, device))
         if not isinstance(result, tuple) or all(isinstance(r, torch.Tensor) for r in result):
             return result
         outs = tensors(result)
@@ -245,12 +218,20 @@ def with_fixed(fn: Callable, fixed: Mapping[int, Fixed], copies: bool = False) -
     return call
 
 
+def in_graph(xs: Sequence[Any], copies: bool) -> list[Any]:
+    """`xs`; with `copies`, each tensor that requires grad as a copy in the graph (x.clone()),
+    for a Function that changes its input in place (mark_dirty), which autograd refuses on a
+    leaf; as torch's own tests apply one."""
+    return [x.clone() if copies and isinstance(x, torch.Tensor) and x.requires_grad else x
+            for x in xs]
+
+
 def changes_a_leaf(apply: Callable, inputs: Mapping[str, torch.Tensor],
                    fixed: Mapping[int, Fixed], device: torch.device) -> bool:
     """Whether `apply` (a Function's, or a custom op), on leaves that require grad, changes one
     in place (a mark_dirty Function): autograd refuses it there."""
     try:
-        apply(*arguments(list(as_float64(inputs, device).values()), fixed, device))
+        apply(*arguments(list(fresh(inputs, device).values()), fixed, device))
     except RuntimeError as e:
         return "leaf Variable that requires grad" in message(e) and "in-place" in message(e)
     except Exception:
@@ -281,25 +262,14 @@ def expect(targets: Expect, params: Mapping[str, float], metrics: Mapping[str, f
             if skip in ("training diverged", "an interrupted run"):
                 out.append(Check(name, None, f"not evaluated: {skip}"))
             elif skip and skip != "--dry-run" and key in values:  # other settings: exploring
-                _, detail = compare(values[key], target)
+                _, detail = target.meets(values[key])
                 out.append(Check(name, None, f"not evaluated: {skip} (got {detail})"))
             elif key not in values:
                 out.append(Check(name, False, f"the scenario produced no {kind[:-1]} '{key}' "
                                               f"(it has: {', '.join(values) or 'none'})"))
             else:
-                passed, detail = compare(values[key], target)
+                passed, detail = target.meets(values[key])
                 out.append(Check(name, None, f"not evaluated in {skip} ({detail})") if skip
                            else Check(name, passed, detail))
     return out
 
-
-def compare(actual: float, t: Target) -> tuple[bool, str]:
-    """Whether `actual` meets the target, and a one-line account of it."""
-    return t.meets(actual)
-
-
-def one_line(e: BaseException, limit: int = 400) -> str:
-    """An exception as one short line: its type and the first lines of its message."""
-    lines = [ln.strip() for ln in message(e).splitlines() if ln.strip()]
-    text = f"{type(e).__name__}: {' '.join(lines[:4])}"
-    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -1,10 +1,11 @@
 """Checks of any custom autograd Function's backward: what it returns, not only what autograd
 lets through.
 
-Autograd quietly casts a gradient of the wrong dtype and quietly drops a gradient returned for
-an input that needs none; other mistakes surface as terse RuntimeErrors. So `backward_structure`
-calls the Function's own backward with the graph node as its ctx (as autograd does) and looks
-at each returned gradient, then lets autograd run it for real.
+Autograd quietly casts a gradient of the wrong dtype, quietly drops a gradient returned for
+an input that needs none, and does not see an input that forward changed in place without
+ctx.mark_dirty; other mistakes surface as terse RuntimeErrors. So `backward_structure` looks at
+the inputs after forward, calls the Function's own backward with the graph node as its ctx (as
+autograd does) and looks at each returned gradient, then lets autograd run it for real.
 """
 from __future__ import annotations
 
@@ -18,14 +19,18 @@ from demos.lab.checks.gradients import (
     Check,
     Fixed,
     arguments,
-    as_float64,
     gradcheck_failure,
-    one_line,
+    in_graph,
     output_grads,
     tensors,
     too_big,
     watched,
 )
+from demos.lab.core.signals import StopRequest
+from demos.lab.core.text import one_line
+from demos.lab.tensors import agree, fresh
+
+UNMARKED = "forward changes no input without ctx.mark_dirty"
 
 
 def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: torch.device,
@@ -35,11 +40,13 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
     extra ones are None, as autograd allows), each None exactly where the argument needs no
     grad, else of the input's dtype and of its shape or one that autograd sums to it (a
     broadcast shape); grad_output is left untouched; and autograd accepts the result.
+    A Function that changes an input in place without ctx.mark_dirty fails UNMARKED.
     `inputs`: the floating-point tensors; `fixed`: apply's other arguments, by position;
-    `copies`: apply gets copies of the inputs that require grad (see with_fixed)."""
+    `copies`: apply gets copies of the inputs that require grad (see in_graph)."""
     fixed = fixed or {}
-    xs = as_float64(inputs, device)
-    args = arguments(copied(list(xs.values()), copies), fixed, device)
+    xs = fresh(inputs, device)
+    before = fresh(xs, dtype=None)  # their values, to see what forward changes
+    args = arguments(in_graph(list(xs.values()), copies), fixed, device)
     given = iter(xs)  # apply's arguments in order: the inputs' names, the fixed ones' names
     names = [fixed[i].name if i in fixed else next(given) for i in range(len(args))]
     op = not isinstance(fn, type)  # a torch.library.custom_op, called as it is
@@ -54,14 +61,17 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
     if not outs:
         return [Check("forward runs", False, f"it returned {type(result).__name__}, no tensor")]
     node = next((o.grad_fn for o in outs if o.grad_fn is not None), None)
+    # an op declares what it changes (mutates_args), and opcheck holds it to that
+    unmarked = [] if op else [unmarked_changes(xs, before, outs)]
     if node is None:
-        return [Check("forward runs", True, f"{len(outs)} output(s)"),
+        return [Check("forward runs", True, f"{len(outs)} output(s)"), *unmarked,
                 Check("the output is in the graph", False,
                       "no output has a grad_fn: does any input require grad?")]
     found = [Check("forward runs", True, f"{len(outs)} output(s): " + ", ".join(
         f"{tuple(o.shape)} {str(o.dtype).removeprefix('torch.')}" for o in outs) + (
         "; applied to copies of the inputs that require grad (x.clone()): it changes its "
-        "input in place (mark_dirty), which autograd refuses on a leaf" if copies else ""))]
+        "input in place (mark_dirty), which autograd refuses on a leaf" if copies else "")),
+        *unmarked]
     if op:  # its backward is autograd's to call (register_autograd): autograd runs it
         return found + [accepted(call, inputs, fixed, device, copies)]
     gs = output_grads(outs)
@@ -121,24 +131,35 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
     return found + [accepted(call, inputs, fixed, device, copies)]
 
 
+def unmarked_changes(xs: Mapping[str, torch.Tensor], before: Mapping[str, torch.Tensor],
+                     outs: tuple[torch.Tensor, ...]) -> Check:
+    """UNMARKED: each input whose values forward changed is an output itself, as a tensor
+    marked dirty (ctx.mark_dirty) is returned; else autograd does not know of the change."""
+    changed = [k for k, x in xs.items() if not agree(x, before[k], 0, 0, equal_nan=True)
+               and not any(o is x for o in outs)]
+    if not changed:
+        return Check(UNMARKED, True, "no input changed in place, or only inputs marked dirty")
+    them = ", ".join(changed)
+    return Check(UNMARKED, False, f"{them} changed in place without ctx.mark_dirty: autograd "
+                                  f"does not know, and whatever uses {them} next (the caller's "
+                                  f"next step, another check) sees the changed values; mark "
+                                  f"it dirty and return it, or compute out of place (each "
+                                  f"check here applies the Function to fresh copies)")
+
+
 def accepted(call: Callable, inputs: Mapping[str, torch.Tensor], fixed: Mapping[int, Fixed],
              device: torch.device, copies: bool) -> Check:
     """'autograd accepts the backward': a real backward from the outputs that carry a
     gradient, on fresh inputs."""
-    xs = as_float64(inputs, device)
+    xs = fresh(inputs, device)
     try:
-        again = [o for o in tensors(call(*arguments(copied(list(xs.values()), copies), fixed,
+        again = [o for o in tensors(call(*arguments(in_graph(list(xs.values()), copies), fixed,
                                                     device)))
                  if o.requires_grad]
         torch.autograd.backward(again, output_grads(tuple(again)))
         return Check("autograd accepts the backward", True, "loss.backward() ran")
     except Exception as e:
         return Check("autograd accepts the backward", False, one_line(e))
-
-
-def copied(xs: list, copies: bool) -> list:
-    """`xs`, each that requires grad as a copy in the graph where `copies` (see with_fixed)."""
-    return [x.clone() if copies and x.requires_grad else x for x in xs]
 
 
 def broadcasts(shape: torch.Size, to: torch.Size) -> bool:
@@ -151,16 +172,18 @@ def broadcasts(shape: torch.Size, to: torch.Size) -> bool:
 
 
 def gradgradcheck(name: str, fn, inputs: Mapping[str, torch.Tensor],
-                  device: torch.device) -> Check:
-    """torch.autograd.gradgradcheck in float64: the backward's own gradients are right."""
-    xs, fn = as_float64(inputs, device), watched(fn)
+                  device: torch.device, stop: StopRequest | None = None) -> Check:
+    """torch.autograd.gradgradcheck in float64: the backward's own gradients are right.
+    `stop`: the run's stop request (ctx.stop), as gradcheck takes it."""
+    xs, fn = fresh(inputs, device), watched(fn, stop)
     problem = too_big(fn, xs, "gradgradcheck")
     if problem:
         return Check(name, False, problem)
     try:
         torch.autograd.gradgradcheck(fn, tuple(xs.values()), raise_exception=True)
     except Exception as e:
-        why = second_against_numbers(fn, xs) if isinstance(e, GradcheckError) else None
+        why = second_against_numbers(fn, fresh(inputs, device)) \
+            if isinstance(e, GradcheckError) else None
         return Check(name, False, gradcheck_failure(e, [k for k, v in xs.items()
                                                         if v.requires_grad]),
                      why and why.to_json())

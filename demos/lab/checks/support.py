@@ -26,9 +26,11 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from demos.lab.checks.gradients import gradcheck_failure, one_line, stopping, tensors, too_big
+from demos.lab.checks.gradients import gradcheck_failure, tensors, too_big
 from demos.lab.core.results import CAPABILITIES, Check
-from demos.lab.core.text import message
+from demos.lab.core.signals import Stopped
+from demos.lab.core.text import message, one_line
+from demos.lab.tensors import abs_error, agree, fresh
 
 # torch's refusals, by the words of its message, and what to add to the Function
 REFUSALS = [
@@ -129,9 +131,7 @@ def use(values: tuple) -> None:
 def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             reference: Callable[..., Any] | None, device: torch.device | None,
             rows: Sequence[str], intended: bool = False) -> Iterator[tuple[str, Row]]:
-    device = device or torch.device("cpu")
-    xs = {k: v.detach().to(device=device, dtype=torch.float64).clone()  # never the caller's
-          .requires_grad_(v.requires_grad) for k, v in inputs.items()}
+    xs = fresh(inputs, device or torch.device("cpu"))
     too = too_big(fn, xs, "the Jacobian checks")
     runs = {"backward": (lambda f, x: as_intended(f, x, reference)) if intended else backward,
             "double_backward": double,
@@ -147,9 +147,9 @@ def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
         elif not needing(xs) and name in GRADIENT_ROWS:
             row = Row("skipped", "no input requires grad")
         else:  # fresh copies: a Function that changes an input in place changes only these
-            fresh = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in xs.items()}
+            copies = fresh(xs)
             # called at once; the defaults bind this iteration's name and fresh copies
-            row = attempt(lambda name=name, fresh=fresh: runs[name](fn, fresh))
+            row = attempt(lambda name=name, copies=copies: runs[name](fn, copies))
         yield name, row
 
 
@@ -169,9 +169,9 @@ def attempt(run: Callable[[], str]) -> Row:
         return Row("differs", message(e), e.case)
     except CompileRefused as e:
         return Row("unsupported", message(e))
+    except Stopped:  # Ctrl-C again, from a notebook: the run's, not the row's
+        raise
     except KeyboardInterrupt:
-        if stopping():  # Ctrl-C again, from a notebook: the run's, not the row's
-            raise
         return Row("fails", "KeyboardInterrupt: raised by the Function")
     except SystemExit as e:  # a Function that ends its process fails its row
         return Row("fails", f"SystemExit: the Function called sys.exit({e.code!r})")
@@ -179,7 +179,7 @@ def attempt(run: Callable[[], str]) -> Row:
         hint = next((hint for pattern, hint in REFUSALS if re.search(pattern, message(e))),
                     REFUSING_TYPES.get(type(e).__name__))
         if hint:
-            return Row("unsupported", f"{type(e).__name__}: {first_line(e)} -> {hint}")
+            return Row("unsupported", f"{one_line(e, 300)} -> {hint}")
         return Row("fails", one_line(e))
     except BaseException as e:  # not an Exception (asyncio.CancelledError, ...): the row's
         return Row("fails", one_line(e))
@@ -218,10 +218,8 @@ def same(what: str, got: Any, want: Any, rtol: float = 1e-7, atol: float = 1e-9)
         label = what if len(got) == 1 else f"{what} {i}"
         if a.shape != b.shape:
             raise Mismatch(f"{label}: shape {tuple(a.shape)}, expected {tuple(b.shape)}")
-        a64, b64 = a.detach().double().cpu(), b.detach().double().cpu()
-        if not torch.allclose(a64, b64, rtol=rtol, atol=atol, equal_nan=True):
-            err = (a64 - b64).abs().max().item()
-            raise Mismatch(f"{label} differs: max abs err {err:.3g}")
+        if not agree(a, b, rtol, atol, equal_nan=True):
+            raise Mismatch(f"{label} differs: max abs err {abs_error(a, b).max().item():.3g}")
 
 
 def compared(xs: Mapping[str, torch.Tensor]) -> str:
@@ -414,7 +412,7 @@ def versus_eager(transform: str, fn, xs, compiled: tuple[torch.Tensor, ...],
     except Mismatch:
         got = [t.detach().double().cpu() for t in compiled]
         want = [t.detach().double().cpu() for t in eager]
-        err = max(((a - b).abs().max().item() for a, b in zip(got, want)
+        err = max((abs_error(a, b).max().item() for a, b in zip(got, want)
                    if a.shape == b.shape and a.numel()), default=float("nan"))
         raise TorchDiffers(
             f"torch differs: torch.compile({transform}) (backend {backend}) gives "
@@ -437,11 +435,6 @@ class CompileRefused(Exception):
     """torch.compile could not take a transform that eager torch ran: torch's limit."""
 
 
-def first_line(e: BaseException) -> str:
-    """The first line of an exception's message that is not blank, cut at 300 characters."""
-    return next((ln.strip() for ln in message(e).splitlines() if ln.strip()), "")[:300]
-
-
 def eager_and_compiled(f: Callable, args: Sequence[Any], transform: str, backend: str) -> Any:
     """(f(*args), torch.compile(f)(*args)), compiled afresh; an error in the compiled call,
     where eager ran it, is torch's compiled path refusing the Function (`unsupported`), not
@@ -451,7 +444,7 @@ def eager_and_compiled(f: Callable, args: Sequence[Any], transform: str, backend
     try:
         return eager, torch.compile(f, backend=backend)(*args)
     except Exception as e:
-        raise CompileRefused(f"{type(e).__name__}: {first_line(e)} -> torch.compile cannot "
+        raise CompileRefused(f"{one_line(e, 300)} -> torch.compile cannot "
                              f"take {transform} of this Function (eager {transform} runs it)"
                              ) from None
 
@@ -529,9 +522,9 @@ def inductor(fn, xs) -> str:
 
 
 def float32(fn, xs, reference) -> str:
-    x32 = {k: v.detach().float().requires_grad_(v.requires_grad) for k, v in xs.items()}
+    x32 = fresh(xs, dtype=torch.float32)
     # the same numbers in float64: the Function's own float32 error, not its inputs' rounding
-    x64 = {k: v.detach().double().requires_grad_(v.requires_grad) for k, v in x32.items()}
+    x64 = fresh(x32)
     base = reference or fn
     ws = weights(tensors(base(*x64.values())))
     outs = tensors(fn(*x32.values()))
@@ -568,7 +561,7 @@ def cuda(fn, xs) -> str:
         return "skipped: no CUDA GPU here"
     if all(v.is_cuda for v in xs.values()):
         return "skipped: the inputs are on the GPU already (every other row ran there)"
-    on_gpu = {k: v.detach().cuda().requires_grad_(v.requires_grad) for k, v in xs.items()}
+    on_gpu = fresh(xs, torch.device("cuda"), dtype=None)
     ws = weights(tensors(fn(*xs.values())))
     same("cuda value", fn(*[v.detach() for v in on_gpu.values()]),
          fn(*[v.detach() for v in xs.values()]))
@@ -583,10 +576,10 @@ def to_json(rows: Mapping[str, Row]) -> dict[str, dict[str, str]]:
 
 
 def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
-           done: Mapping[str, str] | None = None) -> list[Check]:
-    """The matrix as checks, each failure counted once: one check `support matrix` that fails
-    when a row fails, and one check per required row, which must be `ok` (`unsupported` alone
-    is information, not failure). `done` names checks already made that run a row's own test
+           done: Mapping[str, str] | None = None, name: str = "support matrix") -> list[Check]:
+    """The matrix as checks, each failure counted once: one check `name` that fails when a row
+    fails, and one check per required row, which must be `ok` (`unsupported` alone is
+    information, not failure). `done` names checks already made that run a row's own test
     (custom_function's gradcheck is the backward row): the matrix says so and does not count
     that failure again. One wrong backward fails every row that takes a gradient; those rows
     say that they follow from it, so that they do not read as more bugs."""
@@ -616,7 +609,7 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
         said = ", ".join(failure(k, r) for k, r in failing.items())
         parts.insert(0, f"fails: {said}" if own else
                      f"fails, counted by the checks above: {said}")
-    found.append(Check("support matrix", not own, "; ".join(parts)))
+    found.append(Check(name, not own, "; ".join(parts)))
     return found
 
 
@@ -639,19 +632,8 @@ def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
         if folder is not None:
             write_repros(rows_found, fn.__name__, folder)
         block[fn.__name__] = to_json(rows_found)
-        found.append(verdict(fn.__name__, rows_found))
+        found += checks(rows_found, name=f"support matrix of {fn.__name__}")
     return block, found
-
-
-def verdict(name: str, rows: Mapping[str, Row]) -> Check:
-    """A document Function's matrix as one check: no row fails."""
-    failing = [f"{k}: {r.detail}" for k, r in rows.items() if r.status == "fails"]
-    said = {status: [k for k, r in rows.items() if r.status == status]
-            for status in ("ok", "differs", "unsupported")}
-    return Check(f"support matrix of {name}", not failing,
-                 "; ".join(failing) if failing else
-                 "; ".join(f"{TORCH_DIFFERS if status == 'differs' else status}: "
-                           f"{', '.join(keys)}" for status, keys in said.items() if keys))
 
 
 # a `differs` row, said in a check's detail: torch's compiled path, not the Function

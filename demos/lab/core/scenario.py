@@ -14,6 +14,7 @@ from typing import Any, Callable, Collection, Iterator, Mapping
 
 from demos.lab.core.layout import BACKWARD, GRADS, LOSS_PLOT, METRICS
 from demos.lab.core.schema import ConfigError, param
+from demos.lab.core.text import one_line
 from demos.lab.core.tolerance import ARITHMETIC, TableEntry, within
 
 
@@ -273,19 +274,15 @@ def import_failure(name: str, e: BaseException) -> str:
     frames = traceback.extract_tb(e.__traceback__)
     if any(f"{os.sep}torch{os.sep}" in f.filename for f in frames):
         return torch_refused(e)
-    return f"scenario {name}: its file could not be imported: {type(e).__name__}: {one_line(e)}"
+    return f"scenario {name}: its file could not be imported: {one_line(e)}"
 
 
 def torch_refused(e: BaseException) -> str:
     """One line for torch's own import failing (TORCH_LOGS=nonsense, say): the runner's words
     wherever torch is first imported (a scenario file's top, or the run's start)."""
-    return (f"torch could not be imported: {type(e).__name__}: {one_line(e)} (check the "
+    return (f"torch could not be imported: {one_line(e)} (check the "
             f"TORCH_* environment variables)")
 
-
-def one_line(e: BaseException) -> str:
-    """An exception's message on one line, cut to 40 words: torch's messages run long."""
-    return " ".join(str(e).split()[:40])
 
 
 def read_declaration(path: Path) -> tuple[str, str]:

@@ -16,7 +16,8 @@ from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
 
 class StopRequest:
-    """Set by the signal handler; training loops look at it between steps."""
+    """Set by the signal handler; training loops look at it between steps, and a long check
+    between evaluations where it is given one (see demos.lab.checks.gradients.gradcheck)."""
 
     def __init__(self) -> None:
         self.requested: str | None = None  # the signal's name once one arrived
@@ -30,6 +31,11 @@ class StopRequest:
     def signals(self) -> tuple[int, ...]:
         """The signals this run answers: SIGINT alone when embedded, else STOP_SIGNALS."""
         return (signal.SIGINT,) if self.embedded else STOP_SIGNALS
+
+
+class Stopped(KeyboardInterrupt):
+    """The run's stop request, raised where the run is: by a long check that saw it, or by
+    Ctrl-C again from a notebook; never a KeyboardInterrupt of the user's code."""
 
 
 _at_exit_now: list[Callable[[], None]] = []  # what must end with the process (the drawing helper)
@@ -95,7 +101,7 @@ class SignalHandler:
         if self.stop.requested:
             say(f"\n{name} again: stopping now", err=True)
             if self.stop.embedded:  # the caller's process goes on
-                raise KeyboardInterrupt(name)
+                raise Stopped(name)
             self.hard_exit(EXIT_INTERRUPTED)
             return
         self.stop.requested = name

@@ -24,3 +24,11 @@ def message(e: BaseException) -> str:
         return str(e)
     except Exception as inner:
         return f"(its message could not be read: {type(inner).__name__} in its __str__)"
+
+
+def one_line(e: BaseException, limit: int = 400) -> str:
+    """An exception as one short line, for a check's detail or an error message: its type and
+    its message, the lines joined and the spaces collapsed, cut at `limit` characters."""
+    text = " ".join(message(e).split())
+    text = f"{type(e).__name__}: {text}" if text else type(e).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -19,6 +19,7 @@ import types
 from typing import Any
 
 from demos.lab.core.schema import ConfigError, did_you_mean
+from demos.lab.core.text import one_line
 
 
 def split_spec(spec: str, where: str) -> tuple[str, str]:
@@ -151,5 +152,4 @@ def failure(e: BaseException, shown: str, where: str) -> BaseException:
     Ctrl-C stays Ctrl-C."""
     if isinstance(e, KeyboardInterrupt):
         return e
-    first = str(e).splitlines()[0] if str(e) else ""
-    return ConfigError(f"{where}: importing module '{shown}' raised {type(e).__name__}: {first}")
+    return ConfigError(f"{where}: importing module '{shown}' raised {one_line(e)}")

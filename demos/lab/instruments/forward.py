@@ -23,9 +23,10 @@ import torch.autograd.forward_ad as fwAD
 from torch.overrides import TorchFunctionMode
 
 from demos.lab.core.results import Check
-from demos.lab.core.text import message
-from demos.lab.instruments.trace import brief, describe, fresh, outputs_of
+from demos.lab.core.text import one_line
+from demos.lab.instruments.trace import brief, describe
 from demos.lab.instruments.walk import node_name
+from demos.lab.tensors import agree, fresh, outputs
 
 COSTS = ("Forward mode pushes one tangent v through the graph beside the values: one pass gives "
          "J·v, a column of the Jacobian per input direction.",
@@ -95,9 +96,9 @@ def function_name(t: torch.Tensor) -> str:
 
 def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
            title: str = "forward_mode") -> ForwardTrace:
-    """One forward-mode pass of `run` over fresh copies of `inputs`, tangent 1 for every element
-    of every floating input."""
-    xs = fresh(inputs)
+    """One forward-mode pass of `run` over fresh copies of `inputs` (of their dtypes), tangent 1
+    for every element of every floating input."""
+    xs = fresh(inputs, dtype=None)
     vs = {k: torch.ones_like(x) for k, x in xs.items() if x.is_floating_point()}
     trace = ForwardTrace(title, xs, vs)
     try:
@@ -107,14 +108,14 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             recorder = Recorder(trace, known)
             with recorder:
                 result = run(*duals.values())
-            outs = outputs_of(result)
+            outs = outputs(result)
             for o in outs:
                 recorder.name_of(o)  # an output made by a Function alone is a step too
             trace.jv = tuple(None if t is None else t.detach().clone()
                              for t in (fwAD.unpack_dual(o).tangent for o in outs))
             trace.outputs = outs  # after the level: plain tensors, with the pass's graph
     except Exception as e:  # a Function without jvp, or a jvp that raises
-        trace.error = f"{type(e).__name__}: {' '.join(message(e).split())[:300]}"
+        trace.error = one_line(e, 300)
     return trace
 
 
@@ -144,7 +145,7 @@ def agrees(trace: ForwardTrace, run: Callable[..., Any], rtol: float = 1e-7,
             compared.append(f"not {by} ({type(e).__name__})")  # not differentiable
             continue
         for i, (got, exp) in enumerate(zip(trace.jv, want)):
-            if got is None or not torch.allclose(got.to(exp.dtype), exp, rtol=rtol, atol=atol):
+            if got is None or not agree(got, exp, rtol, atol):
                 return Check(name, False, f"output {i}: the traced J·v is {brief(got)}, {by} "
                                           f"gives {brief(exp)}")
         compared.append(by)

@@ -5,11 +5,8 @@
 Function's `saved_tensors` (what `ctx.save_for_backward` was given), and tensors a Function kept
 as plain `ctx` attributes, which autograd neither tracks nor frees with the graph. A storage
 saved by several nodes (MyExp's output, saved by MyExp and by the multiplication after it) is
-counted once: what backward holds is storages, not names.
-
-`counting_saves()` is the independent count: a `torch.autograd.graph.saved_tensors_hooks` pack
-hook that sees every tensor autograd saves while a forward runs, deduplicated the same way.
-`agrees(ledger, counted)` is the check that the two are the same storages and bytes.
+counted once: what backward holds is storages, not names. (tests/instruments.py holds the
+ledger to a pack hook's count of the same forward, for every shipped scenario's graphs.)
 
 `held(ledger, order)` is what backward still holds after each node has run (in the engine's
 order, from a trace): a node's saves are released once it has run (without retain_graph), and a
@@ -17,14 +14,12 @@ storage is free once every node that saved it has run, so the figure falls to ze
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
-from demos.lab.core.results import Check
-from demos.lab.core.text import message
+from demos.lab.core.text import one_line
 from demos.lab.instruments.walk import node_name, nodes
 
 Key = tuple[str, int]  # a storage: (device, address); (the tensor's id) for an empty one
@@ -108,22 +103,8 @@ def ledger(outputs: torch.Tensor | Sequence[torch.Tensor],
                                         str(t.dtype).removeprefix("torch."), key,
                                         storage_bytes(t), named.get(key), tracked))
     except RuntimeError as e:  # "Trying to backward through the graph a second time ..."
-        found.saves, found.error = [], " ".join(message(e).split())[:300]
+        found.saves, found.error = [], one_line(e, 300)
     return found
-
-
-@contextlib.contextmanager
-def counting_saves() -> Iterator[dict[Key, int]]:
-    """While it lasts, every tensor autograd saves is counted (its storage, once) by a pack
-    hook; the tensors themselves are kept as they are."""
-    counted: dict[Key, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        counted.setdefault(storage_key(t), storage_bytes(t))
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        yield counted
 
 
 def held(found: Ledger, order: Sequence[Any]) -> list[int]:
@@ -154,23 +135,6 @@ def released(found: Ledger, order: Sequence[Any]) -> list[list[Save]]:
             last[s.key] = s.node
     return [[s for s in found.saves if s.tracked and last.get(s.key) is fn and s.node is fn]
             for fn in order]
-
-
-def agrees(found: Ledger, counted: Mapping[Key, int], title: str = "graph") -> Check:
-    """'saved tensors agree': the ledger read off the graph holds the same storages, and bytes,
-    as the pack hook counted while the forward ran."""
-    name = f"saved tensors agree: {title}"
-    if found.error:
-        return Check(name, False, f"could not read the saves: {found.error}")
-    mine = found.storages()
-    if mine == dict(counted):
-        return Check(name, True, f"{len(mine)} storage(s), {human(found.total())}, as the "
-                                 f"pack hook counted during the forward")
-    missing, extra = len(set(counted) - set(mine)), len(set(mine) - set(counted))
-    return Check(name, False, f"the graph shows {len(mine)} storage(s), {human(found.total())}; "
-                              f"the pack hook counted {len(counted)}, "
-                              f"{human(sum(counted.values()))} ({missing} not in the ledger, "
-                              f"{extra} the hook never saw)")
 
 
 def human(n: int) -> str:

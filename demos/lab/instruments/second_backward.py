@@ -9,11 +9,11 @@ the outputs times a vector of ones, one per input. That graph reuses the forward
 gradient of x*x depends on x through the forward's saved tensors), so `made_by` says, node by
 node, which pass made it.
 
-`agrees` is the check: what the traced second pass added into each input's .grad equals
-`torch.autograd.grad(s, inputs)`, and, where a reference formula is given, the reference's own
-second derivatives. A backward that is not differentiable (it detaches, goes through numpy, or
-is `@once_differentiable`) builds no graph for s, and the check says so; a backward that is
-differentiable but wrong in its second derivative differs from the reference.
+`agrees` is the check of the Function: its second derivatives, ds/dx by torch.autograd.grad,
+equal the reference formula's where one is given. A backward that is not differentiable (it
+detaches, goes through numpy, or is `@once_differentiable`) builds no graph for s, and the check
+says so; a backward that is differentiable but wrong in its second derivative differs from the
+reference. (tests/instruments.py holds the traced second pass to torch.autograd.grad.)
 """
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ from typing import Any, Callable, Mapping
 import torch
 
 from demos.lab.core.results import Check
-from demos.lab.core.text import message
-from demos.lab.instruments.trace import fresh, outputs_of
+from demos.lab.core.text import one_line
+from demos.lab.instruments.trace import brief
 from demos.lab.instruments.walk import nodes
+from demos.lab.tensors import abs_error, agree, fresh, outputs
 
 FORWARD, FIRST, ROOT = "the forward", "the first backward", "the sum that starts the second pass"
 
@@ -48,17 +49,17 @@ class FirstPass:
 def first_pass(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]) -> FirstPass:
     """Forward, then backward with create_graph=True; `root` is None when the gradients are
     in no graph (a backward autograd cannot differentiate)."""
-    out = FirstPass(fresh(inputs))
+    out = FirstPass(fresh(inputs, dtype=None))
     need = {k: v for k, v in out.inputs.items() if v.requires_grad}
     try:
         result = run(*out.inputs.values())
-        out.outputs = tuple(r for r in outputs_of(result) if r.grad_fn is not None)
+        out.outputs = tuple(r for r in outputs(result) if r.grad_fn is not None)
         out.forward_nodes = {id(fn) for fn in nodes(list(out.outputs))}
         grads = torch.autograd.grad(out.outputs, list(need.values()),
                                     [torch.ones_like(o) for o in out.outputs],
                                     create_graph=True, allow_unused=True)
     except Exception as e:  # a user's backward that raises under create_graph
-        out.error = f"{type(e).__name__}: {' '.join(message(e).split())[:300]}"
+        out.error = one_line(e, 300)
         return out
     out.grads = dict(zip(need, grads))
     made = [g for g in grads if g is not None and g.grad_fn is not None]
@@ -78,12 +79,14 @@ def unchanged_nearby(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]
     second derivative is zero, and not of a backward that merely detaches a gradient that
     does depend on the inputs."""
     g = torch.Generator().manual_seed(2)
-    there = {k: (v.detach() + 1e-3 * torch.randn(v.shape, generator=g, dtype=v.dtype).to(
-        v.device) if v.requires_grad else v.detach().clone()).requires_grad_(v.requires_grad)
-        for k, v in inputs.items()}
+    there = fresh(inputs, dtype=None)
+    with torch.no_grad():
+        for v in there.values():
+            if v.requires_grad:
+                v += 1e-3 * torch.randn(v.shape, generator=g, dtype=v.dtype).to(v.device)
     need = {k: v for k, v in there.items() if v.requires_grad}
     try:
-        outs = tuple(r for r in outputs_of(run(*there.values())) if r.grad_fn is not None)
+        outs = tuple(r for r in outputs(run(*there.values())) if r.grad_fn is not None)
         again = torch.autograd.grad(outs, list(need.values()), [torch.ones_like(o) for o in outs],
                                     allow_unused=True)
     except Exception:
@@ -116,10 +119,13 @@ def second_derivatives(first: FirstPass) -> dict[str, torch.Tensor | None]:
     return dict(zip(need, got))
 
 
-def agrees(traced: Any, first: FirstPass, reference: FirstPass | None = None,
-           title: str = "second backward", rtol: float = 1e-7, atol: float = 1e-9) -> Check:
-    """'second backward agrees': the traced second pass against torch.autograd.grad, and the
-    reference formula's second derivatives where there is one."""
+def agrees(first: FirstPass, reference: FirstPass | None = None,
+           title: str = "second backward", rtol: float = 1e-7,
+           atol: float = 1e-9) -> Check | None:
+    """'second backward agrees': the Function's second derivatives against the reference
+    formula's; a create_graph backward that fails, or that builds no graph where the gradients
+    depend on the inputs, fails it. None where there is nothing to hold them to (no
+    reference)."""
     name = f"second backward agrees: {title}"
     if first.error:
         return Check(name, False, f"the create_graph backward failed: {first.error}")
@@ -132,38 +138,26 @@ def agrees(traced: Any, first: FirstPass, reference: FirstPass | None = None,
                                   "depend on the inputs through autograd (a backward that "
                                   "detaches, goes through numpy or is @once_differentiable), "
                                   "so there is no second backward")
-    if traced is None or traced.error:
-        return Check(name, False, f"could not trace the second backward: "
-                                  f"{getattr(traced, 'error', None)}")
-    want = second_derivatives(first)
-    for k in want:  # the inputs that require grad, in order
-        got = traced.grads.get(id(first.inputs[k]))
-        if not same(got, want[k], 0.0, 0.0):
-            return Check(name, False, f"the traced second pass put {show(got)} into {k}.grad, "
-                                      f"torch.autograd.grad gives {show(want[k])}")
-    compared = reference is not None and reference.root is not None
-    if compared and not all(same(g, reference.grads.get(k), rtol, atol)
-                            for k, g in first.grads.items()):
+    if reference is None or reference.root is None:
+        return None
+    mine = second_derivatives(first)
+    if not all(same(g, reference.grads.get(k), rtol, atol) for k, g in first.grads.items()):
         # a wrong first derivative makes every second one wrong: that is parity's failure,
-        # counted once there; here only the trace is held to autograd
-        return Check(name, True, f"the traced d/dx of the sum of the gradients equals "
-                                 f"torch.autograd.grad's, for {', '.join(want) or 'no input'}; "
-                                 f"not compared with the reference's: the first derivatives "
+        # counted once there
+        return Check(name, True, f"not compared with the reference's, for "
+                                 f"{', '.join(mine) or 'no input'}: the first derivatives "
                                  f"already differ from it (the parity check)")
-    if compared:
-        ref = second_derivatives(reference)
-        for k in want:
-            if not same(want[k], ref.get(k), rtol, atol):
-                worst = (want[k] - ref[k]).abs().max().item() if want[k] is not None and \
-                    ref.get(k) is not None else None
-                return Check(name, False, f"second derivatives of {k} differ from the "
-                                          f"reference's: {show(want[k])} against "
-                                          f"{show(ref.get(k))}" +
-                                          (f" (max abs err {worst:.3g})" if worst else ""))
-    against = " and the reference's" if compared else ""
-    return Check(name, True, f"the traced d/dx of the sum of the gradients equals "
-                             f"torch.autograd.grad's{against}, for "
-                             f"{', '.join(want) or 'no input'}")
+    ref = second_derivatives(reference)
+    for k in mine:  # the inputs that require grad, in order
+        if not same(mine[k], ref.get(k), rtol, atol):
+            worst = abs_error(mine[k], ref[k]).max().item() if mine[k] is not None and \
+                ref.get(k) is not None else None
+            return Check(name, False, f"second derivatives of {k} differ from the "
+                                      f"reference's: {brief(mine[k])} against "
+                                      f"{brief(ref.get(k))}" +
+                                      (f" (max abs err {worst:.3g})" if worst else ""))
+    return Check(name, True, f"d/dx of the sum of the gradients equals the reference's, for "
+                             f"{', '.join(mine) or 'no input'}")
 
 
 def same(a: torch.Tensor | None, b: torch.Tensor | None, rtol: float, atol: float) -> bool:
@@ -173,16 +167,7 @@ def same(a: torch.Tensor | None, b: torch.Tensor | None, rtol: float, atol: floa
     if a is None or b is None:
         other = b if a is None else a
         return bool(torch.count_nonzero(other) == 0)
-    return a.shape == b.shape and torch.allclose(a.to(b.dtype), b, rtol=rtol, atol=atol,
-                                                 equal_nan=True)
-
-
-def show(t: torch.Tensor | None) -> str:
-    if t is None:
-        return "None"
-    flat = t.detach().reshape(-1)
-    head = ", ".join(f"{v:.6g}" for v in flat[:4].tolist())
-    return f"[{head}{', ...' if flat.numel() > 4 else ''}]"
+    return agree(a, b, rtol, atol, equal_nan=True)
 
 
 def explain(first: FirstPass, traced: Any) -> str:

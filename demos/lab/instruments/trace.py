@@ -6,11 +6,8 @@ gradient 1 for each output element, as the documents' `out.backward(torch.ones(.
 AccumulateGrad included. It records the order in which the engine
 runs the nodes, what each receives (grad_outputs) and what it sends along each of its
 next_functions (grad_inputs). The leaves' `.grad` are set aside before and put back after, so the
-scenario's own backward sees them as it left them.
-
-`agrees(trace)` checks the record against the graph and the leaves: every gradient recorded into
-a leaf equals the leaf's `.grad` after the traced backward; every node ran once, after all the
-nodes that feed it; the nodes run are the walk's nodes minus the skipped ones.
+scenario's own backward sees them as it left them. (tests/instruments.py holds the record to the
+graph and to the leaves' `.grad`, for every shipped scenario's graphs.)
 """
 from __future__ import annotations
 
@@ -20,8 +17,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from demos.lab.core.results import Check
-from demos.lab.core.text import message
+from demos.lab.core.text import one_line
 from demos.lab.instruments.walk import input_names, node_name, nodes
 
 SMALL = 16  # values are written out up to this many elements; above, min/max/mean/norm
@@ -132,72 +128,13 @@ def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, t
         trace.grads = {id(leaf): None if leaf.grad is None else leaf.grad.detach().clone()
                        for leaf in leaves}
     except Exception as e:  # freed saved tensors; a user's backward that raises
-        text = " ".join(message(e).split())
-        trace.error = f"{type(e).__name__}: {text}" if text else type(e).__name__
+        trace.error = one_line(e)
     finally:
         for h in handles:
             h.remove()
         for leaf, grad in kept:
             leaf.grad = grad
     return trace
-
-
-def fresh(inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Copies of `inputs`, their requires_grad kept: a pass over them leaves the scenario's
-    tensors (and their .grad) alone."""
-    return {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in inputs.items()}
-
-
-def outputs_of(result: Any) -> tuple[torch.Tensor, ...]:
-    """A function's output(s) as a tuple of tensors."""
-    return tuple(r for r in (result if isinstance(result, tuple) else (result,))
-                 if isinstance(r, torch.Tensor))
-
-
-# -- the check ---------------------------------------------------------------------------------
-def agrees(trace: Trace) -> Check:
-    """'backward trace agrees': leaves, order and the set of nodes, against the graph."""
-    name = f"backward trace agrees: {trace.title}"
-    if trace.error:
-        return Check(name, False, f"could not run backward over it: {trace.error}")
-    problems = []
-    position = {}
-    for i, step in enumerate(trace.steps):
-        if step.runs != 1 or step.fn in position:
-            problems.append(f"{trace.label(step.fn)} ran {step.runs + (step.fn in position)} "
-                            f"times")
-        position.setdefault(step.fn, i)
-    for step in trace.steps:  # a node runs after every node that sends it a gradient
-        for feeder in trace.steps:
-            if any(nf is step.fn for nf, _ in getattr(feeder.fn, "next_functions", ())) and \
-                    position[feeder.fn] > position[step.fn]:
-                problems.append(f"{trace.label(step.fn)} ran before {trace.label(feeder.fn)}, "
-                                f"which feeds it")
-    ran, walked = set(position), set(trace.walk)  # the walk skips nothing: see Trace.skipped
-    if ran - walked:
-        problems.append("ran but not in the graph walk: " + ", ".join(
-            node_name(fn) for fn in ran - walked))
-    if walked - ran:
-        problems.append("in the graph walk but never ran: " + ", ".join(
-            trace.label(fn) for fn in trace.walk if fn not in ran))
-    for step in trace.steps:
-        if hasattr(step.fn, "variable"):
-            leaf = step.fn.variable
-            got, grad = step.received[0] if step.received else None, trace.grads.get(id(leaf))
-            same = (got is None and grad is None) or (
-                got is not None and grad is not None and got.shape == grad.shape
-                and torch.allclose(got.to(grad.dtype), grad, rtol=0, atol=0, equal_nan=True))
-            if not same:
-                problems.append(f"{trace.label(step.fn)} received {brief(got)} but "
-                                f"{trace.whose(step.fn)}.grad is {brief(grad)}")
-    leaves_run = sum(hasattr(s.fn, "variable") and s.received[:1] != (None,)
-                     for s in trace.steps)
-    if problems:
-        return Check(name, False, "; ".join(problems[:3]) + (
-            f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""))
-    return Check(name, True, f"{len(trace.steps)} nodes ran once each, in an order the graph "
-                             f"allows; the {leaves_run} gradient(s) accumulated equal the "
-                             f"leaves' .grad")  # a None that arrived adds nothing
 
 
 # -- as data and as text -----------------------------------------------------------------------

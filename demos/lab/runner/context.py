@@ -7,7 +7,6 @@ demos.lab.runner.recorder).
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import time
@@ -21,7 +20,7 @@ from demos.lab.core.results import Check, Result
 from demos.lab.core.scenario import ScenarioConfig
 from demos.lab.core.signals import StopRequest
 from demos.lab.instruments import render as graphs
-from demos.lab.instruments import saved, second_backward, trace, walk
+from demos.lab.instruments import second_backward, trace, walk
 from demos.lab.pages import plots
 from demos.lab.pages.artifacts import Artifacts
 from demos.lab.runner.device import check_device
@@ -67,7 +66,8 @@ class Findings:
     demos.lab.runner.entry)."""
     explanations: list[str] = field(default_factory=list)  # graph walks, for explain.txt
     backward: list[dict[str, Any]] = field(default_factory=list)  # traced backwards: backward.json
-    trace_checks: list[Check] = field(default_factory=list)  # "backward trace agrees", per graph
+    # the passes' checks of a Function: "forward mode agrees", "second backward agrees"
+    pass_checks: list[Check] = field(default_factory=list)
     train_s: float | None = None  # the loop's time
 
 
@@ -93,12 +93,11 @@ class Context:
         self._artifacts = run.artifacts or Artifacts(self.warn_once)
         self._recorder = recorder or Recorder(run.device, cfg.log_every)
         self._findings = findings or Findings()
-        self._counted: dict[str, Any] = {}  # ctx.saving's counts, by the graph they are for
         # the loop's hot path: record() straight to the recorder, no call in between
         self.record = self._recorder.record
         self.history, self.last = self._recorder.history, self._recorder.last
         self._progress = run.progress
-        self._stop = run.stop
+        self.stop = run.stop  # the run's stop request (Ctrl-C): for a long check to look at
 
     @property
     def steps_run(self) -> int:
@@ -135,7 +134,7 @@ class Context:
         rec.guard_sync(True)
         try:
             for t in range(n):
-                if self._stop.requested:
+                if self.stop.requested:
                     raise Interrupted(t)
                 yield t
                 if rec.diverged:  # soft stop: the loop ends here, the scenario goes on
@@ -163,36 +162,19 @@ class Context:
 
         `names` labels the leaves and inputs. The walk goes to explain.txt. Then one real
         backward runs over the graph with every node hooked (see demos.lab.instruments.trace):
-        its steps go to backward.json and explain.txt, and a check compares them with the
-        leaves' .grad (which it leaves as they were). Call this before `backward()`, which frees
-        what the graph saved (see demos.lab.instruments.render). Returns the graphviz source;
-        under torchrun, on the ranks but 0, nothing is drawn and it returns "".
+        its steps go to backward.json and explain.txt, with what the graph saved (the leaves'
+        .grad are left as they were). Call this before `backward()`, which frees what the graph
+        saved (see demos.lab.instruments.render). Returns the graphviz source; under torchrun,
+        on the ranks but 0, nothing is drawn and it returns "".
         """
-        if not self.world.primary:
-            return ""
-        return self._draw(output, names, name, self._counted.pop(name, None))
-
-    @contextlib.contextmanager
-    def saving(self, name: str = "graph") -> Iterator[None]:
-        """Count, with a pack hook, what autograd saves while the block runs: the forward of
-        the graph `ctx.graph(..., name=name)` draws next, which then gets the check `saved
-        tensors agree` (ctx.forward does the same for a forward written as one call)."""
-        with saved.counting_saves() as counted:
-            yield
-        self._counted[name] = counted
+        return self._draw(output, names, name)
 
     def forward(self, run: Callable[[], Any], names: Mapping[str, torch.Tensor],
                 name: str = "graph") -> Any:
-        """Run the forward `run()` and return its output, as `graph` draws and traces it; and
-        while it runs, a pack hook counts every tensor autograd saves, so that the check
-        `saved tensors agree` can hold the ledger of what backward keeps (read off the graph)
-        to that count. Use it where the graph's forward can be written as one call:
-        `out = ctx.forward(lambda: MyExp.apply(x), {"x": x})`."""
-        if not self.world.primary:
-            return run()
-        with saved.counting_saves() as counted:
-            output = run()
-        self._draw(output, names, name, counted)
+        """Run the forward `run()` and return its output, drawn and traced as `graph` does:
+        a graph drawn from one call, `out = ctx.forward(lambda: MyExp.apply(x), {"x": x})`."""
+        output = run()
+        self._draw(output, names, name)
         return output
 
     def second_backward(self, run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
@@ -203,8 +185,8 @@ class Context:
         fresh copies of `inputs`, then a traced backward from the sum of the gradients. Its
         graph marks the nodes the first backward made (plum) apart from the forward's; its
         steps go to backward.json (each with the pass that made its node) and explain.txt; the
-        check `second backward agrees` holds it to torch.autograd.grad and, with `reference`,
-        to the reference formula's second derivatives."""
+        check `second backward agrees` holds the Function's second derivatives to the reference
+        formula's (with `reference`), and fails a backward autograd cannot differentiate."""
         if not self.world.primary:
             return
         first = second_backward.first_pass(run, inputs)
@@ -222,10 +204,11 @@ class Context:
                 for step, s in zip(data["steps"], traced.steps):
                     step["pass"] = second_backward.made_by(first, s.fn)
                 self._findings.backward.append(data)
-                self._findings.trace_checks.append(trace.agrees(traced))
             self._artifacts.submit(f"{self.cfg.id}/{name}.pdf/.svg", graphs.render_files,
                                    source, self.dir / name, shutil.which("dot"))
-        self._findings.trace_checks.append(second_backward.agrees(traced, first, ref, name))
+        check = second_backward.agrees(first, ref, name)
+        if check is not None:
+            self._findings.pass_checks.append(check)
         self._findings.explanations.append(second_backward.explain(first, traced) + (
             "\n" + trace.explain(traced) if traced is not None else ""))
 
@@ -239,15 +222,15 @@ class Context:
             return
         seen = look_forward(run, inputs, name, self.dir, self._artifacts, what=self.cfg.id)
         self._findings.backward.append(seen.backward)
-        self._findings.trace_checks.extend(seen.checks)
+        self._findings.pass_checks.extend(seen.checks)
         self._findings.explanations.append(seen.explanation)
 
-    def _draw(self, output: Any, names: Mapping[str, torch.Tensor], name: str,
-              counted: Mapping[Any, int] | None) -> str:
-        seen = look(output, names, name, self.dir, self._artifacts, counted=counted,
+    def _draw(self, output: Any, names: Mapping[str, torch.Tensor], name: str) -> str:
+        if not self.world.primary:
+            return ""
+        seen = look(output, names, name, self.dir, self._artifacts,
                     stepper_gif=self.stepper_gifs, what=self.cfg.id)
         self._findings.backward.append(seen.backward)
-        self._findings.trace_checks.extend(seen.checks)
         self._findings.explanations.append(seen.explanation)
         return seen.source
 

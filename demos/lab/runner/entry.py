@@ -12,12 +12,13 @@ from pathlib import Path
 
 import torch
 
-from demos.lab.checks import gradients as checks_mod
+from demos.lab.checks.gradients import expect
 from demos.lab.core.config import entry_dict
 from demos.lab.core.files import write_atomic, write_csv, write_json
 from demos.lab.core.layout import BACKWARD, EXPLAIN, LOSS_PLOT, METRICS
 from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
 from demos.lab.core.scenario import LOSS, Scenario, ScenarioConfig
+from demos.lab.core.text import one_line
 from demos.lab.pages import plots
 from demos.lab.pages.artifacts import Artifacts
 from demos.lab.runner.context import Context, Diverged, Findings, Interrupted, Shared
@@ -40,14 +41,13 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
     result, error, status, diverged = None, None, "passed", None
     try:
         try:
-            with checks_mod.watching(s.stop):
-                result = scenario.run(entry, ctx)
+            result = scenario.run(entry, ctx)
         except Exception as e:
             if recorder.diverged is None:
                 raise
             if not isinstance(e, Diverged):  # what came after the loop needed a finite loss
                 log.info("%s raised after its loss stopped being finite: %s", entry.id,
-                         checks_mod.one_line(e))
+                         one_line(e))
         if recorder.diverged is not None:  # the loop stopped at a value that was not finite
             diverged = recorder.diverged  # its checks, support and inspection stay; not its values
             result = dataclasses.replace(result or Result({}), params={},
@@ -61,7 +61,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
         result = getattr(e, "result", None)  # what the scenario kept from before the stop
     except BaseException as e:  # a user's Function may call sys.exit(), or raise a
         #                          BaseException of its own (asyncio.CancelledError, ...)
-        status, error = "error", checks_mod.one_line(e)
+        status, error = "error", one_line(e)
         if s.world.active and s.stop.requested:  # torchrun stopped every rank: a peer that
             status = "interrupted"              # left its collective first failed this one
             error = f"interrupted by {s.stop.requested} (the other ranks stopped: {error})"
@@ -146,11 +146,11 @@ def finish_checks(entry: ScenarioConfig, ctx: Context, findings: Findings,
         checked = ", ".join(sorted(checked_names))
         found.append(Check("loss stays finite", True,
                            f"{checked} finite at all {ctx.steps_run} steps"))
-    if result is None:  # the graphs drawn hold whatever came after
-        return found + findings.trace_checks
+    if result is None:  # the passes' checks (forward mode, second backward) still count
+        return found + findings.pass_checks
     skip = ("training diverged" if diverged else "an interrupted run" if interrupted
             else "--dry-run" if dry_run else entry.expect.unlike(entry, ctx.seed))
-    return found + list(result.checks) + findings.trace_checks + checks_mod.expect(
+    return found + list(result.checks) + findings.pass_checks + expect(
         entry.expect, result.params, result.metrics, skip=skip)
 
 

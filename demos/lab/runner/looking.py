@@ -23,6 +23,7 @@ from demos.lab.core.results import Check
 from demos.lab.instruments import forward, saved, trace, walk
 from demos.lab.instruments import render as graphs
 from demos.lab.pages.artifacts import Artifacts
+from demos.lab.tensors import fresh, outputs
 
 
 @dataclass
@@ -31,20 +32,17 @@ class Look:
     source: str                    # the graphviz source (torchviz's, with our labels)
     backward: dict[str, Any]       # the graph's entry of backward.json: its steps, what it kept
     explanation: str               # its part of explain.txt: the walk, the steps, the ledger
-    checks: list[Check] = field(default_factory=list)  # the trace (and ledger) held to torch
+    checks: list[Check] = field(default_factory=list)  # a forward-mode pass's: J·v held to torch
 
 
 def look(output: Any, names: Mapping[str, torch.Tensor], name: str, folder: Path,
-         artifacts: Artifacts, *, counted: Mapping[Any, int] | None = None,
-         stepper_gif: bool = False, what: str = "") -> Look:
+         artifacts: Artifacts, *, stepper_gif: bool = False, what: str = "") -> Look:
     """Walk, draw, trace and ledger the graph behind `output` into `folder` (<name>.*): the
-    renders are submitted to `artifacts` (labelled `what`/<file>). `counted`: what a pack hook
-    counted while its forward ran, for the check `saved tensors agree`."""
+    renders are submitted to `artifacts` (labelled `what`/<file>)."""
     explanation = walk.explain(output, names, title=name)
     source = graphs.make_graph(output, names)
     found = saved.ledger(output, names)  # before the traced backward runs over the graph
     traced = trace.record(output, names, title=name)
-    checks: list[Check] = []
     dot = shutil.which("dot")
     if traced is None:
         data: dict[str, Any] = {"graph": name, "error": None, "steps": [], "skipped": [],
@@ -55,7 +53,6 @@ def look(output: Any, names: Mapping[str, torch.Tensor], name: str, folder: Path
         for step, kept in zip(data["steps"], saved.per_step(found, order)):
             step.update(kept)
         data["saved"] = saved.to_json(found, order, traced.label)
-        checks.append(trace.agrees(traced))
         if data["steps"]:  # beside it, the same graph with the gradients in its nodes
             artifacts.submit(f"{what}/{name}{GRADS}.pdf/.svg", graphs.render_files,
                              graphs.with_gradients(source, data["steps"]),
@@ -63,12 +60,10 @@ def look(output: Any, names: Mapping[str, torch.Tensor], name: str, folder: Path
         if data["steps"] and stepper_gif:  # and the stepper, for slides
             artifacts.submit(f"{what}/{name}{STEPS_GIF}", graphs.stepper_gif, source,
                              data["steps"], folder / f"{name}{STEPS_GIF}", dot)
-        if counted is not None:
-            checks.append(saved.agrees(found, counted, name))
         explanation += "\n" + trace.explain(traced) + "\n" + saved.explain(
             found, order, traced.label)
     artifacts.submit(f"{what}/{name}.pdf/.svg", graphs.render_files, source, folder / name, dot)
-    return Look(source, data, explanation, checks)
+    return Look(source, data, explanation)
 
 
 def look_forward(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor], name: str,
@@ -77,11 +72,11 @@ def look_forward(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor], na
     tangent, ending in J·v; a custom Function one step, through its jvp), beside the reverse
     pass's vᵀ·J for the same inputs; drawn into `folder` (<name>.*) where it made a graph."""
     traced = forward.record(run, inputs, title=name)
-    xs = trace.fresh(inputs)
+    xs = fresh(inputs, dtype=None)
     need = {k: x for k, x in xs.items() if x.requires_grad}
     reverse: dict[str, Any] = {}
     if not traced.error and need:
-        outs = trace.outputs_of(run(*xs.values()))
+        outs = outputs(run(*xs.values()))
         # v = 1 for every output element through a sum, not an explicit grad_outputs (whose
         # first use imports sympy, about 0.3 s: see demos.lab.instruments.trace)
         total = sum((o * torch.ones_like(o)).sum() for o in outs)
@@ -95,8 +90,7 @@ def look_forward(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor], na
                          folder / name, shutil.which("dot"))
     agrees = forward.agrees(traced, run)
     if agrees.passed is False and not traced.error:  # a wrong jvp: why
-        found = diagnose.forward_against_numbers(run, {k: x.detach().double()
-                                                       for k, x in inputs.items()})
+        found = diagnose.forward_against_numbers(run, fresh(inputs))
         agrees.diagnosis = found and found.to_json()
     return Look(source, forward.to_json(traced, reverse), forward.explain(traced, reverse),
                 [agrees])

@@ -22,6 +22,7 @@ from typing import Any
 
 from demos.lab.core.layout import rank_log_name
 from demos.lab.core.schema import ConfigError
+from demos.lab.core.text import one_line
 
 TIMEOUT_S = 300  # the longest a collective waits for a rank that does not come
 
@@ -112,7 +113,7 @@ def join(world: World, device: Any) -> tuple[World, Any]:
     if isinstance(joined, BaseException):
         raise ConfigError(f"torchrun: rank {world.rank} could not join the process group at "
                           f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}: "
-                          f"{type(joined).__name__}: {str(joined).splitlines()[0][:300]}")
+                          f"{one_line(joined, 300)}")
     return World(world.rank, world.size, world.local_rank, world.local_size, backend), device
 
 
