@@ -61,7 +61,7 @@ class GraphView:
     with its stepper where it was traced."""
     folder: Path  # where its files are: <name>.svg, .pdf, .gv, backward.json
     name: str  # the file stem
-    checks: list[Check] = field(default_factory=list)  # `graph`'s: the trace held to torch
+    checks: list[Check] = field(default_factory=list)  # forward_mode's: J·v held to torch's
 
     @property
     def files(self) -> list[Path]:
