@@ -351,11 +351,12 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
                              "id": text_of("id", options.pop("id", None) or
                                            entry_id_of(function)),
                              "function": name_of(function), "inputs": specs}
+    rows = "a capability's name or a list of them"
     for key, value in (("reference", None if reference is None else name_of(reference)),
                        ("double_backward", double_backward or None),
                        ("intended", intended or None), ("rtol", rtol),
-                       ("atol", atol), ("require", rows("require", require) or None),
-                       ("support", None if support is None else rows("support", support))):
+                       ("atol", atol), ("require", texts("require", require, rows) or None),
+                       ("support", None if support is None else texts("support", support, rows))):
         if value is not None:
             entry[key] = value
     quiet = bool(options.pop("quiet", False))
@@ -457,19 +458,24 @@ def request_of(target: Any, options: Mapping[str, Any], keys: Mapping[str, Any],
     """The request run(target, **options, **keys) makes: the command line's, typed; `call`,
     the function called and its arguments, is what the run records as its command."""
     config, data = config_of(target)
-    sets = settings(options["set"])
+    given, only = options["set"], options["only"]
+    # set=: a mapping's values go into the config as they are; texts are --set's KEY=VALUE
+    sets: list[Any] = ([setting(text_of("set", k), v) for k, v in given.items()]
+                       if isinstance(given, Mapping) else texts(
+                           "set", given, "a mapping of KEY: VALUE, or a list of 'KEY=VALUE' texts"))
+    if only is not None:  # one id or several, joined as the command line joins them
+        only = [",".join(texts("only", only, "an entry's id or a list of them"))]
     if keys:
         one_entry(config, data, keys)
         sets = [*(setting(f"scenarios[0].{k}", v) for k, v in keys.items()), *sets]
     shown = {k: v for k, v in options.items() if v != RUN_OPTIONS[k]}
     return RunRequest(
-        config=config, data=data, sets=sets, only=ids("only", options["only"]),
-        dry_run=bool(options["dry_run"]), device=options["device"], seed=options["seed"],
-        threads=options["threads"], run_name=option("run_name", options["run_name"]),
-        baseline=option("baseline", options["baseline"]),
-        save_baseline=option("save_baseline", options["save_baseline"]),
+        config=config, data=data, sets=sets, only=only, dry_run=bool(options["dry_run"]),
+        device=options["device"], seed=options["seed"], threads=options["threads"],
         output_dir=text_of("--output-dir", options["output_dir"]),
-        command=[called(*call, **shown, **keys)])
+        command=[called(*call, **shown, **keys)],
+        **{k: None if options[k] is None else text_of(f"--{k.replace('_', '-')}", options[k])
+           for k in ("run_name", "baseline", "save_baseline")})  # the command line's texts
 
 
 def called(function: str, *args: Any, **kwargs: Any) -> str:
@@ -528,35 +534,6 @@ def one_entry(config: str, data: Any, keys: Mapping[str, Any]) -> None:
                           f"...}}")
 
 
-def settings(set: Any) -> list[Any]:
-    """set=: a mapping's items as Settings (their values go into the config as they are), or
-    --set's KEY=VALUE texts as they are."""
-    if isinstance(set, str):
-        return [text_of("set", set)]
-    if isinstance(set, Mapping):
-        return [setting(text_of("set", k), v) for k, v in set.items()]
-    if isinstance(set, Sequence):
-        return [text_of("set", a) for a in set]
-    raise ConfigError(f"set: a mapping of KEY: VALUE, or a list of 'KEY=VALUE' texts, got "
-                      f"{type(set).__name__}")
-
-
-def ids(name: str, value: Any) -> list[str] | None:
-    """`only`'s ids: one, or a list of them."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [text_of(name, value)]
-    if isinstance(value, Sequence):
-        return [",".join(text_of(name, v) for v in value)]
-    raise ConfigError(f"{name}: an entry's id or a list of them, got {type(value).__name__}")
-
-
-def option(name: str, value: Any) -> str | None:
-    """An option's value as the command line's text (None: not given)."""
-    return None if value is None else text_of(f"--{name.replace('_', '-')}", value)
-
-
 def text_of(name: str, value: Any) -> str:
     """An argument as the command line's text: text, a path or a number (not a bool); a
     ConfigError naming the argument for anything else, and for text with a NUL character."""
@@ -570,9 +547,14 @@ def text_of(name: str, value: Any) -> str:
     return text
 
 
-def rows(name: str, value: Any) -> list[str]:
-    """support's or require's rows: a name, or a list of names."""
-    return [value] if isinstance(value, str) else [text_of(name, v) for v in value]
+def texts(name: str, value: Any, expected: str) -> list[str]:
+    """A text, or a list of texts, as a list (each as text_of checks it); else a ConfigError
+    saying what was `expected`."""
+    if isinstance(value, str):
+        return [text_of(name, value)]
+    if isinstance(value, Sequence):
+        return [text_of(name, v) for v in value]
+    raise ConfigError(f"{name}: {expected}, got {type(value).__name__}")
 
 
 def short(obj: Any) -> str:
@@ -661,14 +643,7 @@ def caller_kept(quiet: bool) -> Iterator[None]:
     import sys
 
     torch = sys.modules.get("torch")
-    cpu = torch.get_rng_state() if torch is not None else None
-    cuda = (torch.cuda.get_rng_state_all()
-            if torch is not None and torch.cuda.is_initialized() else None)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
-            yield
-    finally:
-        if cpu is not None:
-            torch.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
+    cuda = range(torch.cuda.device_count() if torch and torch.cuda.is_initialized() else 0)
+    kept = torch.random.fork_rng(cuda, device_type="cuda") if torch else contextlib.nullcontext()
+    with kept, (contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext()):
+        yield
