@@ -64,11 +64,16 @@ def write_pages(run_dir: Path, summary: RunSummary, cfg: RunConfig, registry: Re
         log.error("report.html:\n%s", traceback.format_exc(), extra={"console": False})
         warn_once(f"could not write the report: {type(e).__name__}: {e}")
         return None
+    write_index(run_dir.parent, warn_once)
+    return path
+
+
+def write_index(output_dir: Path, warn: Callable[[str], None]) -> None:
+    """The runs' index.html in `output_dir`; what it cannot do, a warning."""
     try:
-        skipped = index.write_index(run_dir.parent)
+        skipped = index.write_index(output_dir)
     except Exception as e:  # a full disk, a lock held too long, a folder it cannot read
-        warn_once(f"index.html not rebuilt ({e}); the next run rebuilds it")
+        warn(f"index.html not rebuilt ({e}); the next run rebuilds it")
     else:
         if skipped:
-            warn_once(f"index.html leaves out {', '.join(skipped)}: not a run's files")
-    return path
+            warn(f"index.html leaves out {', '.join(skipped)}: not a run's files")

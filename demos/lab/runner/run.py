@@ -98,45 +98,44 @@ class Run:
             self.log.warning(message)
 
     def execute(self) -> int:
+        """The run, from its first line to its last (the signal handler is execute()'s)."""
         self.log, close_log = open_log(self.dir)
         self.started = time.time()
         try:
-            with handle_signals(self.stop):  # from the first line to the last
-                with torch_settings(self.cfg.threads, self.cfg.deterministic,
-                                    self.world.local_size) as determinism:
-                    self.determinism = determinism
-                    self.fingerprint = fingerprint.take(self.device)
-                    self.write_summary(self.summary("running"), final=False)
-                    try:
-                        write_atomic(self.dir / CONFIG,
-                                     f"# resolved config of run {self.dir.name} (from "
-                                     f"{self.source})\n" + dump(self.cfg))
-                    except OSError as e:
-                        self.log.error("could not write config.yaml: %s", e)
-                    self.log.info("run %s: torch %s, device %s, %d CPU thread(s), seed %d%s",
-                                  self.dir.name, torch.__version__, self.options.device_note,
-                                  determinism["cpu_threads"], self.cfg.seed,
-                                  ", dry run" if self.options.dry_run else "")
-                    if self.world.active:
-                        parallel = [e.id for e in self.cfg.scenarios
-                                    if self.registry[e.scenario].data_parallel]
-                        self.log.info("torchrun: rank 0 of %d (%s); data-parallel on every rank: "
-                                      "%s; the rest on rank 0 only", self.world.size,
-                                      self.world.backend, ", ".join(parallel) or "none")
-                    for note in self.options.notes:
-                        self.log.warning("%s", note)
-                    if self.baseline:
-                        for note in self.baseline.begin(self.fingerprint, self.cfg.seed):
-                            self.log.warning("baseline: %s", note)
-                    try:
-                        with escaped_warnings():
-                            self.run_entries()
-                    finally:
-                        self.artifacts.wait()
-                        self.unwritten_files()
-                for e in self.entries:
-                    e.artifacts = list_files(self.dir / e.id)
-                self.finish()
+            with torch_settings(self.cfg.threads, self.cfg.deterministic,
+                                self.world.local_size) as determinism:
+                self.determinism = determinism
+                self.fingerprint = fingerprint.take(self.device)
+                self.write_summary(self.summary("running"), final=False)
+                try:
+                    write_atomic(self.dir / CONFIG, f"# resolved config of run {self.dir.name} "
+                                                    f"(from {self.source})\n" + dump(self.cfg))
+                except OSError as e:
+                    self.log.error("could not write config.yaml: %s", e)
+                self.log.info("run %s: torch %s, device %s, %d CPU thread(s), seed %d%s",
+                              self.dir.name, torch.__version__, self.options.device_note,
+                              determinism["cpu_threads"], self.cfg.seed,
+                              ", dry run" if self.options.dry_run else "")
+                if self.world.active:
+                    parallel = [e.id for e in self.cfg.scenarios
+                                if self.registry[e.scenario].data_parallel]
+                    self.log.info("torchrun: rank 0 of %d (%s); data-parallel on every rank: "
+                                  "%s; the rest on rank 0 only", self.world.size,
+                                  self.world.backend, ", ".join(parallel) or "none")
+                for note in self.options.notes:
+                    self.log.warning("%s", note)
+                if self.baseline:
+                    for note in self.baseline.begin(self.fingerprint, self.cfg.seed):
+                        self.log.warning("baseline: %s", note)
+                try:
+                    with escaped_warnings():
+                        self.run_entries()
+                finally:
+                    self.artifacts.wait()
+                    self.unwritten_files()
+            for e in self.entries:
+                e.artifacts = list_files(self.dir / e.id)
+            self.finish()
         finally:
             close_log()
         return EXIT_CODES[self.status]
