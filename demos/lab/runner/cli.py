@@ -214,13 +214,9 @@ def start(r: RunRequest, cfg, configured, registry: Registry, base, call: Call) 
             from demos.lab.comparing.baseline import Comparison
             base = Comparison(r.baseline, base, configured.scenarios,
                               [e.id for e in cfg.scenarios], str(device), world_size=world.size)
-        progress = not r.no_progress and sys.stderr.isatty()
-        options = RunOptions(source=str(r.config), command=r.command, device_note=note,
-                             progress=progress, dry_run=r.dry_run, open_report=r.open,
-                             sets=[str(s) for s in r.overrides], baseline=base,
-                             save_baseline=r.save_baseline, run_name=r.run_name,
-                             notes=notes, stop=stop, world=world)
-        return execute(cfg, registry, device, Path(r.output_dir), options, call.keep)
+        options = RunOptions(note, progress=not r.no_progress and sys.stderr.isatty(),
+                             baseline=base, notes=notes, stop=stop, world=world)
+        return execute(cfg, registry, device, r, options, call.keep)
     finally:
         distributed.leave(world)
 

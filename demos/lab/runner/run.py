@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import logging
 import os
 import sys
@@ -41,24 +42,18 @@ from demos.lab.runner import torchrun as distributed
 from demos.lab.runner.context import Shared
 from demos.lab.runner.device import global_state, restore_global_state, torch_settings
 from demos.lab.runner.entry import list_files, log_checks, run_entry
+from demos.lab.runner.options import RunRequest
 from demos.lab.runner.torchrun import SINGLE, World
 
 
 @dataclass
 class RunOptions:
-    """How a run was asked for, beside its config: what its records say (where the config
-    came from, the command that starts it again, the --set overrides, how the device was
-    chosen) and what it does around its entries."""
-    source: str  # the config's path as given, or the name of one made in memory
-    command: list[str]  # the command line that makes the same run
+    """What a run found out as it started, beside its config and its request: how its device
+    was chosen, whether a terminal shows progress, the baseline read, what to warn about, its
+    stop request and its rank."""
     device_note: str = ""  # the device, and how it was chosen, for the log and the report
     progress: bool = False  # progress bars (a terminal)
-    dry_run: bool = False
-    open_report: bool = False  # --open: the report in a browser at the end
-    sets: Sequence[str] = ()  # --set's KEY=VALUE texts
     baseline: Comparison | None = None  # --baseline's, to compare the results with
-    save_baseline: str | None = None  # --save-baseline's file
-    run_name: str | None = None  # the run folder's name, instead of the start time
     notes: Sequence[str] = ()  # warnings from before the run folder existed
     stop: StopRequest = field(default_factory=StopRequest)  # set by the signal handler
     world: World = SINGLE  # under torchrun: this process's rank (rank 0 runs a Run)
@@ -68,17 +63,19 @@ class Run:
     """One invocation of the runner over a validated config."""
 
     def __init__(self, cfg: RunConfig, registry: Registry, device: torch.device, run_dir: Path,
-                 options: RunOptions):
+                 request: RunRequest, options: RunOptions):
         self.cfg, self.registry, self.device, self.options = cfg, registry, device, options
+        self.request = request  # as asked for: --dry-run, --open, --save-baseline, ...
         self.unsaved = False  # --save-baseline could not write its file
         # the folder as given, for the console; absolute for the work, so that user code that
         # changes the working directory (os.chdir) cannot send the rest of the run elsewhere
         self.shown, self.dir = run_dir, run_dir.absolute()
         # as text that strict JSON readers take: a path's bytes that are not UTF-8 become "?"
-        self.source = no_surrogates(options.source)
-        self.command = [no_surrogates(a) for a in options.command]
-        self.sets = [no_surrogates(a) for a in options.sets]
-        self.warned: set[str] = set()
+        self.source = no_surrogates(str(request.config))
+        self.command = [no_surrogates(a) for a in request.command]
+        self.sets = [no_surrogates(str(a)) for a in request.overrides]  # --set KEY=VALUE, ...
+        # a warning said once, however often it comes (a missing `dot`, per graph)
+        self.warn_once = functools.cache(lambda message: self.log.warning(message))
         self.entries: list[EntrySummary] = []
         self.status = "passed"
         self.artifacts = Artifacts(self.warn_once)
@@ -91,11 +88,6 @@ class Run:
         self.world_lost: str | None = None  # under torchrun: the entry after which rank 0
         #                                     gave the process group up
         self.final: RunSummary | None = None  # summary.json's, once the run has finished
-
-    def warn_once(self, message: str) -> None:
-        if message not in self.warned:
-            self.warned.add(message)
-            self.log.warning(message)
 
     def execute(self) -> int:
         """The run, from its first line to its last (the signal handler is execute()'s)."""
@@ -115,7 +107,7 @@ class Run:
                 self.log.info("run %s: torch %s, device %s, %d CPU thread(s), seed %d%s",
                               self.dir.name, torch.__version__, self.options.device_note,
                               determinism["cpu_threads"], self.cfg.seed,
-                              ", dry run" if self.options.dry_run else "")
+                              ", dry run" if self.request.dry_run else "")
                 if self.world.active:
                     parallel = [e.id for e in self.cfg.scenarios
                                 if self.registry[e.scenario].data_parallel]
@@ -149,7 +141,7 @@ class Run:
             if block["status"] == "failed":
                 self.status = escalate(self.status, "failed")
         summary = self.final = self.summary()
-        if self.options.save_baseline:
+        if self.request.save_baseline:
             self.write_baseline(summary)
         self.write_summary(summary)
         report_path = self.write_report(summary)
@@ -161,13 +153,13 @@ class Run:
                       "; the baseline could not be saved" if self.unsaved else "")
         if report_path is not None:
             self.log.info("report: %s", self.shown / report_path.relative_to(self.dir))
-            if self.options.open_report:
+            if self.request.open:
                 self.log.info("%s", open_in_browser(report_path))
 
     def run_entries(self) -> None:
         services = Shared(self.device, self.cfg.seed, self.options.progress, self.stop,
                           self.warn_once, self.artifacts, self.world, self.cfg.stepper_gifs,
-                          self.dir, self.options.dry_run)
+                          self.dir, self.request.dry_run)
         width = max(len(e.id) for e in self.cfg.scenarios)
         for entry in self.cfg.scenarios:
             if self.stop.requested:  # it came while the run folder was being made
@@ -246,7 +238,7 @@ class Run:
         """--save-baseline: the run's values, unless it was interrupted."""
         if self.status == "interrupted":
             self.log.warning("baseline not saved: the run was interrupted")
-        elif not outputs.write_baseline(self.options.save_baseline, summary, self.cfg, self.log):
+        elif not outputs.write_baseline(self.request.save_baseline, summary, self.cfg, self.log):
             self.status = summary.status = escalate(self.status, "failed")
             self.unsaved = True
 
@@ -257,7 +249,7 @@ class Run:
     def summary(self, status: str | None = None) -> RunSummary:
         return RunSummary(
             run_id=self.dir.name, status=status or self.status, torch=torch.__version__,
-            device=str(self.device), seed=self.cfg.seed, dry_run=self.options.dry_run,
+            device=str(self.device), seed=self.cfg.seed, dry_run=self.request.dry_run,
             determinism=self.determinism, config=self.source, command=self.command,
             started=dt.datetime.fromtimestamp(self.started).isoformat(timespec="seconds"),
             duration_s=round(time.time() - self.started, 3), scenarios=self.entries, sets=self.sets,
@@ -308,7 +300,7 @@ def open_in_browser(path: Path) -> str:
     return f"opened {uri}" if opened else f"--open: found no browser; open {uri} yourself"
 
 
-def execute(cfg: RunConfig, registry: Registry, device: torch.device, output_dir: Path,
+def execute(cfg: RunConfig, registry: Registry, device: torch.device, request: RunRequest,
             options: RunOptions, keep: Callable[[Run], None] | None = None) -> int:
     """Make the run folder and run every entry; return the exit code. `keep` is handed the
     Run before it starts (demos.run reads its folder and final summary).
@@ -316,17 +308,17 @@ def execute(cfg: RunConfig, registry: Registry, device: torch.device, output_dir
     The run's signal handler is in place before the folder exists: from then on a signal
     ends in an interrupted run with its summary, never in "interrupted before the run started".
     """
-    stop, world, run_name = options.stop, options.world, options.run_name
+    stop, world, output_dir = options.stop, options.world, Path(request.output_dir)
     with handle_signals(stop):
         stop.run_began = True
         try:
-            run_dir = (make_named_dir(output_dir, run_name) if run_name else
+            run_dir = (make_named_dir(output_dir, request.run_name) if request.run_name else
                        make_run_dir(output_dir, dt.datetime.now()))
         except ConfigError:
             distributed.share(world, None)  # the other ranks learn there is no run
             raise
         distributed.share(world, str(run_dir))
-        run = Run(cfg, registry, device, run_dir, options)
+        run = Run(cfg, registry, device, run_dir, request, options)
         if keep is not None:
             keep(run)
         return run.execute()
