@@ -500,31 +500,28 @@ def config_of(target: Any) -> tuple[str, Any]:
     if not isinstance(target, (str, os.PathLike)):
         raise ConfigError(f"run: expected a scenario's name, a config file or a config's data "
                           f"(a mapping), got {type(target).__name__}")
-    text = text_of("run", target)
-    if text in registry():
-        shipped = CONFIGS / f"{text}.yaml"
-        if shipped.is_file():  # as `runner.py NAME` finds it
-            shown = os.path.relpath(shipped) if shipped.is_relative_to(Path.cwd()) else shipped
-            return str(shown), None
+    text, names = text_of("run", target), list(registry())
+    if text in names and not (CONFIGS / f"{text}.yaml").is_file():  # a scenario that ships none
         return f"<{text} defaults>", {"scenarios": [{"scenario": text}]}
+    if text in names:  # its shipped config, as `runner.py NAME` finds it
+        return by_name([text], names, CONFIGS)[1], None
     if text.endswith((".yaml", ".yml")) or os.sep in text or os.path.exists(text):
         return text, None
     if not text.startswith("-") and text != "run":
-        by_name([text], list(registry()), CONFIGS)  # the command line's "did you mean"
+        by_name([text], names, CONFIGS)  # the command line's "did you mean"
     raise ConfigError(f"run: {text}: not a scenario or a config file (the command line's "
                       f"options are run()'s arguments)")
 
 
 def one_entry(config: str, data: Any, keys: Mapping[str, Any]) -> None:
     """Keyword keys are the one entry's: refused, naming set=, for a config of several."""
-    import yaml
+    from demos.lab.core.safe_yaml import read_yaml
 
     source = "the config" if data is not None else config
     if data is None:
         try:
-            with open(config, encoding="utf-8") as f:
-                data = yaml.safe_load(f)
-        except (OSError, yaml.YAMLError):
+            data = read_yaml(config)
+        except ConfigError:
             return  # the run says what is wrong with the file
     entries = data.get("scenarios") if isinstance(data, dict) else None
     if isinstance(entries, list) and len(entries) > 1:

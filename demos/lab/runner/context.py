@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
+from tqdm import tqdm
 
 from demos.lab.core.results import Check, Result
 from demos.lab.core.scenario import ScenarioConfig
@@ -118,11 +119,8 @@ class Context:
             return
         rec.last_step = n - 1
         rec.steps_run = 0
-        bar = None
-        if self._progress:
-            from tqdm import tqdm
-            bar = tqdm(total=n, desc=desc or self.cfg.id, leave=False, unit="step",
-                       dynamic_ncols=True)
+        bar = tqdm(total=n, desc=desc or self.cfg.id, leave=False, unit="step",
+                   dynamic_ncols=True, disable=not self._progress)  # disabled: a no-op
         # run.log alone: when the loop began (what a test or a user watching the log waits for)
         self.log.info("training: steps 0 to %d", n - 1, extra={"console": False})
         started = time.perf_counter()
@@ -139,16 +137,14 @@ class Context:
                     rec.check_finite()
                     if rec.diverged:
                         return
-                if bar is not None:
-                    bar.update()
+                bar.update()
             rec.check_finite()
         finally:
             rec.guard_sync(False)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)  # once, so train_s covers the queued work
             self.train_s = time.perf_counter() - started
-            if bar is not None:
-                bar.close()
+            bar.close()
 
     # -- artifacts ---------------------------------------------------------------------------
     def graph(self, output: torch.Tensor | tuple[torch.Tensor, ...],
