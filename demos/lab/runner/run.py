@@ -196,7 +196,7 @@ class Run:
                                 [], [], None, f"not run: the process group was given up "
                                               f"after {self.world_lost} failed")
         if parallel:
-            distributed.start_entry(self.world, entry.id)
+            distributed.start_entry(entry.id)
         before = global_state()
         summary = run_entry(entry, self.registry[entry.scenario], services)
         changed = restore_global_state(before)
