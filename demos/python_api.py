@@ -160,14 +160,11 @@ class EntryResult:
     checks = property(lambda self: self.summary.checks)
     inspection = property(lambda self: self.summary.inspection)
     error = property(lambda self: self.summary.error)
+    failures = property(lambda self: self.summary.failures)
 
     @property
     def passed(self) -> bool:
         return self.summary.status == "passed"
-
-    @property
-    def failures(self) -> list[Check]:
-        return self.summary.failures
 
     @property
     def folder(self) -> Path:
@@ -197,7 +194,8 @@ class EntryResult:
             return None
 
     def _repr_html_(self) -> str:
-        section = report.section(self.summary, self.folder, self.run.about(self.scenario),
+        about = registry().about(self.scenario) if self.scenario in registry() else ""
+        section = report.section(self.summary, self.folder, about,
                                  self.run.configs().get(self.id, ""))
         return inline.view(render("scenario.html.j2", section=section), self.run.folder)
 
@@ -261,10 +259,6 @@ class RunResult:
             except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError):
                 self._configs = {}
         return self._configs
-
-    @staticmethod
-    def about(scenario: str) -> str:
-        return registry().about(scenario) if scenario in registry() else ""
 
     def _repr_html_(self) -> str:
         about = {name: registry().about(name) for name in registry()}

@@ -10,6 +10,8 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
+import yaml
+
 from demos.lab.comparing.baseline import save
 from demos.lab.core.config import RunConfig, entry_dict
 from demos.lab.core.files import dumps, overwrite, write_atomic
@@ -54,8 +56,6 @@ def write_baseline(path: str, summary: RunSummary, cfg: RunConfig, log: logging.
 def write_pages(run_dir: Path, summary: RunSummary, cfg: RunConfig, registry: Registry,
                 log: logging.Logger, warn_once: Callable[[str], None]) -> Path | None:
     """report.html in the run folder, and the runs' index.html beside the run folders."""
-    import yaml
-
     configs = {e.id: yaml.safe_dump(entry_dict(e), sort_keys=False) for e in cfg.scenarios}
     about = {name: s.about for name, s in registry.items()}
     try:
