@@ -161,10 +161,7 @@ class EntryResult:
     inspection = property(lambda self: self.summary.inspection)
     error = property(lambda self: self.summary.error)
     failures = property(lambda self: self.summary.failures)
-
-    @property
-    def passed(self) -> bool:
-        return self.summary.status == "passed"
+    passed = property(lambda self: self.summary.status == "passed")
 
     @property
     def folder(self) -> Path:
@@ -211,7 +208,6 @@ class RunResult:
     folder: Path
     summary: RunSummary
     exit_code: int  # the command line's: 0 passed, 1 a check failed or an entry raised, 130
-    _configs: dict[str, str] | None = field(default=None, repr=False)
 
     @property
     def status(self) -> str:
@@ -251,14 +247,12 @@ class RunResult:
 
     def configs(self) -> dict[str, str]:
         """Each entry's resolved config as YAML, from the run's config.yaml."""
-        if self._configs is None:
-            try:
-                data = yaml.safe_load((self.folder / CONFIG).read_text(encoding="utf-8"))
-                self._configs = {str(entry_id(e)): yaml.safe_dump(e, sort_keys=False)
-                                 for e in data["scenarios"]}
-            except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError):
-                self._configs = {}
-        return self._configs
+        try:
+            data = yaml.safe_load((self.folder / CONFIG).read_text(encoding="utf-8"))
+            return {str(entry_id(e)): yaml.safe_dump(e, sort_keys=False)
+                    for e in data["scenarios"]}
+        except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError):
+            return {}
 
     def _repr_html_(self) -> str:
         about = {name: registry().about(name) for name in registry()}

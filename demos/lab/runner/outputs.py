@@ -44,7 +44,11 @@ def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final
 
 
 def write_baseline(path: str, summary: RunSummary, cfg: RunConfig, log: logging.Logger) -> bool:
-    """--save-baseline: the run's values; False when the file could not be written."""
+    """--save-baseline: the run's values (none of an interrupted run's); False when the file
+    could not be written."""
+    if summary.status == "interrupted":
+        log.warning("baseline not saved: the run was interrupted")
+        return True
     try:
         log.info("%s", save(path, summary, {e.id: e.scenario for e in cfg.scenarios}))
         return True

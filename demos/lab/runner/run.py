@@ -141,8 +141,10 @@ class Run:
             if block["status"] == "failed":
                 self.status = escalate(self.status, "failed")
         summary = self.final = self.summary()
-        if self.request.save_baseline:
-            self.write_baseline(summary)
+        if self.request.save_baseline and not outputs.write_baseline(
+                self.request.save_baseline, summary, self.cfg, self.log):
+            self.status = summary.status = escalate(self.status, "failed")
+            self.unsaved = True
         self.write_summary(summary)
         report_path = self.write_report(summary)
         if self.stop.requested and self.status != "interrupted":  # a signal while finishing
@@ -233,14 +235,6 @@ class Run:
                     e.status, e.error = escalate(e.status, "error"), e.error or message
                     self.log.error("%s is now an error: %s", e.id, message)
                     self.status = escalate(self.status, "failed")
-
-    def write_baseline(self, summary: RunSummary) -> None:
-        """--save-baseline: the run's values, unless it was interrupted."""
-        if self.status == "interrupted":
-            self.log.warning("baseline not saved: the run was interrupted")
-        elif not outputs.write_baseline(self.request.save_baseline, summary, self.cfg, self.log):
-            self.status = summary.status = escalate(self.status, "failed")
-            self.unsaved = True
 
     def write_summary(self, summary: RunSummary, final: bool = True) -> None:
         outputs.write_summary(self.dir, summary, self.log, final,
