@@ -67,6 +67,5 @@ def run_entries(cfg: RunConfig, registry: Registry, device: torch.device, world:
             level("%s raised: %s\n%s", entry.id, e, traceback.format_exc())
             distributed.leave(world)  # rank 0, if it waits on this rank, fails now
             return EXIT_FAILED
-        else:
-            log.info("%s done: %d steps in %.2f s", entry.id, ctx.steps_run, ctx.train_s or 0)
+        log.info("%s done: %d steps in %.2f s", entry.id, ctx.steps_run, ctx.train_s or 0)
     return EXIT_OK

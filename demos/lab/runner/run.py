@@ -37,11 +37,12 @@ from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import StopRequest, handle_signals
 from demos.lab.core.text import no_surrogates
 from demos.lab.pages.artifacts import Artifacts
+from demos.lab.pages.report import files_of
 from demos.lab.runner import outputs
 from demos.lab.runner import torchrun as distributed
 from demos.lab.runner.context import Shared
 from demos.lab.runner.device import global_state, restore_global_state, torch_settings
-from demos.lab.runner.entry import list_files, log_checks, run_entry
+from demos.lab.runner.entry import log_checks, run_entry
 from demos.lab.runner.options import RunRequest
 from demos.lab.runner.torchrun import SINGLE, World
 
@@ -126,7 +127,7 @@ class Run:
                     self.artifacts.wait()
                     self.unwritten_files()
             for e in self.entries:
-                e.artifacts = list_files(self.dir / e.id)
+                e.artifacts = files_of(self.dir / e.id)  # what it wrote, as the report lists it
             self.finish()
         finally:
             close_log()
