@@ -20,17 +20,33 @@ has a `_repr_html_`: the report's own HTML, shown in the notebook's output.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import html
 import io
 import json
 import os
+import sys
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from demos.lab.core.layout import BACKWARD, CONFIG, EXPLAIN, GRADS, REPORT, SUMMARY
-from demos.lab.core.overrides import setting
+import yaml
+
+from demos.lab.core.files import write_atomic, write_json
+from demos.lab.core.layout import (
+    BACKWARD,
+    CONFIG,
+    EXPLAIN,
+    GRADS,
+    NAME_RE,
+    REPORT,
+    SUMMARY,
+    make_run_dir,
+)
+from demos.lab.core.overrides import entry_id, setting
 from demos.lab.core.results import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -38,9 +54,17 @@ from demos.lab.core.results import (
     Check,
     EntrySummary,
     RunSummary,
+    read_summary,
 )
+from demos.lab.core.safe_yaml import read_yaml
 from demos.lab.core.schema import ConfigError
-from demos.lab.runner.options import RunRequest
+from demos.lab.core.signals import StopRequest
+from demos.lab.pages import inline, report
+from demos.lab.pages.artifacts import Artifacts
+from demos.lab.pages.templating import render
+from demos.lab.runner import cli
+from demos.lab.runner.options import RunRequest, by_name
+from demos.scenarios import registry
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -73,15 +97,13 @@ class GraphView:
     @property
     def steps(self) -> list[dict[str, Any]]:
         """The stepper's steps (backward.json), one per node; [] when it was not traced."""
-        from demos.lab.pages.report import backward_traces
-        return backward_traces(self.folder).get(self.name, [])
+        return report.backward_traces(self.folder).get(self.name, [])
 
     @property
     def saved(self) -> dict[str, Any] | None:
         """What the graph saved for backward (backward.json's ledger): its tensors, their
         bytes, and when backward let each go."""
-        from demos.lab.pages.report import backward_data
-        return next((g.get("saved") for g in backward_data(self.folder)
+        return next((g.get("saved") for g in report.backward_data(self.folder)
                      if g.get("graph") == self.name), None)
 
     @property
@@ -93,14 +115,10 @@ class GraphView:
             return ""
 
     def _repr_html_(self) -> str:
-        from demos.lab.pages import inline, report
-        from demos.lab.pages.report import files_of
-        from demos.lab.pages.templating import render
         owner = self.folder.name
-        found = [g for g in report.graphs(self.folder, owner, files_of(self.folder))
+        found = [g for g in report.graphs(self.folder, owner, report.files_of(self.folder))
                  if g.stem == self.name]
         if not found:
-            import html
             return inline.view(f"<p>{html.escape(owner)} has no graph {html.escape(self.name)} "
                                f"(no {html.escape(self.name)}.svg)</p>", None)
         return inline.view(render("graph.html.j2", graph=found[0], e={"id": owner}),
@@ -120,10 +138,8 @@ class SupportView:
         return self.data[function][capability]["status"]
 
     def _repr_html_(self) -> str:
-        from demos.lab.pages import inline
-        from demos.lab.pages.report import support_matrix
-        from demos.lab.pages.templating import render
-        return inline.view(render("support.html.j2", support=support_matrix(self.data)), None)
+        return inline.view(render("support.html.j2", support=report.support_matrix(self.data)),
+                           None)
 
     def __repr__(self) -> str:
         return "\n".join(f"{f}: " + ", ".join(f"{c} {row['status']}" for c, row in rows.items())
@@ -144,14 +160,8 @@ class EntryResult:
     checks = property(lambda self: self.summary.checks)
     inspection = property(lambda self: self.summary.inspection)
     error = property(lambda self: self.summary.error)
-
-    @property
-    def passed(self) -> bool:
-        return self.summary.status == "passed"
-
-    @property
-    def failures(self) -> list[Check]:
-        return self.summary.failures
+    failures = property(lambda self: self.summary.failures)
+    passed = property(lambda self: self.summary.status == "passed")
 
     @property
     def folder(self) -> Path:
@@ -160,8 +170,7 @@ class EntryResult:
     @property
     def files(self) -> list[str]:
         """Every file in its folder, as the report lists them."""
-        from demos.lab.pages.report import files_of
-        return files_of(self.folder)
+        return report.files_of(self.folder)
 
     @property
     def graphs(self) -> dict[str, GraphView]:
@@ -182,9 +191,8 @@ class EntryResult:
             return None
 
     def _repr_html_(self) -> str:
-        from demos.lab.pages import inline, report
-        from demos.lab.pages.templating import render
-        section = report.section(self.summary, self.folder, self.run.about(self.scenario),
+        about = registry().about(self.scenario) if self.scenario in registry() else ""
+        section = report.section(self.summary, self.folder, about,
                                  self.run.configs().get(self.id, ""))
         return inline.view(render("scenario.html.j2", section=section), self.run.folder)
 
@@ -200,7 +208,6 @@ class RunResult:
     folder: Path
     summary: RunSummary
     exit_code: int  # the command line's: 0 passed, 1 a check failed or an entry raised, 130
-    _configs: dict[str, str] | None = field(default=None, repr=False)
 
     @property
     def status(self) -> str:
@@ -240,30 +247,17 @@ class RunResult:
 
     def configs(self) -> dict[str, str]:
         """Each entry's resolved config as YAML, from the run's config.yaml."""
-        if self._configs is None:
-            import yaml
-
-            from demos.lab.core.overrides import entry_id
-            try:
-                data = yaml.safe_load((self.folder / CONFIG).read_text(encoding="utf-8"))
-                self._configs = {str(entry_id(e)): yaml.safe_dump(e, sort_keys=False)
-                                 for e in data["scenarios"]}
-            except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError):
-                self._configs = {}
-        return self._configs
-
-    @staticmethod
-    def about(scenario: str) -> str:
-        from demos.scenarios import registry
-        return registry().about(scenario) if scenario in registry() else ""
+        try:
+            data = yaml.safe_load((self.folder / CONFIG).read_text(encoding="utf-8"))
+            return {str(entry_id(e)): yaml.safe_dump(e, sort_keys=False)
+                    for e in data["scenarios"]}
+        except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError):
+            return {}
 
     def _repr_html_(self) -> str:
-        from demos.lab.pages import inline
-        from demos.lab.pages.report import render_report
-        from demos.scenarios import registry
         about = {name: registry().about(name) for name in registry()}
-        return inline.view(render_report(self.folder, self.summary, about, self.configs(),
-                                         part="body"), self.folder)
+        return inline.view(report.render_report(self.folder, self.summary, about,
+                                                self.configs(), part="body"), self.folder)
 
     def __repr__(self) -> str:
         return (f"<run {self.summary.run_id}: {self.status.upper()}, {self.summary.passed} of "
@@ -275,8 +269,6 @@ def load(folder: str | os.PathLike[str] | RunResult) -> Any:
     output folder (one that holds run folders, as `outputs`), every run in it, a list of
     results, oldest first (the folders index.html leaves out, left out). A summary.json that
     no run wrote (hand-edited, cut short, a link) is a ConfigError naming it and why."""
-    from demos.lab.core.results import read_summary
-
     path = Path(text_of("load", folder.folder if isinstance(folder, RunResult) else folder))
     if path.is_dir() and not os.path.lexists(path / SUMMARY):  # an output folder
         runs = []
@@ -351,11 +343,12 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
                              "id": text_of("id", options.pop("id", None) or
                                            entry_id_of(function)),
                              "function": name_of(function), "inputs": specs}
+    rows = "a capability's name or a list of them"
     for key, value in (("reference", None if reference is None else name_of(reference)),
                        ("double_backward", double_backward or None),
                        ("intended", intended or None), ("rtol", rtol),
-                       ("atol", atol), ("require", rows("require", require) or None),
-                       ("support", None if support is None else rows("support", support))):
+                       ("atol", atol), ("require", texts("require", require, rows) or None),
+                       ("support", None if support is None else texts("support", support, rows))):
         if value is not None:
             entry[key] = value
     quiet = bool(options.pop("quiet", False))
@@ -426,13 +419,6 @@ def looked(call: str, name: str, output_dir: str | os.PathLike[str],
            looking: Callable[[Path, Any], Any]) -> GraphView:
     """`looking(folder, artifacts)` in a new folder <call>_<time>/ of `output_dir`, its
     backward.json and explain.txt written there, its drawings waited for; its view."""
-    import datetime as dt
-    import warnings
-
-    from demos.lab.core.files import write_atomic, write_json
-    from demos.lab.core.layout import NAME_RE, make_run_dir
-    from demos.lab.pages.artifacts import Artifacts
-
     if not NAME_RE.fullmatch(text_of("name", name)):
         raise ConfigError(f"{call}: name {short(name)}: must be a folder-safe file name "
                           f"(letters, digits, _ . -)")
@@ -457,19 +443,24 @@ def request_of(target: Any, options: Mapping[str, Any], keys: Mapping[str, Any],
     """The request run(target, **options, **keys) makes: the command line's, typed; `call`,
     the function called and its arguments, is what the run records as its command."""
     config, data = config_of(target)
-    sets = settings(options["set"])
+    given, only = options["set"], options["only"]
+    # set=: a mapping's values go into the config as they are; texts are --set's KEY=VALUE
+    sets: list[Any] = ([setting(text_of("set", k), v) for k, v in given.items()]
+                       if isinstance(given, Mapping) else texts(
+                           "set", given, "a mapping of KEY: VALUE, or a list of 'KEY=VALUE' texts"))
+    if only is not None:  # one id or several, joined as the command line joins them
+        only = [",".join(texts("only", only, "an entry's id or a list of them"))]
     if keys:
         one_entry(config, data, keys)
         sets = [*(setting(f"scenarios[0].{k}", v) for k, v in keys.items()), *sets]
     shown = {k: v for k, v in options.items() if v != RUN_OPTIONS[k]}
     return RunRequest(
-        config=config, data=data, sets=sets, only=ids("only", options["only"]),
-        dry_run=bool(options["dry_run"]), device=options["device"], seed=options["seed"],
-        threads=options["threads"], run_name=option("run_name", options["run_name"]),
-        baseline=option("baseline", options["baseline"]),
-        save_baseline=option("save_baseline", options["save_baseline"]),
+        config=config, data=data, sets=sets, only=only, dry_run=bool(options["dry_run"]),
+        device=options["device"], seed=options["seed"], threads=options["threads"],
         output_dir=text_of("--output-dir", options["output_dir"]),
-        command=[called(*call, **shown, **keys)])
+        command=[called(*call, **shown, **keys)],
+        **{k: None if options[k] is None else text_of(f"--{k.replace('_', '-')}", options[k])
+           for k in ("run_name", "baseline", "save_baseline")})  # the command line's texts
 
 
 def called(function: str, *args: Any, **kwargs: Any) -> str:
@@ -485,40 +476,31 @@ def called(function: str, *args: Any, **kwargs: Any) -> str:
 def config_of(target: Any) -> tuple[str, Any]:
     """The run's config: its file (or the name messages give one made in memory), and its
     data where it is made in memory (None: read from the file)."""
-    from demos.lab.runner.cli import CONFIGS
-    from demos.lab.runner.options import by_name
-    from demos.scenarios import registry
-
     if isinstance(target, Mapping):
         return "<config from Python>", dict(target)
     if not isinstance(target, (str, os.PathLike)):
         raise ConfigError(f"run: expected a scenario's name, a config file or a config's data "
                           f"(a mapping), got {type(target).__name__}")
-    text = text_of("run", target)
-    if text in registry():
-        shipped = CONFIGS / f"{text}.yaml"
-        if shipped.is_file():  # as `runner.py NAME` finds it
-            shown = os.path.relpath(shipped) if shipped.is_relative_to(Path.cwd()) else shipped
-            return str(shown), None
+    text, names = text_of("run", target), list(registry())
+    if text in names and not (cli.CONFIGS / f"{text}.yaml").is_file():  # a scenario that ships none
         return f"<{text} defaults>", {"scenarios": [{"scenario": text}]}
+    if text in names:  # its shipped config, as `runner.py NAME` finds it
+        return by_name([text], names, cli.CONFIGS)[1], None
     if text.endswith((".yaml", ".yml")) or os.sep in text or os.path.exists(text):
         return text, None
     if not text.startswith("-") and text != "run":
-        by_name([text], list(registry()), CONFIGS)  # the command line's "did you mean"
+        by_name([text], names, cli.CONFIGS)  # the command line's "did you mean"
     raise ConfigError(f"run: {text}: not a scenario or a config file (the command line's "
                       f"options are run()'s arguments)")
 
 
 def one_entry(config: str, data: Any, keys: Mapping[str, Any]) -> None:
     """Keyword keys are the one entry's: refused, naming set=, for a config of several."""
-    import yaml
-
     source = "the config" if data is not None else config
     if data is None:
         try:
-            with open(config, encoding="utf-8") as f:
-                data = yaml.safe_load(f)
-        except (OSError, yaml.YAMLError):
+            data = read_yaml(config)
+        except ConfigError:
             return  # the run says what is wrong with the file
     entries = data.get("scenarios") if isinstance(data, dict) else None
     if isinstance(entries, list) and len(entries) > 1:
@@ -526,35 +508,6 @@ def one_entry(config: str, data: Any, keys: Mapping[str, Any]) -> None:
         raise ConfigError(f"{key}=: {source} has "
                           f"{len(entries)} entries; name one: set={{'scenarios.<id>.{key}': "
                           f"...}}")
-
-
-def settings(set: Any) -> list[Any]:
-    """set=: a mapping's items as Settings (their values go into the config as they are), or
-    --set's KEY=VALUE texts as they are."""
-    if isinstance(set, str):
-        return [text_of("set", set)]
-    if isinstance(set, Mapping):
-        return [setting(text_of("set", k), v) for k, v in set.items()]
-    if isinstance(set, Sequence):
-        return [text_of("set", a) for a in set]
-    raise ConfigError(f"set: a mapping of KEY: VALUE, or a list of 'KEY=VALUE' texts, got "
-                      f"{type(set).__name__}")
-
-
-def ids(name: str, value: Any) -> list[str] | None:
-    """`only`'s ids: one, or a list of them."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [text_of(name, value)]
-    if isinstance(value, Sequence):
-        return [",".join(text_of(name, v) for v in value)]
-    raise ConfigError(f"{name}: an entry's id or a list of them, got {type(value).__name__}")
-
-
-def option(name: str, value: Any) -> str | None:
-    """An option's value as the command line's text (None: not given)."""
-    return None if value is None else text_of(f"--{name.replace('_', '-')}", value)
 
 
 def text_of(name: str, value: Any) -> str:
@@ -570,9 +523,14 @@ def text_of(name: str, value: Any) -> str:
     return text
 
 
-def rows(name: str, value: Any) -> list[str]:
-    """support's or require's rows: a name, or a list of names."""
-    return [value] if isinstance(value, str) else [text_of(name, v) for v in value]
+def texts(name: str, value: Any, expected: str) -> list[str]:
+    """A text, or a list of texts, as a list (each as text_of checks it); else a ConfigError
+    saying what was `expected`."""
+    if isinstance(value, str):
+        return [text_of(name, value)]
+    if isinstance(value, Sequence):
+        return [text_of(name, v) for v in value]
+    raise ConfigError(f"{name}: {expected}, got {type(value).__name__}")
 
 
 def short(obj: Any) -> str:
@@ -636,10 +594,6 @@ LOCK = threading.RLock()  # one run at a time in a process: torch's settings are
 def perform(request: RunRequest, quiet: bool) -> RunResult:
     """The run `request` asks for, in this process, signals as a notebook needs them: the
     command line's own path (demos.lab.runner.cli.perform) from here on."""
-    from demos.lab.core.signals import StopRequest
-    from demos.lab.runner import cli
-    from demos.scenarios import registry
-
     made: list[Any] = []
     with LOCK, caller_kept(quiet):  # another thread's run first: they would share torch, stdout
         stop = StopRequest()
@@ -658,17 +612,8 @@ def caller_kept(quiet: bool) -> Iterator[None]:
     """What a run changes in its process, given back to the caller: the random number
     generators' states (torch's, and CUDA's where it started; torch not yet imported has
     none to keep); with `quiet`, stdout."""
-    import sys
-
     torch = sys.modules.get("torch")
-    cpu = torch.get_rng_state() if torch is not None else None
-    cuda = (torch.cuda.get_rng_state_all()
-            if torch is not None and torch.cuda.is_initialized() else None)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
-            yield
-    finally:
-        if cpu is not None:
-            torch.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
+    cuda = range(torch.cuda.device_count() if torch and torch.cuda.is_initialized() else 0)
+    kept = torch.random.fork_rng(cuda, device_type="cuda") if torch else contextlib.nullcontext()
+    with kept, (contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext()):
+        yield

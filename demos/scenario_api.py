@@ -149,15 +149,14 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
         sys.exit(EXIT_OK)
     try:
         request = options.parse(typed, prog, [], cli.CONFIGS)
+        refused = [o for o, given in zip(NOT_ALONE, (request.config, request.ensemble,
+                                                     request.jobs != 1 or None,
+                                                     request.watch or None)) if given is not None]
+        if refused:
+            raise ConfigError(f"{refused[0]}: {prog} runs its scenario once, with its shipped "
+                              f"config; for {refused[0]}, use runner.py with a config")
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
-    refused = [o for o, given in zip(NOT_ALONE, (request.config, request.ensemble,
-                                                 request.jobs != 1 or None, request.watch or None))
-               if given is not None]
-    if refused:
-        print(f"error: {refused[0]}: {prog} runs its scenario once, with its shipped config; for "
-              f"{refused[0]}, use runner.py with a config", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     shipped = cli.CONFIGS / f"{scenario.name}.yaml"
     own = Path(inspect.getfile(scenario.run)).resolve() == \

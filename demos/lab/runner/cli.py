@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import os
 import sys
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -54,16 +55,14 @@ def run_request(r: RunRequest, call: Call) -> int:
         if cfg.device not in ("auto", "cpu"):  # one this machine lacks: before any variant
             device_of(r, cfg)
         code = run_ensemble(r, cfg, Path(r.output_dir), call.stop)
-        index(Path(r.output_dir))
+        from demos.lab.runner.outputs import write_index  # its folder, among the runs
+        write_index(Path(r.output_dir), lambda message: say(f"warning: {message}", err=True))
         return code
     if r.watch:
         from demos.lab.runner.watch import watch
-        made: list[Any] = []  # the newest run alone: an older one holds the user's old code
-
-        def keep(run: Any) -> None:
-            made[:] = [run]
-
-        call = dataclasses.replace(call, keep=keep)
+        # the newest run alone: an older one holds the user's old code
+        made: deque[Any] = deque(maxlen=1)
+        call = dataclasses.replace(call, keep=made.append)
         return watch(r.config, Path(r.output_dir),  # the baseline read anew each time
                      lambda: run_once(r, registry, load_baseline(r.baseline, r.dry_run), call),
                      lambda: Path(made[-1].dir) if made else None, call.stop,
@@ -112,10 +111,8 @@ def main(argv: list[str] | None, registry: Callable[[], Registry],
     noted signals already (see demos.cli)."""
     code, stop = 0, stop or StopRequest()
     try:
-        if request is None:
-            with signal_handler(StartUp(stop), stop.signals):
-                request = parse(sys.argv[1:] if argv is None else argv, prog, list(registry()),
-                                CONFIGS)
+        request = request or parse(sys.argv[1:] if argv is None else argv, prog,
+                                   list(registry()), CONFIGS)
         code = perform(request, Call(registry, stop))
         try:
             sys.stdout.flush()
@@ -154,15 +151,11 @@ def interrupted_when(stop: StopRequest) -> str:
     return when
 
 
-def shipped_configs() -> Path:
-    """The shipped configs, by scenario: demos/configs in an installed copy (the package data
-    of demos.configs), else configs/ beside the package, in a checkout."""
-    package = Path(__file__).resolve().parents[2]
-    installed = package / "configs"
-    return installed if installed.is_dir() else package.parent / "configs"
-
-
-CONFIGS = shipped_configs()
+# The shipped configs, by scenario: demos/configs in an installed copy (the package data of
+# demos.configs), else configs/ beside the package, in a checkout.
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+if not CONFIGS.is_dir():
+    CONFIGS = CONFIGS.parents[1] / "configs"
 
 
 # The run itself: torch loads here.
@@ -193,26 +186,23 @@ def start(r: RunRequest, cfg, configured, registry: Registry, base, call: Call) 
         stop.deferred = False
     stop_if_requested(stop)  # a safe point: torch has loaded
     notes, before = [], global_state()
-    for i, entry in enumerate(cfg.scenarios):  # the run starts: now user code may load
-        prepare = registry[entry.scenario].prepare
-        if prepare is not None:
-            try:
+    try:
+        for i, entry in enumerate(cfg.scenarios):  # the run starts: now user code may load
+            prepare = registry[entry.scenario].prepare
+            if prepare is not None:
                 prepare(entry, f"scenarios[{i}]")
-            except ConfigError as e:
-                raise ConfigError(f"{r.config}: {e}") from None
-            changed = restore_global_state(before)
-            if changed:  # at import: it would change the entries before this one too (and
-                #          a working directory changed would move the run's folder)
-                notes.append(f"{entry.id}: its code changed {'; '.join(changed)} when it was "
-                             f"loaded; set back: every entry runs with the run's own")
-    if world.active:
-        for i, entry in enumerate(cfg.scenarios):  # e.g. a global batch the ranks can share
-            check = getattr(entry, "check_world", None)
+                changed = restore_global_state(before)
+                if changed:  # at import: it would change the entries before this one too
+                    #          (and a working directory changed would move the run's folder)
+                    notes.append(f"{entry.id}: its code changed {'; '.join(changed)} when it "
+                                 f"was loaded; set back: every entry runs with the run's own")
+        for i, entry in enumerate(cfg.scenarios if world.active else []):
+            check = getattr(entry, "check_world", None)  # e.g. a global batch the ranks share
             if registry[entry.scenario].data_parallel and check is not None:
-                try:
-                    check(world.size, f"scenarios[{i}]")
-                except ConfigError as e:
-                    raise ConfigError(f"{r.config}: {e}") from None
+                check(world.size, f"scenarios[{i}]")
+    except ConfigError as e:
+        raise ConfigError(f"{r.config}: {e}") from None
+    if world.active:
         world, device = distributed.join(world, device)
         if device.type == "cuda":
             note = f"{note}; under torchrun each rank takes the GPU of its local rank: {device}"
@@ -224,13 +214,9 @@ def start(r: RunRequest, cfg, configured, registry: Registry, base, call: Call) 
             from demos.lab.comparing.baseline import Comparison
             base = Comparison(r.baseline, base, configured.scenarios,
                               [e.id for e in cfg.scenarios], str(device), world_size=world.size)
-        progress = not r.no_progress and sys.stderr.isatty()
-        options = RunOptions(source=str(r.config), command=r.command, device_note=note,
-                             progress=progress, dry_run=r.dry_run, open_report=r.open,
-                             sets=[str(s) for s in r.overrides], baseline=base,
-                             save_baseline=r.save_baseline, run_name=r.run_name,
-                             notes=notes, stop=stop, world=world)
-        return execute(cfg, registry, device, Path(r.output_dir), options, call.keep)
+        options = RunOptions(note, progress=not r.no_progress and sys.stderr.isatty(),
+                             baseline=base, notes=notes, stop=stop, world=world)
+        return execute(cfg, registry, device, r, options, call.keep)
     finally:
         distributed.leave(world)
 
@@ -244,12 +230,3 @@ def device_of(r: RunRequest, cfg: config_mod.RunConfig) -> tuple[Any, str]:
     except ConfigError as e:
         where = "--device" if r.device is not None else f"{r.config}: device"
         raise ConfigError(f"{where} {cfg.device}: {e}") from None
-
-
-def index(output_dir: Path) -> None:
-    """Rebuild outputs/index.html (after an ensemble, whose runs rebuilt it in turn)."""
-    from demos.lab.pages.index import write_index
-    try:
-        write_index(output_dir)
-    except Exception as e:  # a lock held too long, a folder it cannot read: not the work lost
-        say(f"warning: index.html not rebuilt ({e}); the next run rebuilds it", err=True)

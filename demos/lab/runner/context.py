@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
+from tqdm import tqdm
 
 from demos.lab.core.results import Check, Result
 from demos.lab.core.scenario import ScenarioConfig
@@ -23,7 +24,6 @@ from demos.lab.instruments import render as graphs
 from demos.lab.instruments import second_backward, trace, walk
 from demos.lab.pages import plots
 from demos.lab.pages.artifacts import Artifacts
-from demos.lab.runner.device import check_device
 from demos.lab.runner.looking import look, look_forward
 from demos.lab.runner.recorder import Diverged, Recorder  # noqa: F401 (re-exported)
 from demos.lab.runner.torchrun import SINGLE, World
@@ -68,7 +68,6 @@ class Findings:
     backward: list[dict[str, Any]] = field(default_factory=list)  # traced backwards: backward.json
     # the passes' checks of a Function: "forward mode agrees", "second backward agrees"
     pass_checks: list[Check] = field(default_factory=list)
-    train_s: float | None = None  # the loop's time
 
 
 class Context:
@@ -87,7 +86,8 @@ class Context:
         self.stepper_gifs = run.stepper_gifs  # each traced backward as <graph>_steps.gif too
         # under torchrun: which rank this is; only rank 0 (world.primary) writes files
         self.world = run.world
-        self.check_device = check_device(run.device)
+        # where float64 checks run: the run's device, but the CPU for MPS (it has no float64)
+        self.check_device = torch.device("cpu") if run.device.type == "mps" else run.device
         self.warn_once = run.warn_once or log.warning
         # plots and graph renders: drawn beside the run (see demos.lab.pages.artifacts)
         self._artifacts = run.artifacts or Artifacts(self.warn_once)
@@ -98,16 +98,12 @@ class Context:
         self.history, self.last = self._recorder.history, self._recorder.last
         self._progress = run.progress
         self.stop = run.stop  # the run's stop request (Ctrl-C): for a long check to look at
+        self.train_s: float | None = None  # the training loop's time in seconds, once it ran
 
     @property
     def steps_run(self) -> int:
         """The step the loop reached (the steps done)."""
         return self._recorder.steps_run
-
-    @property
-    def train_s(self) -> float | None:
-        """The training loop's time in seconds, once it ran."""
-        return self._findings.train_s
 
     # -- the training loop -------------------------------------------------------------------
     def steps(self, n: int, desc: str | None = None) -> Iterator[int]:
@@ -123,11 +119,8 @@ class Context:
             return
         rec.last_step = n - 1
         rec.steps_run = 0
-        bar = None
-        if self._progress:
-            from tqdm import tqdm
-            bar = tqdm(total=n, desc=desc or self.cfg.id, leave=False, unit="step",
-                       dynamic_ncols=True)
+        bar = tqdm(total=n, desc=desc or self.cfg.id, leave=False, unit="step",
+                   dynamic_ncols=True, disable=not self._progress)  # disabled: a no-op
         # run.log alone: when the loop began (what a test or a user watching the log waits for)
         self.log.info("training: steps 0 to %d", n - 1, extra={"console": False})
         started = time.perf_counter()
@@ -144,16 +137,14 @@ class Context:
                     rec.check_finite()
                     if rec.diverged:
                         return
-                if bar is not None:
-                    bar.update()
+                bar.update()
             rec.check_finite()
         finally:
             rec.guard_sync(False)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)  # once, so train_s covers the queued work
-            self._findings.train_s = time.perf_counter() - started
-            if bar is not None:
-                bar.close()
+            self.train_s = time.perf_counter() - started
+            bar.close()
 
     # -- artifacts ---------------------------------------------------------------------------
     def graph(self, output: torch.Tensor | tuple[torch.Tensor, ...],
@@ -167,14 +158,20 @@ class Context:
         saved (see demos.lab.instruments.render). Returns the graphviz source; under torchrun,
         on the ranks but 0, nothing is drawn and it returns "".
         """
-        return self._draw(output, names, name)
+        if not self.world.primary:
+            return ""
+        seen = look(output, names, name, self.dir, self._artifacts,
+                    stepper_gif=self.stepper_gifs, what=self.cfg.id)
+        self._findings.backward.append(seen.backward)
+        self._findings.explanations.append(seen.explanation)
+        return seen.source
 
     def forward(self, run: Callable[[], Any], names: Mapping[str, torch.Tensor],
                 name: str = "graph") -> Any:
         """Run the forward `run()` and return its output, drawn and traced as `graph` does:
         a graph drawn from one call, `out = ctx.forward(lambda: MyExp.apply(x), {"x": x})`."""
         output = run()
-        self._draw(output, names, name)
+        self.graph(output, names, name)
         return output
 
     def second_backward(self, run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
@@ -224,15 +221,6 @@ class Context:
         self._findings.backward.append(seen.backward)
         self._findings.pass_checks.extend(seen.checks)
         self._findings.explanations.append(seen.explanation)
-
-    def _draw(self, output: Any, names: Mapping[str, torch.Tensor], name: str) -> str:
-        if not self.world.primary:
-            return ""
-        seen = look(output, names, name, self.dir, self._artifacts,
-                    stepper_gif=self.stepper_gifs, what=self.cfg.id)
-        self._findings.backward.append(seen.backward)
-        self._findings.explanations.append(seen.explanation)
-        return seen.source
 
     def plot(self, filename: str, x: Sequence[float], series: Mapping[str, Sequence[float]],
              **labels: Any) -> None:

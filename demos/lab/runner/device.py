@@ -17,13 +17,10 @@ def resolve_device(spec: str) -> tuple[torch.device, str]:
     if spec == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda"), f"auto: chose cuda ({torch.cuda.get_device_name(0)})"
-        if mps_available():
+        if torch.backends.mps.is_available():
             return torch.device("mps"), "auto: chose mps (no CUDA)"
         return torch.device("cpu"), "auto: chose cpu (no CUDA or MPS available)"
-    try:
-        device = torch.device(spec)
-    except RuntimeError as e:  # the config's check spells devices as torch does: not expected
-        raise ConfigError(f"device {spec!r}: {str(e).splitlines()[0]}") from None
+    device = torch.device(spec)  # the config's check (DEVICE_RE) spells devices as torch does
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise ConfigError(f"CUDA is not available on this machine "
@@ -33,19 +30,10 @@ def resolve_device(spec: str) -> tuple[torch.device, str]:
             raise ConfigError(f"there are {count} CUDA device(s), "
                               f"numbered 0..{count - 1}")
         return device, f"{spec} ({torch.cuda.get_device_name(device.index or 0)})"
-    if device.type == "mps" and not mps_available():
+    if device.type == "mps" and not torch.backends.mps.is_available():
         raise ConfigError("MPS is not available on this machine; "
                           "use --device cpu or auto")
     return device, spec
-
-
-def mps_available() -> bool:
-    return getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
-
-
-def check_device(device: torch.device) -> torch.device:
-    """Where float64 checks run: the run's device, but CPU for MPS (it has no float64)."""
-    return torch.device("cpu") if device.type == "mps" else device
 
 
 @contextlib.contextmanager
@@ -57,11 +45,10 @@ def torch_settings(threads: int | str, deterministic: bool, share: int = 1) -> I
     own settings (demos.run inside no_grad, after set_default_dtype(float64)) do not reach the
     run: it runs as from the command line, float32 by default, on the CPU, with grad enabled.
     """
-    before_threads = torch.get_num_threads()
-    before_dtype, before_device = torch.get_default_dtype(), torch.get_default_device()
+    kept = {name: SETTINGS[name][0]() for name in ("torch's CPU threads", "torch's default dtype",
+                                                    "torch's default device")}
     torch.set_default_dtype(torch.float32)
-    if before_device.type != "cpu":
-        torch.set_default_device(None)
+    torch.set_default_device(None)
     # `share` processes on this machine (torchrun's ranks): auto gives each its part
     cores = max(1, available_cores() // share)
     torch.set_num_threads(auto_threads(cores) if threads == "auto" else int(threads))
@@ -81,10 +68,8 @@ def torch_settings(threads: int | str, deterministic: bool, share: int = 1) -> I
                              "scenario makes itself (a data split, shuffles) is seeded the "
                              "same"}
     finally:
-        torch.set_num_threads(before_threads)
-        torch.set_default_dtype(before_dtype)
-        if before_device.type != "cpu":
-            torch.set_default_device(before_device)
+        for name, value in kept.items():
+            SETTINGS[name][1](value)
         if before is not None:
             torch.use_deterministic_algorithms(before[0])
             torch.backends.cudnn.benchmark = before[1]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import traceback
-from pathlib import Path
 
 import torch
 
@@ -90,7 +89,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
     return EntrySummary(
         id=entry.id, scenario=entry.scenario, status=status, device=str(s.device),
         steps=ctx.steps_run, metrics=r.metrics, params=r.params, checks=found,
-        artifacts=[],  # listed once the artifacts are written: see list_files
+        artifacts=[],  # listed once the drawings are written (Run.execute)
         timing=timing, error=error, inspection=r.inspection, support=r.support)
 
 
@@ -152,12 +151,3 @@ def finish_checks(entry: ScenarioConfig, ctx: Context, findings: Findings,
             else "--dry-run" if dry_run else entry.expect.unlike(entry, ctx.seed))
     return found + list(result.checks) + findings.pass_checks + expect(
         entry.expect, result.params, result.metrics, skip=skip)
-
-
-def list_files(folder: Path) -> list[str]:
-    """What an entry wrote (its folder's files, hidden temporaries aside); none when its
-    folder could not be made."""
-    try:
-        return sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
-    except OSError:
-        return []

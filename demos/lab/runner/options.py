@@ -176,16 +176,12 @@ def check_run(r: RunRequest) -> None:
         if not r.save_baseline:
             raise ConfigError("--ensemble: only with --save-baseline FILE (it measures the "
                               "baseline's bands)")
-        refuse("--ensemble", r, baseline="--baseline", print_config="--print-config",
-               open="--open")
-        one_process("--ensemble")
+        alone("--ensemble", r, "baseline", "print_config", "open")
     elif r.jobs != 1:
         raise ConfigError("--jobs: only with --ensemble")
     if r.watch:
-        refuse("--watch", r, "(every rerun is a run of its own)", ensemble="--ensemble",
-               save_baseline="--save-baseline", open="--open", run_name="--run-name",
-               print_config="--print-config")
-        one_process("--watch")
+        alone("--watch", r, "ensemble", "save_baseline", "open", "run_name", "print_config",
+              why=" (every rerun is a run of its own)")
     if not 1 <= r.jobs <= 256:
         raise ConfigError(f"--jobs: must be from 1 to 256, got {r.jobs}")
     if r.run_name is not None and not NAME_RE.fullmatch(r.run_name):
@@ -193,17 +189,15 @@ def check_run(r: RunRequest) -> None:
                           f"(letters, digits, _ . -; at most 100)")
 
 
-def refuse(option: str, r: RunRequest, why: str = "", **others: str) -> None:
-    """`option` is not given with any of `others` (field: its option)."""
-    for name, other in others.items():
+def alone(option: str, r: RunRequest, *others: str, why: str = "") -> None:
+    """`option` is not given with any of `others` (the request's fields, named as options),
+    nor under torchrun."""
+    for name in others:
         if getattr(r, name) not in (None, False):
-            raise ConfigError(f"{option}: not with {other}" + (f" {why}" if why else ""))
-
-
-def one_process(what: str) -> None:
+            raise ConfigError(f"{option}: not with --{name.replace('_', '-')}{why}")
     from demos.lab.runner.torchrun import from_env
     if from_env().active:
-        raise ConfigError(f"{what}: not under torchrun; run it as one process")
+        raise ConfigError(f"{option}: not under torchrun; run it as one process")
 
 
 def load_baseline(path: str | None, dry_run: bool):

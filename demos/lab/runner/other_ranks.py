@@ -30,15 +30,11 @@ def follow(cfg: RunConfig, registry: Registry, device: torch.device, world: Worl
         if folder is None:  # rank 0 said why (exit 2)
             return EXIT_USAGE
         run_dir = Path(folder)
-        log, close = distributed.rank_log(run_dir, world)
-        try:
-            with torch_settings(cfg.threads, cfg.deterministic, world.local_size) as det:
-                log.info("rank %d of %d (%s), device %s, %d CPU thread(s), seed %d",
-                         world.rank, world.size, world.backend, device, det["cpu_threads"],
-                         cfg.seed)
-                return run_entries(cfg, registry, device, world, stop, run_dir, log)
-        finally:
-            close()
+        with distributed.rank_log(run_dir, world) as log, \
+                torch_settings(cfg.threads, cfg.deterministic, world.local_size) as det:
+            log.info("rank %d of %d (%s), device %s, %d CPU thread(s), seed %d", world.rank,
+                     world.size, world.backend, device, det["cpu_threads"], cfg.seed)
+            return run_entries(cfg, registry, device, world, stop, run_dir, log)
 
 
 def run_entries(cfg: RunConfig, registry: Registry, device: torch.device, world: World,
@@ -47,7 +43,7 @@ def run_entries(cfg: RunConfig, registry: Registry, device: torch.device, world:
         scenario = registry[entry.scenario]
         if not scenario.data_parallel:
             continue
-        if not distributed.wait_for_entry(world, entry.id):
+        if not distributed.wait_for_entry(entry.id):
             log.info("%s: rank 0 gave the process group up; nothing more to run", entry.id)
             return EXIT_OK  # rank 0 reports why
         log.info("start %s (%s)", entry.id, entry.scenario)
@@ -64,13 +60,12 @@ def run_entries(cfg: RunConfig, registry: Registry, device: torch.device, world:
             if stop.requested:
                 log.info("%s interrupted by %s (%s)", entry.id, stop.requested, e)
                 return EXIT_INTERRUPTED
-            if distributed.rank0_gave_up(world):
+            if distributed.rank0_gave_up():
                 log.info("%s: rank 0 gave the process group up (%s)", entry.id, e)
                 return EXIT_OK  # rank 0 reports its own failure
             level = log.info if isinstance(e, Diverged) else log.error
             level("%s raised: %s\n%s", entry.id, e, traceback.format_exc())
             distributed.leave(world)  # rank 0, if it waits on this rank, fails now
             return EXIT_FAILED
-        else:
-            log.info("%s done: %d steps in %.2f s", entry.id, ctx.steps_run, ctx.train_s or 0)
+        log.info("%s done: %d steps in %.2f s", entry.id, ctx.steps_run, ctx.train_s or 0)
     return EXIT_OK

@@ -10,6 +10,8 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
+import yaml
+
 from demos.lab.comparing.baseline import save
 from demos.lab.core.config import RunConfig, entry_dict
 from demos.lab.core.files import dumps, overwrite, write_atomic
@@ -42,7 +44,11 @@ def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final
 
 
 def write_baseline(path: str, summary: RunSummary, cfg: RunConfig, log: logging.Logger) -> bool:
-    """--save-baseline: the run's values; False when the file could not be written."""
+    """--save-baseline: the run's values (none of an interrupted run's); False when the file
+    could not be written."""
+    if summary.status == "interrupted":
+        log.warning("baseline not saved: the run was interrupted")
+        return True
     try:
         log.info("%s", save(path, summary, {e.id: e.scenario for e in cfg.scenarios}))
         return True
@@ -54,8 +60,6 @@ def write_baseline(path: str, summary: RunSummary, cfg: RunConfig, log: logging.
 def write_pages(run_dir: Path, summary: RunSummary, cfg: RunConfig, registry: Registry,
                 log: logging.Logger, warn_once: Callable[[str], None]) -> Path | None:
     """report.html in the run folder, and the runs' index.html beside the run folders."""
-    import yaml
-
     configs = {e.id: yaml.safe_dump(entry_dict(e), sort_keys=False) for e in cfg.scenarios}
     about = {name: s.about for name, s in registry.items()}
     try:
@@ -64,11 +68,16 @@ def write_pages(run_dir: Path, summary: RunSummary, cfg: RunConfig, registry: Re
         log.error("report.html:\n%s", traceback.format_exc(), extra={"console": False})
         warn_once(f"could not write the report: {type(e).__name__}: {e}")
         return None
+    write_index(run_dir.parent, warn_once)
+    return path
+
+
+def write_index(output_dir: Path, warn: Callable[[str], None]) -> None:
+    """The runs' index.html in `output_dir`; what it cannot do, a warning."""
     try:
-        skipped = index.write_index(run_dir.parent)
+        skipped = index.write_index(output_dir)
     except Exception as e:  # a full disk, a lock held too long, a folder it cannot read
-        warn_once(f"index.html not rebuilt ({e}); the next run rebuilds it")
+        warn(f"index.html not rebuilt ({e}); the next run rebuilds it")
     else:
         if skipped:
-            warn_once(f"index.html leaves out {', '.join(skipped)}: not a run's files")
-    return path
+            warn(f"index.html leaves out {', '.join(skipped)}: not a run's files")

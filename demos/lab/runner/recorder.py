@@ -3,6 +3,7 @@ without a host/device sync per step, copied to the host once (`history()`)."""
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from typing import Any
 
 import torch
@@ -34,7 +35,8 @@ class Recorder:
         self.forbid_sync = forbid_sync and device.type == "cuda"
         self.pending: list[tuple[int, str, torch.Tensor]] = []  # values not yet checked
         self.checked_names: set[str] = set()
-        self.columns: dict[str, tuple[list[int], list[Any]]] = {}  # name -> (steps, values)
+        # name -> (steps, values)
+        self.columns: dict[str, tuple[list[int], list[Any]]] = defaultdict(lambda: ([], []))
         self.last_step = -1     # the loop's last step: always recorded
         self.steps_run = 0      # the step the loop reached (the steps done)
         # soft_stop: a value that stops being finite ends the loop (ctx.steps returns) and the
@@ -71,9 +73,7 @@ class Recorder:
                     v = v.detach().clone() if v.requires_grad and v.is_leaf else v.detach()
                     self.pending.append((step, name, v))
             if keep:
-                column = self.columns.get(name)
-                if column is None:
-                    column = self.columns[name] = ([], [])
+                column = self.columns[name]
                 column[0].append(step)
                 column[1].append(v)
 
@@ -103,7 +103,7 @@ class Recorder:
             while steps and steps[-1] >= step:
                 steps.pop()
                 values.pop()
-        steps, values = self.columns.setdefault(name, ([], []))
+        steps, values = self.columns[name]
         steps.append(step)
         values.append(value)
         self.steps_run = step  # the steps completed before it (a window may have run further)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import logging
 import os
 import sys
@@ -36,29 +37,24 @@ from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import StopRequest, handle_signals
 from demos.lab.core.text import no_surrogates
 from demos.lab.pages.artifacts import Artifacts
+from demos.lab.pages.report import files_of
 from demos.lab.runner import outputs
 from demos.lab.runner import torchrun as distributed
 from demos.lab.runner.context import Shared
 from demos.lab.runner.device import global_state, restore_global_state, torch_settings
-from demos.lab.runner.entry import list_files, log_checks, run_entry
+from demos.lab.runner.entry import log_checks, run_entry
+from demos.lab.runner.options import RunRequest
 from demos.lab.runner.torchrun import SINGLE, World
 
 
 @dataclass
 class RunOptions:
-    """How a run was asked for, beside its config: what its records say (where the config
-    came from, the command that starts it again, the --set overrides, how the device was
-    chosen) and what it does around its entries."""
-    source: str  # the config's path as given, or the name of one made in memory
-    command: list[str]  # the command line that makes the same run
+    """What a run found out as it started, beside its config and its request: how its device
+    was chosen, whether a terminal shows progress, the baseline read, what to warn about, its
+    stop request and its rank."""
     device_note: str = ""  # the device, and how it was chosen, for the log and the report
     progress: bool = False  # progress bars (a terminal)
-    dry_run: bool = False
-    open_report: bool = False  # --open: the report in a browser at the end
-    sets: Sequence[str] = ()  # --set's KEY=VALUE texts
     baseline: Comparison | None = None  # --baseline's, to compare the results with
-    save_baseline: str | None = None  # --save-baseline's file
-    run_name: str | None = None  # the run folder's name, instead of the start time
     notes: Sequence[str] = ()  # warnings from before the run folder existed
     stop: StopRequest = field(default_factory=StopRequest)  # set by the signal handler
     world: World = SINGLE  # under torchrun: this process's rank (rank 0 runs a Run)
@@ -68,17 +64,19 @@ class Run:
     """One invocation of the runner over a validated config."""
 
     def __init__(self, cfg: RunConfig, registry: Registry, device: torch.device, run_dir: Path,
-                 options: RunOptions):
+                 request: RunRequest, options: RunOptions):
         self.cfg, self.registry, self.device, self.options = cfg, registry, device, options
+        self.request = request  # as asked for: --dry-run, --open, --save-baseline, ...
         self.unsaved = False  # --save-baseline could not write its file
         # the folder as given, for the console; absolute for the work, so that user code that
         # changes the working directory (os.chdir) cannot send the rest of the run elsewhere
         self.shown, self.dir = run_dir, run_dir.absolute()
         # as text that strict JSON readers take: a path's bytes that are not UTF-8 become "?"
-        self.source = no_surrogates(options.source)
-        self.command = [no_surrogates(a) for a in options.command]
-        self.sets = [no_surrogates(a) for a in options.sets]
-        self.warned: set[str] = set()
+        self.source = no_surrogates(str(request.config))
+        self.command = [no_surrogates(a) for a in request.command]
+        self.sets = [no_surrogates(str(a)) for a in request.overrides]  # --set KEY=VALUE, ...
+        # a warning said once, however often it comes (a missing `dot`, per graph)
+        self.warn_once = functools.cache(lambda message: self.log.warning(message))
         self.entries: list[EntrySummary] = []
         self.status = "passed"
         self.artifacts = Artifacts(self.warn_once)
@@ -92,51 +90,45 @@ class Run:
         #                                     gave the process group up
         self.final: RunSummary | None = None  # summary.json's, once the run has finished
 
-    def warn_once(self, message: str) -> None:
-        if message not in self.warned:
-            self.warned.add(message)
-            self.log.warning(message)
-
     def execute(self) -> int:
+        """The run, from its first line to its last (the signal handler is execute()'s)."""
         self.log, close_log = open_log(self.dir)
         self.started = time.time()
         try:
-            with handle_signals(self.stop):  # from the first line to the last
-                with torch_settings(self.cfg.threads, self.cfg.deterministic,
-                                    self.world.local_size) as determinism:
-                    self.determinism = determinism
-                    self.fingerprint = fingerprint.take(self.device)
-                    self.write_summary(self.summary("running"), final=False)
-                    try:
-                        write_atomic(self.dir / CONFIG,
-                                     f"# resolved config of run {self.dir.name} (from "
-                                     f"{self.source})\n" + dump(self.cfg))
-                    except OSError as e:
-                        self.log.error("could not write config.yaml: %s", e)
-                    self.log.info("run %s: torch %s, device %s, %d CPU thread(s), seed %d%s",
-                                  self.dir.name, torch.__version__, self.options.device_note,
-                                  determinism["cpu_threads"], self.cfg.seed,
-                                  ", dry run" if self.options.dry_run else "")
-                    if self.world.active:
-                        parallel = [e.id for e in self.cfg.scenarios
-                                    if self.registry[e.scenario].data_parallel]
-                        self.log.info("torchrun: rank 0 of %d (%s); data-parallel on every rank: "
-                                      "%s; the rest on rank 0 only", self.world.size,
-                                      self.world.backend, ", ".join(parallel) or "none")
-                    for note in self.options.notes:
-                        self.log.warning("%s", note)
-                    if self.baseline:
-                        for note in self.baseline.begin(self.fingerprint, self.cfg.seed):
-                            self.log.warning("baseline: %s", note)
-                    try:
-                        with escaped_warnings():
-                            self.run_entries()
-                    finally:
-                        self.artifacts.wait()
-                        self.unwritten_files()
-                for e in self.entries:
-                    e.artifacts = list_files(self.dir / e.id)
-                self.finish()
+            with torch_settings(self.cfg.threads, self.cfg.deterministic,
+                                self.world.local_size) as determinism:
+                self.determinism = determinism
+                self.fingerprint = fingerprint.take(self.device)
+                self.write_summary(self.summary("running"), final=False)
+                try:
+                    write_atomic(self.dir / CONFIG, f"# resolved config of run {self.dir.name} "
+                                                    f"(from {self.source})\n" + dump(self.cfg))
+                except OSError as e:
+                    self.log.error("could not write config.yaml: %s", e)
+                self.log.info("run %s: torch %s, device %s, %d CPU thread(s), seed %d%s",
+                              self.dir.name, torch.__version__, self.options.device_note,
+                              determinism["cpu_threads"], self.cfg.seed,
+                              ", dry run" if self.request.dry_run else "")
+                if self.world.active:
+                    parallel = [e.id for e in self.cfg.scenarios
+                                if self.registry[e.scenario].data_parallel]
+                    self.log.info("torchrun: rank 0 of %d (%s); data-parallel on every rank: "
+                                  "%s; the rest on rank 0 only", self.world.size,
+                                  self.world.backend, ", ".join(parallel) or "none")
+                for note in self.options.notes:
+                    self.log.warning("%s", note)
+                if self.baseline:
+                    for note in self.baseline.begin(self.fingerprint, self.cfg.seed):
+                        self.log.warning("baseline: %s", note)
+                try:
+                    with escaped_warnings():
+                        self.run_entries()
+                finally:
+                    self.artifacts.wait()
+                    self.unwritten_files()
+            for e in self.entries:
+                e.artifacts = files_of(self.dir / e.id)  # what it wrote, as the report lists it
+            self.finish()
         finally:
             close_log()
         return EXIT_CODES[self.status]
@@ -150,8 +142,10 @@ class Run:
             if block["status"] == "failed":
                 self.status = escalate(self.status, "failed")
         summary = self.final = self.summary()
-        if self.options.save_baseline:
-            self.write_baseline(summary)
+        if self.request.save_baseline and not outputs.write_baseline(
+                self.request.save_baseline, summary, self.cfg, self.log):
+            self.status = summary.status = escalate(self.status, "failed")
+            self.unsaved = True
         self.write_summary(summary)
         report_path = self.write_report(summary)
         if self.stop.requested and self.status != "interrupted":  # a signal while finishing
@@ -162,13 +156,13 @@ class Run:
                       "; the baseline could not be saved" if self.unsaved else "")
         if report_path is not None:
             self.log.info("report: %s", self.shown / report_path.relative_to(self.dir))
-            if self.options.open_report:
+            if self.request.open:
                 self.log.info("%s", open_in_browser(report_path))
 
     def run_entries(self) -> None:
         services = Shared(self.device, self.cfg.seed, self.options.progress, self.stop,
                           self.warn_once, self.artifacts, self.world, self.cfg.stepper_gifs,
-                          self.dir, self.options.dry_run)
+                          self.dir, self.request.dry_run)
         width = max(len(e.id) for e in self.cfg.scenarios)
         for entry in self.cfg.scenarios:
             if self.stop.requested:  # it came while the run folder was being made
@@ -205,7 +199,7 @@ class Run:
                                 [], [], None, f"not run: the process group was given up "
                                               f"after {self.world_lost} failed")
         if parallel:
-            distributed.start_entry(self.world, entry.id)
+            distributed.start_entry(entry.id)
         before = global_state()
         summary = run_entry(entry, self.registry[entry.scenario], services)
         changed = restore_global_state(before)
@@ -243,14 +237,6 @@ class Run:
                     self.log.error("%s is now an error: %s", e.id, message)
                     self.status = escalate(self.status, "failed")
 
-    def write_baseline(self, summary: RunSummary) -> None:
-        """--save-baseline: the run's values, unless it was interrupted."""
-        if self.status == "interrupted":
-            self.log.warning("baseline not saved: the run was interrupted")
-        elif not outputs.write_baseline(self.options.save_baseline, summary, self.cfg, self.log):
-            self.status = summary.status = escalate(self.status, "failed")
-            self.unsaved = True
-
     def write_summary(self, summary: RunSummary, final: bool = True) -> None:
         outputs.write_summary(self.dir, summary, self.log, final,
                               len(self.cfg.scenarios) - len(self.entries))
@@ -258,7 +244,7 @@ class Run:
     def summary(self, status: str | None = None) -> RunSummary:
         return RunSummary(
             run_id=self.dir.name, status=status or self.status, torch=torch.__version__,
-            device=str(self.device), seed=self.cfg.seed, dry_run=self.options.dry_run,
+            device=str(self.device), seed=self.cfg.seed, dry_run=self.request.dry_run,
             determinism=self.determinism, config=self.source, command=self.command,
             started=dt.datetime.fromtimestamp(self.started).isoformat(timespec="seconds"),
             duration_s=round(time.time() - self.started, 3), scenarios=self.entries, sets=self.sets,
@@ -309,7 +295,7 @@ def open_in_browser(path: Path) -> str:
     return f"opened {uri}" if opened else f"--open: found no browser; open {uri} yourself"
 
 
-def execute(cfg: RunConfig, registry: Registry, device: torch.device, output_dir: Path,
+def execute(cfg: RunConfig, registry: Registry, device: torch.device, request: RunRequest,
             options: RunOptions, keep: Callable[[Run], None] | None = None) -> int:
     """Make the run folder and run every entry; return the exit code. `keep` is handed the
     Run before it starts (demos.run reads its folder and final summary).
@@ -317,17 +303,17 @@ def execute(cfg: RunConfig, registry: Registry, device: torch.device, output_dir
     The run's signal handler is in place before the folder exists: from then on a signal
     ends in an interrupted run with its summary, never in "interrupted before the run started".
     """
-    stop, world, run_name = options.stop, options.world, options.run_name
+    stop, world, output_dir = options.stop, options.world, Path(request.output_dir)
     with handle_signals(stop):
         stop.run_began = True
         try:
-            run_dir = (make_named_dir(output_dir, run_name) if run_name else
+            run_dir = (make_named_dir(output_dir, request.run_name) if request.run_name else
                        make_run_dir(output_dir, dt.datetime.now()))
         except ConfigError:
             distributed.share(world, None)  # the other ranks learn there is no run
             raise
         distributed.share(world, str(run_dir))
-        run = Run(cfg, registry, device, run_dir, options)
+        run = Run(cfg, registry, device, run_dir, request, options)
         if keep is not None:
             keep(run)
         return run.execute()

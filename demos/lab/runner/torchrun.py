@@ -13,13 +13,17 @@ group, not a hang (and at worst the process group's timeout, TIMEOUT_S).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
+import socket
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from demos.lab.core.console import say
 from demos.lab.core.layout import rank_log_name
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.text import one_line
@@ -101,7 +105,6 @@ def join(world: World, device: Any) -> tuple[World, Any]:
     else:
         raise ConfigError(f"torchrun: data-parallel training runs on cpu or cuda, not "
                           f"{device.type}")
-    import socket
     try:  # an address that does not resolve would have the rendezvous retry for TIMEOUT_S
         socket.getaddrinfo(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
     except (OSError, UnicodeError) as e:
@@ -125,10 +128,6 @@ def waiting(join: Any, world: World) -> BaseException | None:
     so that the main thread stays free for signals: Ctrl-C or SIGTERM end the wait as they end
     any start-up (KeyboardInterrupt), where a wait in the main thread would ignore them for up to
     TIMEOUT_S. After SAY_AFTER_S, one line says what it waits for. Returns the join's error."""
-    import threading
-
-    from demos.lab.core.console import say
-
     failed: list[BaseException] = []
 
     def run() -> None:
@@ -178,17 +177,14 @@ def _store():
     return dist.distributed_c10d._get_default_store()
 
 
-def start_entry(world: World, entry_id: str) -> None:
+def start_entry(entry_id: str) -> None:
     """Rank 0: the data-parallel entry `entry_id` starts now."""
-    if world.active:
-        _store().set(f"demos/entry/{entry_id}", "start")
+    _store().set(f"demos/entry/{entry_id}", "start")
 
 
 def give_up(world: World, entry_ids: list[str]) -> None:
     """Rank 0: these data-parallel entries will not run; leave the process group, so a rank
     blocked in a collective with this one gets an error now, not after TIMEOUT_S."""
-    if not world.active:
-        return
     try:
         store = _store()
         for entry_id in entry_ids:
@@ -198,7 +194,7 @@ def give_up(world: World, entry_ids: list[str]) -> None:
         leave(world)
 
 
-def wait_for_entry(world: World, entry_id: str) -> bool:
+def wait_for_entry(entry_id: str) -> bool:
     """A follower: wait, however long rank 0's entries before it take, until rank 0 starts
     the data-parallel entry `entry_id` (True) or gives it up (False). torchrun ends this
     process if rank 0 dies first."""
@@ -207,7 +203,7 @@ def wait_for_entry(world: World, entry_id: str) -> bool:
     return _store().get(key) == b"start"
 
 
-def rank0_gave_up(world: World) -> bool:
+def rank0_gave_up() -> bool:
     """A follower, after a collective failed: whether rank 0 left the group on purpose."""
     try:
         return bool(_store().check(["demos/given-up"]))
@@ -215,9 +211,10 @@ def rank0_gave_up(world: World) -> bool:
         return False
 
 
-def rank_log(run_dir: Path, world: World) -> tuple[logging.Logger, Any]:
+@contextlib.contextmanager
+def rank_log(run_dir: Path, world: World) -> Iterator[logging.Logger]:
     """A follower's logger: its lines into rank<N>.log in the run folder, errors also on
-    stderr (torchrun shows them); returns it and its closer."""
+    stderr (torchrun shows them); closed afterwards."""
     run_dir.mkdir(parents=True, exist_ok=True)  # another node without a shared file system
     log = logging.getLogger(f"demos.rank{world.rank}")
     log.setLevel(logging.INFO)
@@ -230,12 +227,12 @@ def rank_log(run_dir: Path, world: World) -> tuple[logging.Logger, Any]:
     console.setFormatter(logging.Formatter(f"rank {world.rank}: %(message)s"))
     for h in (file, console):
         log.addHandler(h)
-
-    def close() -> None:
+    try:
+        yield log
+    finally:
         for h in (file, console):
             log.removeHandler(h)
             h.close()
-    return log, close
 
 
 def same_everywhere(world: World, flat: Any) -> tuple[bool, str]:
