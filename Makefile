@@ -136,7 +136,7 @@ test: setup browser
 	$(PY) -m mypy
 	$(PY) -m pytest -q  # the quick tier: pyproject.toml's addopts
 
-# the second tier: other kernel levels, torchrun, every notebook, ensembles, real sweeps,
+# the second tier: other kernel levels, torchrun, every notebook, ensembles,
 # signals and browsers (CI runs it after make test)
 test-slow: setup browser
 	$(PY) -m pytest -q -m slow
