@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal, Mapping, Sequence
 
+from demos.lab.core.files import strict
 from demos.lab.core.schema import ConfigError, did_you_mean, param
 
 KINDS = ("metrics", "params")
@@ -235,13 +236,10 @@ class Drift:
                 f"(allowed {self.allowed:.3g}: {self.rule.describe()})")
 
     def to_json(self) -> dict:
-        def plain(x: float | None) -> float | str | None:  # strict JSON: NaN as a string
-            return x if x is None or math.isfinite(x) else str(x)
-
-        return {"entry": self.entry, "key": self.key, "old": plain(self.old),
-                "new": plain(self.new), "diff": plain(None if self.missing else self.diff),
-                "allowed": plain(self.allowed), "within": self.within,
-                "tier": self.rule.tier, "rule": self.rule.describe()}
+        return strict({"entry": self.entry, "key": self.key, "old": self.old, "new": self.new,
+                       "diff": None if self.missing else self.diff, "allowed": self.allowed,
+                       "within": self.within, "tier": self.rule.tier,
+                       "rule": self.rule.describe()})  # strict JSON: NaN as a string
 
 
 def num(x: float | str | None) -> str:
@@ -250,13 +248,8 @@ def num(x: float | str | None) -> str:
 
 
 def as_float(x: object) -> float:
-    """A value read back from summary.json or a baseline: null (non-finite) is NaN."""
-    if x is None:
-        return math.nan
-    try:
-        return float(x)  # type: ignore[arg-type]
-    except OverflowError:  # an integer beyond any float
-        return math.inf if x > 0 else -math.inf  # type: ignore[operator]
+    """A value read back from a baseline or summary.json: null (non-finite) is NaN."""
+    return math.nan if x is None else float(x)  # type: ignore[arg-type]
 
 
 def compare_values(entry: str, old: Mapping[str, Mapping[str, object]],
