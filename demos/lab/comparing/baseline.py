@@ -22,12 +22,21 @@ from typing import Any, Sequence
 import yaml
 
 from demos.lab.core import fingerprint as fp
+from demos.lab.core.config import drop_unset
 from demos.lab.core.files import NotReadable, read_bytes, write_atomic
 from demos.lab.core.layout import INDEX, INDEX_LOCK
 from demos.lab.core.results import Check, EntrySummary, RunSummary, finite
 from demos.lab.core.safe_yaml import nearby, parse_yaml
 from demos.lab.core.schema import ConfigError, build, join, param, to_dict
-from demos.lab.core.tolerance import KINDS, Band, Drift, TableEntry, compare_values, num
+from demos.lab.core.tolerance import (
+    KINDS,
+    Band,
+    Drift,
+    TableEntry,
+    check_keys,
+    compare_values,
+    num,
+)
 
 MAX_BASELINE_BYTES = 1 << 20  # a baseline is a few KiB (all.yaml's with bands: 7); 1 MiB is plenty
 NOT_FINITE = {"nan", "inf", "-inf"}  # strict JSON's strings for them (files.strict): null too
@@ -68,13 +77,8 @@ class BaselineEntry:
                                       "params.<name>)")
 
     def validate(self, where: str) -> None:
-        for key in self.tolerance:
-            kind, _, name = key.partition(".")
-            if key != "all" and not (kind in KINDS and (not name or
-                                                        name in getattr(self, kind))):
-                raise ConfigError(f"{join(join(where, 'tolerance'), key)}: not a value of "
-                                  f"this entry; use all, metrics, params, metrics.<name> or "
-                                  f"params.<name>")
+        check_keys(self.tolerance, {k: list(getattr(self, k)) for k in KINDS},
+                   join(where, "tolerance"))
         for key in self.band:
             kind, _, name = key.partition(".")
             if not (kind in KINDS and name in getattr(self, kind)):
@@ -322,43 +326,30 @@ def save(path: str, summary: RunSummary, scenarios: dict[str, str],
             "dry_run": summary.dry_run, "world_size": (summary.world or {}).get("size", 1),
             "fingerprint": summary.fingerprint, "ensemble": ensemble}
     other = other_kind(old, data) if old is not None else ""
-    entries = summary.scenarios
-    ran = {e.id for e in entries}
-    kept: dict[str, dict[str, Any]] = {}
-    left: list[str] = []
-    dropped: list[str] = []  # another kind of run: the file's entries this run did not replace
-    for e in entries:
-        if e.status not in ("passed", "failed"):
-            left.append(f"{e.id} ({e.status})")
-            if old is not None and e.id in old.scenarios:
-                if other:
-                    dropped.append(e.id)
-                else:
-                    kept[e.id] = as_saved(old.scenarios[e.id])  # its last good values
-            continue
-        entry: dict[str, Any] = {"scenario": scenarios.get(e.id, e.scenario),
-                                 "metrics": Values(finite(e.metrics)),
-                                 "params": Values(finite(e.params))}
-        previous = old.scenarios.get(e.id) if old else None
-        if previous is not None and previous.tolerance:
-            entry["tolerance"] = to_dict(previous.tolerance)
-        if bands and bands.get(e.id):
-            entry["band"] = {k: Flow(drop_unset_tolerances(to_dict(b)))
-                             for k, b in bands[e.id].items()}
-        kept[e.id] = {k: v for k, v in entry.items() if v or k == "metrics"}
     if old is not None and old.tolerance:
         data["tolerance"] = to_dict(old.tolerance)
-    carried = [i for i in (old.scenarios if old else {}) if i not in ran]
-    for i in carried:  # not run this time (--only): kept as they were, if of this kind
-        assert old is not None  # carried entries come from it
-        if other:
-            dropped.append(i)
-        else:
-            kept[i] = as_saved(old.scenarios[i])
+    data = drop_unset(data)
+    fresh = {e.id: e for e in summary.scenarios if e.status in ("passed", "failed")}
+    left = [f"{e.id} ({e.status})" for e in summary.scenarios if e.id not in fresh]
+    ran = [e.id for e in summary.scenarios]
+    carried = [i for i in (old.scenarios if old else {}) if i not in ran]  # --only
+    kept: dict[str, dict[str, Any]] = {}
+    dropped: list[str] = []  # another kind of run: the file's entries this run did not replace
+    for i in [*ran, *carried]:
+        previous = old.scenarios.get(i) if old else None
+        if i in fresh:
+            e = fresh[i]
+            kept[i] = as_saved(BaselineEntry(
+                scenarios.get(i, e.scenario), finite(e.metrics), finite(e.params),
+                previous.tolerance if previous else {}, (bands or {}).get(i, {})))
+        elif previous is not None:  # no values from this run: its last good ones, if of this kind
+            if other:
+                dropped.append(i)
+            else:
+                kept[i] = as_saved(previous)
     data["scenarios"] = kept
     text = header(str(data["config"]), path, kept, ensemble) + yaml.dump(
-        drop_unset_tolerances(data), Dumper=Dumper, sort_keys=False, default_flow_style=False,
-        allow_unicode=True)
+        data, Dumper=Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
     write_atomic(Path(target), text)
     values = sum(len(v["metrics"]) + len(v.get("params", {})) for v in kept.values())
     measured = sum(bool(v.get("band")) for v in kept.values())
@@ -420,39 +411,22 @@ def header(config: str, path: str, entries: dict[str, dict[str, Any]],
 
 
 def as_saved(entry: BaselineEntry) -> dict[str, Any]:
-    """An entry of a baseline read back, as save() writes one: empty parts left out."""
-    data = to_dict(entry)
-    data.update({kind: Values(data.get(kind) or {}) for kind in KINDS})
-    saved = {k: v for k, v in drop_unset_tolerances(data).items() if v or k == "metrics"}
-    if "band" in saved:
-        saved["band"] = {k: Flow(v) for k, v in saved["band"].items()}
-    return saved
-
-
-def drop_unset_tolerances(data: Any) -> Any:
-    """Unset tolerance fields left out, so the file says only what was set (an entry's
-    values stay: a null there is a value not finite)."""
-    if isinstance(data, Values):
-        return data
-    if isinstance(data, dict):
-        return type(data)({k: drop_unset_tolerances(v) for k, v in data.items()
-                           if v is not None or k in KINDS})
-    return data
+    """An entry as save() writes it: its values (a null there is a value not finite), only the
+    tolerance fields that were set, each band on one line; empty parts left out."""
+    data = {"scenario": entry.scenario, "metrics": entry.metrics, "params": entry.params,
+            "tolerance": drop_unset(to_dict(entry.tolerance)),
+            "band": {k: Flow(drop_unset(to_dict(b))) for k, b in entry.band.items()}}
+    return {k: v for k, v in data.items() if v or k == "metrics"}
 
 
 class Flow(dict):
     """A mapping written on one line ({n: 14, min: ..., max: ...}): a band."""
 
 
-class Values(dict):
-    """An entry's metrics or params, name -> value; None (null) for a value not finite."""
-
-
 class Dumper(yaml.SafeDumper):
     """yaml's safe dumper, with Flow mappings on one line."""
 
 
-Dumper.add_representer(Values, lambda d, data: d.represent_dict(data))
 Dumper.add_representer(Flow, lambda d, data: d.represent_mapping(
     "tag:yaml.org,2002:map", data.items(), flow_style=True))
 
