@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -167,18 +166,15 @@ def check_writable(path: str, config: str, output_dir: str, dry_run: bool) -> No
     except OSError as e:
         raise ConfigError(f"{where}: cannot be followed ({e.strerror or e}); name a file") \
             from None
-    if os.path.exists(path) and not os.path.exists(target):  # /proc/self/fd/1: a pipe
-        raise ConfigError(f"{where}: not a regular file (a FIFO, a device or a socket); "
-                          f"name a new file or a baseline")
     if os.path.isdir(target):
         raise ConfigError(f"{where}: is a directory; name a file")
     check_unmanaged(where, target, output_dir)
-    if config and os.path.exists(target) and os.path.samefile(target, config):
-        raise ConfigError(f"{where}: is the config being run")
-    if os.path.exists(target):
-        if not stat.S_ISREG(os.stat(target).st_mode):
+    if os.path.exists(path):  # something is there (through a link: what it points to)
+        if not os.path.isfile(target):  # a FIFO, a device; /proc/self/fd/1: a pipe
             raise ConfigError(f"{where}: not a regular file (a FIFO, a device or a socket); "
                               f"name a new file or a baseline")
+        if config and os.path.samefile(target, config):
+            raise ConfigError(f"{where}: is the config being run")
         if os.path.getsize(target) > MAX_BASELINE_BYTES:
             raise ConfigError(f"{where}: larger than {MAX_BASELINE_BYTES >> 10} KiB, not a "
                               f"baseline this could replace; remove it or name another file")

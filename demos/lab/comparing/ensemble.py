@@ -36,7 +36,7 @@ from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunSu
 from demos.lab.core.schema import ConfigError, did_you_mean
 from demos.lab.core.signals import StopRequest, signal_handler
 from demos.lab.core.threads import auto_threads, available_cores
-from demos.lab.core.tolerance import KINDS, Band, measure, num
+from demos.lab.core.tolerance import KINDS, Band, as_float, measure, num
 
 AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}  # what torch's AVX512 level needs
 
@@ -234,26 +234,19 @@ def report(name: str, code: int, out: Any, seconds: float, folder: Path, done: i
 
 def collect(runs: dict[str, RunSummary]) -> tuple[dict[str, dict[str, list[float]]],
                                                    dict[str, dict[str, Band]]]:
-    """Each value of the native run's entries over the runs (entries that passed or failed),
-    and its band: {entry: {'metrics.<name>': values}}, {entry: {key: Band}}."""
+    """Each value of the entries over the runs (entries that passed or failed; every run runs
+    the same entries), and its band where more than one run gave it: {entry:
+    {'metrics.<name>': values}}, {entry: {key: Band}}."""
     values: dict[str, dict[str, list[float]]] = {}
     for s in runs.values():
         for e in s.scenarios:
-            if e.status not in ("passed", "failed"):
-                continue
-            for kind in KINDS:
+            for kind in KINDS if e.status in ("passed", "failed") else ():
                 for name, v in getattr(e, kind).items():
-                    x = math.nan if v is None else float(v)
-                    values.setdefault(e.id, {}).setdefault(f"{kind}.{name}", []).append(x)
-    native = {e.id for e in runs["native"].scenarios}
-    bands: dict[str, dict[str, Band]] = {}
-    for entry, keys in values.items():
-        if entry not in native:
-            continue
-        for key, xs in keys.items():
-            band = measure(xs) if len(xs) > 1 else None
-            if band is not None:
-                bands.setdefault(entry, {})[key] = band
+                    values.setdefault(e.id, {}).setdefault(f"{kind}.{name}", []).append(
+                        as_float(v))
+    bands = {entry: {key: band for key, xs in keys.items()
+                     if len(xs) > 1 and (band := measure(xs)) is not None}
+             for entry, keys in values.items()}
     return values, bands
 
 
