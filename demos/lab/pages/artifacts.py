@@ -54,9 +54,9 @@ def _exit_with(parent: multiprocessing.process.BaseProcess) -> None:
 
 def warm_up() -> None:
     """Import the drawing libraries (in the helper, while the main process imports torch)."""
-    # files only, drawn off-screen: Agg, whatever backend the user's environment names (a
-    # MPLBACKEND that does not exist would break the import); set in the helper's own process
-    os.environ["MPLBACKEND"] = "agg"
+    from demos.lab.pages.plots import agg
+
+    agg()
     import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.figure  # noqa: F401
     import PIL.Image  # noqa: F401
@@ -69,10 +69,10 @@ def pool() -> cf.ProcessPoolExecutor | None:
         from demos.lab.core.signals import on_exit_now, on_leave  # not in the helper's imports
 
         try:
-            start_resource_tracker()
-            _pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                           initializer=_init_worker)
             with main_module_hidden(), born_ignoring():  # the helper process starts here
+                start_resource_tracker()
+                _pool = cf.ProcessPoolExecutor(1, initializer=_init_worker,
+                                               mp_context=multiprocessing.get_context("spawn"))
                 _pool.submit(warm_up)
             on_exit_now(kill)  # a second Ctrl-C ends the helper with the process
             on_leave(shutdown)  # the command line's end: the helper finishes first
@@ -108,12 +108,13 @@ def main_module_hidden() -> Iterator[None]:
 
 @contextlib.contextmanager
 def born_ignoring() -> Iterator[None]:
-    """While the helper process starts: the group's signals ignored, so that it is born
-    ignoring them (an ignored signal stays ignored across exec, and Python then installs no
-    handler of its own). _init_worker ignores them too, but only once the new interpreter has
-    started and imported it: a Ctrl-C to the group before that (a notebook's interrupt soon
-    after a run starts, on a loaded machine) would kill the helper mid-start. The main process
-    ignores them for the few milliseconds of the fork and exec alone."""
+    """While the helper process and the resource tracker start: the group's signals ignored,
+    so that they are born ignoring them (an ignored signal stays ignored across exec, and
+    Python then installs no handler of its own). _init_worker ignores them too, but only once
+    the new interpreter has started and imported it: a Ctrl-C to the group before that (a
+    notebook's interrupt soon after a run starts, on a loaded machine) would kill the helper
+    mid-start. The main process ignores them for the few milliseconds of the fork and exec
+    alone."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -127,20 +128,16 @@ def born_ignoring() -> Iterator[None]:
 
 def start_resource_tracker() -> None:
     """multiprocessing's resource tracker (a process it starts for the helper's semaphores),
-    started by us so that it ignores the group's signals (it ignores only SIGINT and SIGTERM
-    itself; SIGHUP would kill it, and its successor prints tracebacks), and so that its
-    "leaked semaphore" warning after a hard exit (a second Ctrl-C) stays quiet."""
+    started by us inside born_ignoring, so that it ignores the group's signals (it ignores only
+    SIGINT and SIGTERM itself; SIGHUP would kill it, and its successor prints tracebacks), and
+    so that its "leaked semaphore" warning after a hard exit (a second Ctrl-C) stays quiet."""
     from multiprocessing import resource_tracker
 
-    hup = getattr(signal, "SIGHUP", None)
-    if hup is None or threading.current_thread() is not threading.main_thread():
-        return
-    previous, warnings = signal.signal(hup, signal.SIG_IGN), os.environ.get("PYTHONWARNINGS")
+    warnings = os.environ.get("PYTHONWARNINGS")
     os.environ["PYTHONWARNINGS"] = "ignore"  # read by the tracker's interpreter only
     try:
         resource_tracker.ensure_running()  # an ignored signal stays ignored across exec
     finally:
-        signal.signal(hup, previous)
         if warnings is None:
             del os.environ["PYTHONWARNINGS"]
         else:
