@@ -142,14 +142,11 @@ def values_read(raw: dict[str, Any]) -> dict[str, Any]:
         return None if gone else v
 
     entries = raw.get("scenarios")
-    if not isinstance(entries, dict):
-        return raw  # build names what is wrong
-    out = dict(entries)
-    for i, e in entries.items():
-        if isinstance(e, dict):
-            out[i] = {k: ({n: value(v) for n, v in vs.items()}
-                          if k in KINDS and isinstance(vs, dict) else vs) for k, vs in e.items()}
-    return {**raw, "scenarios": out}
+    for e in entries.values() if isinstance(entries, dict) else ():  # else: build names it
+        for kind in KINDS:
+            if isinstance(e, dict) and isinstance(e.get(kind), dict):
+                e[kind] = {n: value(v) for n, v in e[kind].items()}
+    return raw
 
 
 def check_writable(path: str, config: str, output_dir: str, dry_run: bool) -> None:

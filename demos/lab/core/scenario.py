@@ -284,7 +284,6 @@ def torch_refused(e: BaseException) -> str:
             f"TORCH_* environment variables)")
 
 
-
 def read_declaration(path: Path) -> tuple[str, str]:
     """A scenario file's `document=` (of its `SCENARIO = Scenario(...)`) and its Config's
     docstring in one line, read without running the file; ("", "") where it declares none."""
