@@ -142,10 +142,11 @@ def stop_if_requested(stop: StopRequest) -> None:
 
 
 @contextlib.contextmanager
-def signal_handler(handler: Callable[[int, Any], None],
+def signal_handler(handler: Callable[[int, Any], None] | signal.Handlers,
                    signals: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
-    """`handler` for `signals` (every stop signal: SIGINT, SIGTERM, SIGHUP), the previous
-    handlers restored afterwards."""
+    """`handler` (or signal.SIG_IGN) for `signals` (every stop signal: SIGINT, SIGTERM,
+    SIGHUP), the previous handlers restored afterwards; in the main thread only (elsewhere
+    Python refuses to set one)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -66,10 +66,18 @@ def pool() -> cf.ProcessPoolExecutor | None:
     """The helper process, started once per process and reused by every run."""
     global _pool, _pool_failed
     if _pool is None and not _pool_failed:
-        from demos.lab.core.signals import on_exit_now, on_leave  # not in the helper's imports
+        # not in the helper's imports
+        from demos.lab.core.signals import on_exit_now, on_leave, signal_handler
 
         try:
-            with main_module_hidden(), born_ignoring():  # the helper process starts here
+            # The helper process and the resource tracker start here, while the main process
+            # ignores the group's signals for the few milliseconds of their fork and exec: they
+            # are born ignoring them (an ignored signal stays ignored across exec, and Python
+            # then installs no handler of its own). _init_worker ignores them too, but only
+            # once the new interpreter has started and imported it: a Ctrl-C to the group
+            # before that (a notebook's interrupt soon after a run starts, on a loaded machine)
+            # would kill the helper mid-start.
+            with main_module_hidden(), signal_handler(signal.SIG_IGN, GROUP_SIGNALS):
                 start_resource_tracker()
                 _pool = cf.ProcessPoolExecutor(1, initializer=_init_worker,
                                                mp_context=multiprocessing.get_context("spawn"))
@@ -106,31 +114,12 @@ def main_module_hidden() -> Iterator[None]:
         main.__dict__.update(saved)
 
 
-@contextlib.contextmanager
-def born_ignoring() -> Iterator[None]:
-    """While the helper process and the resource tracker start: the group's signals ignored,
-    so that they are born ignoring them (an ignored signal stays ignored across exec, and
-    Python then installs no handler of its own). _init_worker ignores them too, but only once
-    the new interpreter has started and imported it: a Ctrl-C to the group before that (a
-    notebook's interrupt soon after a run starts, on a loaded machine) would kill the helper
-    mid-start. The main process ignores them for the few milliseconds of the fork and exec
-    alone."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in GROUP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def start_resource_tracker() -> None:
     """multiprocessing's resource tracker (a process it starts for the helper's semaphores),
-    started by us inside born_ignoring, so that it ignores the group's signals (it ignores only
-    SIGINT and SIGTERM itself; SIGHUP would kill it, and its successor prints tracebacks), and
-    so that its "leaked semaphore" warning after a hard exit (a second Ctrl-C) stays quiet."""
+    started by us while the group's signals are ignored (see pool), so that it ignores them
+    (it ignores only SIGINT and SIGTERM itself; SIGHUP would kill it, and its successor prints
+    tracebacks), and so that its "leaked semaphore" warning after a hard exit (a second
+    Ctrl-C) stays quiet."""
     from multiprocessing import resource_tracker
 
     warnings = os.environ.get("PYTHONWARNINGS")
