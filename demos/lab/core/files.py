@@ -144,7 +144,7 @@ def read_bytes(path: Path | str, limit: int, links: bool = True) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise NotReadable("not a regular file (a FIFO, a device or a socket)")
         if info.st_size > limit:
-            raise NotReadable(f"larger than {size_text(limit)}")
+            raise NotReadable(f"larger than {limit >> 10} KiB")
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(limit + 1)  # buffered: reads until it has limit + 1 bytes or the end
     except OSError as e:
@@ -152,9 +152,5 @@ def read_bytes(path: Path | str, limit: int, links: bool = True) -> bytes:
     finally:
         os.close(fd)
     if len(data) > limit:  # grew while read
-        raise NotReadable(f"larger than {size_text(limit)}")
+        raise NotReadable(f"larger than {limit >> 10} KiB")
     return data
-
-
-def size_text(n: int) -> str:
-    return f"{n >> 10} KiB"  # as the messages have always said

@@ -67,7 +67,7 @@ def pool() -> cf.ProcessPoolExecutor | None:
     global _pool, _pool_failed
     if _pool is None and not _pool_failed:
         # not in the helper's imports
-        from demos.lab.core.signals import on_exit_now, on_leave, signal_handler
+        from demos.lab.core.signals import on_exit, signal_handler
 
         try:
             # The helper process and the resource tracker start here, while the main process
@@ -82,8 +82,9 @@ def pool() -> cf.ProcessPoolExecutor | None:
                 _pool = cf.ProcessPoolExecutor(1, initializer=_init_worker,
                                                mp_context=multiprocessing.get_context("spawn"))
                 _pool.submit(warm_up)
-            on_exit_now(kill)  # a second Ctrl-C ends the helper with the process
-            on_leave(shutdown)  # the command line's end: the helper finishes first
+            # a second Ctrl-C ends the helper with the process; at the command line's end the
+            # helper finishes first
+            on_exit(kill, shutdown)
             # after the pool: exit handlers run last-registered first, and multiprocessing's
             # own (which joins the helper) must find it shut down
             atexit.unregister(shutdown)
