@@ -38,7 +38,6 @@ from demos.lab.core.tolerance import (
 )
 
 MAX_BASELINE_BYTES = 1 << 20  # a baseline is a few KiB (all.yaml's with bands: 7); 1 MiB is plenty
-NOT_FINITE = {"nan", "inf", "-inf"}  # strict JSON's strings for them (files.strict): null too
 
 HEADER = """\
 # autograd-demos baseline: the final metrics and params of each scenario entry of one run.
@@ -134,12 +133,10 @@ def read_baseline(path: str, option: str = "--baseline") -> BaselineFile:
 
 
 def values_read(raw: dict[str, Any]) -> dict[str, Any]:
-    """`raw` with each value that is not finite as null, as summary.json holds it: YAML's .nan
-    and .inf, or the strings "nan", "inf", "-inf" of strict JSON (demos.lab.core.files)."""
+    """`raw` with each value that is not finite (YAML's .nan and .inf) as null, as save writes
+    it and summary.json holds it."""
     def value(v: Any) -> Any:
-        gone = (isinstance(v, float) and not math.isfinite(v) or
-                isinstance(v, str) and v.strip().lower() in NOT_FINITE)
-        return None if gone else v
+        return None if isinstance(v, float) and not math.isfinite(v) else v
 
     entries = raw.get("scenarios")
     for e in entries.values() if isinstance(entries, dict) else ():  # else: build names it
