@@ -361,20 +361,16 @@ def other_kind(old: BaselineFile, new: dict[str, Any]) -> str:
     def dry(flag: bool) -> str:
         return "a --dry-run" if flag else "a full run"
 
-    pairs = [(dry(old.dry_run), dry(new["dry_run"])) if old.dry_run != new["dry_run"] else None,
-             (f"seed {old.seed}", f"seed {new['seed']}")
-             if old.seed is not None and old.seed != new["seed"] else None,
-             (f"device {old.device}", f"device {new['device']}")
+    pairs = [(dry(old.dry_run), dry(new["dry_run"])),
+             (f"seed {old.seed}", f"seed {new['seed']}") if old.seed is not None else None,
+             (f"device {old.device}", f"device {new['device']}")  # cuda:0 and cuda:1: one kind
              if old.device.partition(":")[0] != new["device"].partition(":")[0] else None,
-             (f"torch {old.torch}", f"torch {new['torch']}")
-             if old.torch is not None and old.torch != new["torch"] else None,
+             (f"torch {old.torch}", f"torch {new['torch']}") if old.torch is not None else None,
              (processes(old.world_size), processes(new["world_size"]))
-             if old.world_size is not None and old.world_size != new["world_size"] else None]
-    differ = [p for p in pairs if p]
-    if not differ:
-        return ""
+             if old.world_size is not None else None]
+    differ = [p for p in pairs if p and p[0] != p[1]]  # the words differ where the values do
     return (" and ".join(a for a, _ in differ) + ", this run " +
-            " and ".join(b for _, b in differ))
+            " and ".join(b for _, b in differ)) if differ else ""
 
 
 def processes(n: int) -> str:

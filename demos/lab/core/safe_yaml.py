@@ -16,17 +16,16 @@ MAX_CONFIG_NODES = 100_000   # values after expanding aliases: refuses "billion 
 
 def read_yaml(path: str) -> Any:
     """Parse a YAML file with `yaml.safe_load`; every failure is a one-line ConfigError."""
-    if not os.path.exists(path):
-        raise ConfigError(f"{path}: no such file{nearby(path)}")
     from demos.lab.core.files import NotReadable, read_bytes
 
     try:
         data = read_bytes(path, MAX_CONFIG_BYTES)
     except NotReadable as e:
         said = str(e)
-        raise ConfigError(f"{path}: {said}, not a config file" if said == "is a directory" else
-                          f"{path}: {said}; not a config file" if said.startswith(
-                              ("larger", "not a regular")) else f"{path}: {said}") from None
+        raise ConfigError(f"{path}: {said}" + (
+            nearby(path) if said == "no such file" else ", not a config file"
+            if said == "is a directory" else "; not a config file"
+            if said.startswith(("larger", "not a regular")) else "")) from None
     return parse_yaml(data, path)
 
 

@@ -94,12 +94,11 @@ def rows(folders: list[Path]) -> tuple[list[Row], list[str]]:
             s.status = "stopped"  # killed (SIGKILL, power) before its final summary
             remove_temps(folder)  # what it was writing when it died
         name = folder.name
-        suffix = name.rsplit("-", 1)[1] if name.count("-") == 5 else "0"  # -1, -2: same second
         report = href(folder, REPORT) if (folder / REPORT).exists() else None
         row = Row(name, report, s.started, s.config, [*s.sets, *other_options(s)], s.status,
                   s.passed, len(s.scenarios) - s.passed, s.device, s.dry_run)
-        found.append((s.started, int(suffix) if suffix.isascii() and suffix.isdigit() else 0,
-                      name, row))
+        run = RUN_ID.fullmatch(name)  # -1, -2: a run started in the same second
+        found.append((s.started, int(run[1][1:]) if run and run[1] else 0, name, row))
     found.sort(key=lambda f: f[:3], reverse=True)
     return [r for *_, r in found], skipped
 
