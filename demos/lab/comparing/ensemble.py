@@ -143,10 +143,9 @@ def command(args: Any, name: str, threads: int | None, folder: Path) -> list[str
     out = [sys.executable, "-m", "demos", "--config", args.config, "--output-dir", str(folder),
            "--run-name", name, "--no-progress"]
     out += [a for s in args.sets for a in ("--set", str(s))]
-    for option, value in (("--device", args.device), ("--seed", args.seed),
-                          ("--threads", threads or args.threads)):
-        if value is not None:
-            out += [f"{option}={value}"]
+    out += [f"{option}={value}" for option, value in (
+        ("--device", args.device), ("--seed", args.seed), ("--threads", threads or args.threads))
+        if value is not None]
     return out + [a for o in args.only or [] for a in ("--only", o)] + \
         ["--dry-run"] * args.dry_run
 

@@ -100,19 +100,15 @@ def main_module_hidden() -> Iterator[None]:
     helper needs none (its work is demos' own functions), and a script that calls demos.run
     without an `if __name__ == "__main__":` guard would otherwise run its top level in the
     helper too, and start helpers of its own from there."""
-    main = sys.modules.get("__main__")
-    if main is None:
-        yield
-        return
-    saved: dict[str, Any] = {name: main.__dict__[name] for name in ("__file__", "__spec__")
-                             if name in main.__dict__}
-    main.__dict__.pop("__file__", None)
-    main.__dict__["__spec__"] = None
+    main = vars(sys.modules["__main__"]) if "__main__" in sys.modules else {}
+    saved: dict[str, Any] = {n: main[n] for n in ("__file__", "__spec__") if n in main}
+    main.pop("__file__", None)
+    main["__spec__"] = None
     try:
         yield
     finally:
-        main.__dict__.pop("__spec__", None)
-        main.__dict__.update(saved)
+        main.pop("__spec__", None)
+        main.update(saved)
 
 
 def start_resource_tracker() -> None:
