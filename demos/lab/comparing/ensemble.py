@@ -14,6 +14,7 @@ hand.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import os
@@ -212,10 +213,8 @@ def stop_with_parent() -> None:
     that no run trains on for nobody (it stops at a step boundary and writes its summary)."""
     if sys.platform.startswith("linux"):
         import ctypes
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
 
 
 def report(name: str, code: int, out: Any, seconds: float, folder: Path, done: int,
@@ -254,16 +253,14 @@ def table(native: RunSummary, values: dict[str, dict[str, list[float]]],
     """The values that moved across the ensemble, with what the band allows."""
     rows = [("entry", "value", "native", "min", "max", "n", "allowed")]
     ref = {e.id: e for e in native.scenarios}
-    same = 0
     for entry, keys in bands.items():
         for key, b in keys.items():
-            if b.min == b.max:
-                same += 1
-                continue
-            kind, _, name = key.partition(".")
-            allowed = f"x/ {b.ratio:.10g}" if b.ratio else f"+- {b.atol:.3g}"
-            rows.append((entry, key, num(getattr(ref[entry], kind).get(name)), num(b.min),
-                         num(b.max), str(b.n), allowed))
+            if b.min != b.max:
+                kind, _, name = key.partition(".")
+                allowed = f"x/ {b.ratio:.10g}" if b.ratio else f"+- {b.atol:.3g}"
+                rows.append((entry, key, num(getattr(ref[entry], kind).get(name)), num(b.min),
+                             num(b.max), str(b.n), allowed))
+    same = sum(map(len, bands.values())) - (len(rows) - 1)  # the values that did not move
     if len(rows) == 1:
         return [f"every value came out the same in every run ({same} values)"]
     widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]

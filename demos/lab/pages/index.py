@@ -94,7 +94,9 @@ def rows(folders: list[Path]) -> tuple[list[Row], list[str]]:
             s.status = "stopped"  # killed (SIGKILL, power) before its final summary
             remove_temps(folder)  # what it was writing when it died
         name = folder.name
-        report = href(folder, REPORT) if (folder / REPORT).exists() else None
+        # ./: a folder named like http: stays a folder; fsencode: a name whose bytes are not
+        # UTF-8 stays itself
+        report = quote(os.fsencode(f"./{name}/{REPORT}")) if (folder / REPORT).exists() else None
         row = Row(name, report, s.started, s.config, [*s.sets, *other_options(s)], s.status,
                   s.passed, len(s.scenarios) - s.passed, s.device, s.dry_run)
         run = RUN_ID.fullmatch(name)  # -1, -2: a run started in the same second
@@ -115,8 +117,3 @@ def other_options(s: RunSummary) -> list[str]:
         shown.insert(0, f"torchrun: {s.world['size']} processes")
     return shown
 
-
-def href(folder: Path, page: str) -> str:
-    """A link to `page` in `folder`, beside the index. ./: a folder named like http: stays a
-    folder; fsencode: a name whose bytes are not UTF-8 stays itself."""
-    return quote(os.fsencode(f"./{folder.name}/{page}"))
