@@ -48,13 +48,11 @@ def variants() -> dict[str, tuple[dict[str, str], int | None]]:
     flags = fp.cpu_flags()
     x86 = "sse4_1" in flags
     avx2, avx512 = x86 and "avx2" in flags, x86 and AVX512 <= flags
-    aten = ["default"] + (["avx2"] if avx512 else [])  # levels below the CPU's own
-    out: dict[str, tuple[dict[str, str], int | None]] = {"native": ({}, None)}
-    for threads in (2, 4, 8):
-        out[f"threads{threads}"] = ({}, threads)
+    out: dict[str, tuple[dict[str, str], int | None]] = {
+        "native": ({}, None), **{f"threads{threads}": ({}, threads) for threads in (2, 4, 8)}}
     if not x86:
         return out
-    for level in aten:
+    for level in ["default"] + (["avx2"] if avx512 else []):  # levels below the CPU's own
         for threads in (1, 2):
             out[f"aten-{level}" + (f"-threads{threads}" if threads > 1 else "")] = (
                 {"ATEN_CPU_CAPABILITY": level}, threads)

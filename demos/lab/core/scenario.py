@@ -292,11 +292,9 @@ def read_declaration(path: Path) -> tuple[str, str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     about = next((" ".join((ast.get_docstring(node) or "").split()) for node in tree.body
                   if isinstance(node, ast.ClassDef) and node.name == "Config"), "")
-    document = ""
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SCENARIO"
-                                                for t in node.targets) \
-                and isinstance(node.value, ast.Call):
-            document = next((str(ast.literal_eval(k.value)) for k in node.value.keywords
-                             if k.arg == "document" and isinstance(k.value, ast.Constant)), "")
+    document = next((str(ast.literal_eval(k.value)) for node in tree.body
+                     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                     and any(isinstance(t, ast.Name) and t.id == "SCENARIO" for t in node.targets)
+                     for k in node.value.keywords
+                     if k.arg == "document" and isinstance(k.value, ast.Constant)), "")
     return document, about
