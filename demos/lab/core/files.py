@@ -114,8 +114,8 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    for row in rows:
-        writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
+    writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()}
+                     for row in rows)
     write_atomic(path, buf.getvalue())
 
 

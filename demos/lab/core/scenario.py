@@ -86,9 +86,7 @@ def same(a: Any, b: Any) -> bool:
     """Equal as settings: numbers by value (5e-6 is 5.0e-6), lists element by element."""
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)):
-        return float(a) == float(b)
-    return bool(a == b)
+    return bool(a == b)  # Python compares an int and a float by value
 
 
 @dataclass

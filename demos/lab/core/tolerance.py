@@ -122,9 +122,7 @@ def within(old: float, new: float, rtol: float, atol: float, ratio: float | None
     NaN is within only of NaN."""
     if math.isnan(old) or math.isnan(new):
         return math.isnan(old) and math.isnan(new)
-    if old == new:
-        return True
-    if abs(new - old) <= atol + rtol * abs(old):
+    if old == new or abs(new - old) <= atol + rtol * abs(old):  # ==: the same infinity
         return True
     return ratio is not None and ratio > 0 and old > 0 and new > 0 and \
         max(new / old, old / new) <= ratio
