@@ -87,13 +87,15 @@ def test_help_imports_no_jinja2():
     assert out.splitlines()[-1] == "[]", out
 
 
-def test_the_index_lock_waits_then_names_itself_and_refuses_a_planted_link(tmp_path):
+def test_the_index_lock_waits_then_names_itself_and_refuses_a_planted_link(tmp_path,
+                                                                           monkeypatch):
     from filelock import FileLock
 
+    monkeypatch.setattr(index, "LOCK_WAIT_S", 0.2)
     with FileLock(tmp_path / ".index.lock"):  # another process's rebuild, held throughout
         with pytest.raises(TimeoutError, match=r"^\.index\.lock held by another process for "
                                                r"0\.2 s$"):
-            index.write_index(tmp_path, wait_s=0.2)
+            index.write_index(tmp_path)
     (tmp_path / ".index.lock").unlink()
     (tmp_path / "elsewhere").write_text("precious")
     (tmp_path / ".index.lock").symlink_to(tmp_path / "elsewhere")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -22,15 +21,23 @@ from typing import Any, Sequence
 import yaml
 
 from demos.lab.core import fingerprint as fp
+from demos.lab.core.config import drop_unset
 from demos.lab.core.files import NotReadable, read_bytes, write_atomic
 from demos.lab.core.layout import INDEX, INDEX_LOCK
 from demos.lab.core.results import Check, EntrySummary, RunSummary, finite
 from demos.lab.core.safe_yaml import nearby, parse_yaml
 from demos.lab.core.schema import ConfigError, build, join, param, to_dict
-from demos.lab.core.tolerance import KINDS, Band, Drift, TableEntry, compare_values, num
+from demos.lab.core.tolerance import (
+    KINDS,
+    Band,
+    Drift,
+    TableEntry,
+    check_keys,
+    compare_values,
+    num,
+)
 
 MAX_BASELINE_BYTES = 1 << 20  # a baseline is a few KiB (all.yaml's with bands: 7); 1 MiB is plenty
-NOT_FINITE = {"nan", "inf", "-inf"}  # strict JSON's strings for them (files.strict): null too
 
 HEADER = """\
 # autograd-demos baseline: the final metrics and params of each scenario entry of one run.
@@ -68,13 +75,8 @@ class BaselineEntry:
                                       "params.<name>)")
 
     def validate(self, where: str) -> None:
-        for key in self.tolerance:
-            kind, _, name = key.partition(".")
-            if key != "all" and not (kind in KINDS and (not name or
-                                                        name in getattr(self, kind))):
-                raise ConfigError(f"{join(join(where, 'tolerance'), key)}: not a value of "
-                                  f"this entry; use all, metrics, params, metrics.<name> or "
-                                  f"params.<name>")
+        check_keys(self.tolerance, {k: list(getattr(self, k)) for k in KINDS},
+                   join(where, "tolerance"))
         for key in self.band:
             kind, _, name = key.partition(".")
             if not (kind in KINDS and name in getattr(self, kind)):
@@ -131,22 +133,17 @@ def read_baseline(path: str, option: str = "--baseline") -> BaselineFile:
 
 
 def values_read(raw: dict[str, Any]) -> dict[str, Any]:
-    """`raw` with each value that is not finite as null, as summary.json holds it: YAML's .nan
-    and .inf, or the strings "nan", "inf", "-inf" of strict JSON (demos.lab.core.files)."""
+    """`raw` with each value that is not finite (YAML's .nan and .inf) as null, as save writes
+    it and summary.json holds it."""
     def value(v: Any) -> Any:
-        gone = (isinstance(v, float) and not math.isfinite(v) or
-                isinstance(v, str) and v.strip().lower() in NOT_FINITE)
-        return None if gone else v
+        return None if isinstance(v, float) and not math.isfinite(v) else v
 
     entries = raw.get("scenarios")
-    if not isinstance(entries, dict):
-        return raw  # build names what is wrong
-    out = dict(entries)
-    for i, e in entries.items():
-        if isinstance(e, dict):
-            out[i] = {k: ({n: value(v) for n, v in vs.items()}
-                          if k in KINDS and isinstance(vs, dict) else vs) for k, vs in e.items()}
-    return {**raw, "scenarios": out}
+    for e in entries.values() if isinstance(entries, dict) else ():  # else: build names it
+        for kind in KINDS:
+            if isinstance(e, dict) and isinstance(e.get(kind), dict):
+                e[kind] = {n: value(v) for n, v in e[kind].items()}
+    return raw
 
 
 def check_writable(path: str, config: str, output_dir: str, dry_run: bool) -> None:
@@ -163,18 +160,15 @@ def check_writable(path: str, config: str, output_dir: str, dry_run: bool) -> No
     except OSError as e:
         raise ConfigError(f"{where}: cannot be followed ({e.strerror or e}); name a file") \
             from None
-    if os.path.exists(path) and not os.path.exists(target):  # /proc/self/fd/1: a pipe
-        raise ConfigError(f"{where}: not a regular file (a FIFO, a device or a socket); "
-                          f"name a new file or a baseline")
     if os.path.isdir(target):
         raise ConfigError(f"{where}: is a directory; name a file")
     check_unmanaged(where, target, output_dir)
-    if config and os.path.exists(target) and os.path.samefile(target, config):
-        raise ConfigError(f"{where}: is the config being run")
-    if os.path.exists(target):
-        if not stat.S_ISREG(os.stat(target).st_mode):
+    if os.path.exists(path):  # something is there (through a link: what it points to)
+        if not os.path.isfile(target):  # a FIFO, a device; /proc/self/fd/1: a pipe
             raise ConfigError(f"{where}: not a regular file (a FIFO, a device or a socket); "
                               f"name a new file or a baseline")
+        if config and os.path.samefile(target, config):
+            raise ConfigError(f"{where}: is the config being run")
         if os.path.getsize(target) > MAX_BASELINE_BYTES:
             raise ConfigError(f"{where}: larger than {MAX_BASELINE_BYTES >> 10} KiB, not a "
                               f"baseline this could replace; remove it or name another file")
@@ -322,43 +316,30 @@ def save(path: str, summary: RunSummary, scenarios: dict[str, str],
             "dry_run": summary.dry_run, "world_size": (summary.world or {}).get("size", 1),
             "fingerprint": summary.fingerprint, "ensemble": ensemble}
     other = other_kind(old, data) if old is not None else ""
-    entries = summary.scenarios
-    ran = {e.id for e in entries}
-    kept: dict[str, dict[str, Any]] = {}
-    left: list[str] = []
-    dropped: list[str] = []  # another kind of run: the file's entries this run did not replace
-    for e in entries:
-        if e.status not in ("passed", "failed"):
-            left.append(f"{e.id} ({e.status})")
-            if old is not None and e.id in old.scenarios:
-                if other:
-                    dropped.append(e.id)
-                else:
-                    kept[e.id] = as_saved(old.scenarios[e.id])  # its last good values
-            continue
-        entry: dict[str, Any] = {"scenario": scenarios.get(e.id, e.scenario),
-                                 "metrics": Values(finite(e.metrics)),
-                                 "params": Values(finite(e.params))}
-        previous = old.scenarios.get(e.id) if old else None
-        if previous is not None and previous.tolerance:
-            entry["tolerance"] = to_dict(previous.tolerance)
-        if bands and bands.get(e.id):
-            entry["band"] = {k: Flow(drop_unset_tolerances(to_dict(b)))
-                             for k, b in bands[e.id].items()}
-        kept[e.id] = {k: v for k, v in entry.items() if v or k == "metrics"}
     if old is not None and old.tolerance:
         data["tolerance"] = to_dict(old.tolerance)
-    carried = [i for i in (old.scenarios if old else {}) if i not in ran]
-    for i in carried:  # not run this time (--only): kept as they were, if of this kind
-        assert old is not None  # carried entries come from it
-        if other:
-            dropped.append(i)
-        else:
-            kept[i] = as_saved(old.scenarios[i])
+    data = drop_unset(data)
+    fresh = {e.id: e for e in summary.scenarios if e.status in ("passed", "failed")}
+    left = [f"{e.id} ({e.status})" for e in summary.scenarios if e.id not in fresh]
+    ran = [e.id for e in summary.scenarios]
+    carried = [i for i in (old.scenarios if old else {}) if i not in ran]  # --only
+    kept: dict[str, dict[str, Any]] = {}
+    dropped: list[str] = []  # another kind of run: the file's entries this run did not replace
+    for i in [*ran, *carried]:
+        previous = old.scenarios.get(i) if old else None
+        if i in fresh:
+            e = fresh[i]
+            kept[i] = as_saved(BaselineEntry(
+                scenarios.get(i, e.scenario), finite(e.metrics), finite(e.params),
+                previous.tolerance if previous else {}, (bands or {}).get(i, {})))
+        elif previous is not None:  # no values from this run: its last good ones, if of this kind
+            if other:
+                dropped.append(i)
+            else:
+                kept[i] = as_saved(previous)
     data["scenarios"] = kept
     text = header(str(data["config"]), path, kept, ensemble) + yaml.dump(
-        drop_unset_tolerances(data), Dumper=Dumper, sort_keys=False, default_flow_style=False,
-        allow_unicode=True)
+        data, Dumper=Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
     write_atomic(Path(target), text)
     values = sum(len(v["metrics"]) + len(v.get("params", {})) for v in kept.values())
     measured = sum(bool(v.get("band")) for v in kept.values())
@@ -380,20 +361,16 @@ def other_kind(old: BaselineFile, new: dict[str, Any]) -> str:
     def dry(flag: bool) -> str:
         return "a --dry-run" if flag else "a full run"
 
-    pairs = [(dry(old.dry_run), dry(new["dry_run"])) if old.dry_run != new["dry_run"] else None,
-             (f"seed {old.seed}", f"seed {new['seed']}")
-             if old.seed is not None and old.seed != new["seed"] else None,
-             (f"device {old.device}", f"device {new['device']}")
+    pairs = [(dry(old.dry_run), dry(new["dry_run"])),
+             (f"seed {old.seed}", f"seed {new['seed']}") if old.seed is not None else None,
+             (f"device {old.device}", f"device {new['device']}")  # cuda:0 and cuda:1: one kind
              if old.device.partition(":")[0] != new["device"].partition(":")[0] else None,
-             (f"torch {old.torch}", f"torch {new['torch']}")
-             if old.torch is not None and old.torch != new["torch"] else None,
+             (f"torch {old.torch}", f"torch {new['torch']}") if old.torch is not None else None,
              (processes(old.world_size), processes(new["world_size"]))
-             if old.world_size is not None and old.world_size != new["world_size"] else None]
-    differ = [p for p in pairs if p]
-    if not differ:
-        return ""
+             if old.world_size is not None else None]
+    differ = [p for p in pairs if p and p[0] != p[1]]  # the words differ where the values do
     return (" and ".join(a for a, _ in differ) + ", this run " +
-            " and ".join(b for _, b in differ))
+            " and ".join(b for _, b in differ)) if differ else ""
 
 
 def processes(n: int) -> str:
@@ -420,39 +397,22 @@ def header(config: str, path: str, entries: dict[str, dict[str, Any]],
 
 
 def as_saved(entry: BaselineEntry) -> dict[str, Any]:
-    """An entry of a baseline read back, as save() writes one: empty parts left out."""
-    data = to_dict(entry)
-    data.update({kind: Values(data.get(kind) or {}) for kind in KINDS})
-    saved = {k: v for k, v in drop_unset_tolerances(data).items() if v or k == "metrics"}
-    if "band" in saved:
-        saved["band"] = {k: Flow(v) for k, v in saved["band"].items()}
-    return saved
-
-
-def drop_unset_tolerances(data: Any) -> Any:
-    """Unset tolerance fields left out, so the file says only what was set (an entry's
-    values stay: a null there is a value not finite)."""
-    if isinstance(data, Values):
-        return data
-    if isinstance(data, dict):
-        return type(data)({k: drop_unset_tolerances(v) for k, v in data.items()
-                           if v is not None or k in KINDS})
-    return data
+    """An entry as save() writes it: its values (a null there is a value not finite), only the
+    tolerance fields that were set, each band on one line; empty parts left out."""
+    data = {"scenario": entry.scenario, "metrics": entry.metrics, "params": entry.params,
+            "tolerance": drop_unset(to_dict(entry.tolerance)),
+            "band": {k: Flow(drop_unset(to_dict(b))) for k, b in entry.band.items()}}
+    return {k: v for k, v in data.items() if v or k == "metrics"}
 
 
 class Flow(dict):
     """A mapping written on one line ({n: 14, min: ..., max: ...}): a band."""
 
 
-class Values(dict):
-    """An entry's metrics or params, name -> value; None (null) for a value not finite."""
-
-
 class Dumper(yaml.SafeDumper):
     """yaml's safe dumper, with Flow mappings on one line."""
 
 
-Dumper.add_representer(Values, lambda d, data: d.represent_dict(data))
 Dumper.add_representer(Flow, lambda d, data: d.represent_mapping(
     "tag:yaml.org,2002:map", data.items(), flow_style=True))
 

@@ -14,6 +14,7 @@ hand.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import os
@@ -36,7 +37,7 @@ from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunSu
 from demos.lab.core.schema import ConfigError, did_you_mean
 from demos.lab.core.signals import StopRequest, signal_handler
 from demos.lab.core.threads import auto_threads, available_cores
-from demos.lab.core.tolerance import KINDS, Band, measure, num
+from demos.lab.core.tolerance import KINDS, Band, as_float, measure, num
 
 AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}  # what torch's AVX512 level needs
 
@@ -47,13 +48,11 @@ def variants() -> dict[str, tuple[dict[str, str], int | None]]:
     flags = fp.cpu_flags()
     x86 = "sse4_1" in flags
     avx2, avx512 = x86 and "avx2" in flags, x86 and AVX512 <= flags
-    aten = ["default"] + (["avx2"] if avx512 else [])  # levels below the CPU's own
-    out: dict[str, tuple[dict[str, str], int | None]] = {"native": ({}, None)}
-    for threads in (2, 4, 8):
-        out[f"threads{threads}"] = ({}, threads)
+    out: dict[str, tuple[dict[str, str], int | None]] = {
+        "native": ({}, None), **{f"threads{threads}": ({}, threads) for threads in (2, 4, 8)}}
     if not x86:
         return out
-    for level in aten:
+    for level in ["default"] + (["avx2"] if avx512 else []):  # levels below the CPU's own
         for threads in (1, 2):
             out[f"aten-{level}" + (f"-threads{threads}" if threads > 1 else "")] = (
                 {"ATEN_CPU_CAPABILITY": level}, threads)
@@ -143,10 +142,9 @@ def command(args: Any, name: str, threads: int | None, folder: Path) -> list[str
     out = [sys.executable, "-m", "demos", "--config", args.config, "--output-dir", str(folder),
            "--run-name", name, "--no-progress"]
     out += [a for s in args.sets for a in ("--set", str(s))]
-    for option, value in (("--device", args.device), ("--seed", args.seed),
-                          ("--threads", threads or args.threads)):
-        if value is not None:
-            out += [f"{option}={value}"]
+    out += [f"{option}={value}" for option, value in (
+        ("--device", args.device), ("--seed", args.seed), ("--threads", threads or args.threads))
+        if value is not None]
     return out + [a for o in args.only or [] for a in ("--only", o)] + \
         ["--dry-run"] * args.dry_run
 
@@ -213,10 +211,8 @@ def stop_with_parent() -> None:
     that no run trains on for nobody (it stops at a step boundary and writes its summary)."""
     if sys.platform.startswith("linux"):
         import ctypes
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
 
 
 def report(name: str, code: int, out: Any, seconds: float, folder: Path, done: int,
@@ -234,26 +230,19 @@ def report(name: str, code: int, out: Any, seconds: float, folder: Path, done: i
 
 def collect(runs: dict[str, RunSummary]) -> tuple[dict[str, dict[str, list[float]]],
                                                    dict[str, dict[str, Band]]]:
-    """Each value of the native run's entries over the runs (entries that passed or failed),
-    and its band: {entry: {'metrics.<name>': values}}, {entry: {key: Band}}."""
+    """Each value of the entries over the runs (entries that passed or failed; every run runs
+    the same entries), and its band where more than one run gave it: {entry:
+    {'metrics.<name>': values}}, {entry: {key: Band}}."""
     values: dict[str, dict[str, list[float]]] = {}
     for s in runs.values():
         for e in s.scenarios:
-            if e.status not in ("passed", "failed"):
-                continue
-            for kind in KINDS:
+            for kind in KINDS if e.status in ("passed", "failed") else ():
                 for name, v in getattr(e, kind).items():
-                    x = math.nan if v is None else float(v)
-                    values.setdefault(e.id, {}).setdefault(f"{kind}.{name}", []).append(x)
-    native = {e.id for e in runs["native"].scenarios}
-    bands: dict[str, dict[str, Band]] = {}
-    for entry, keys in values.items():
-        if entry not in native:
-            continue
-        for key, xs in keys.items():
-            band = measure(xs) if len(xs) > 1 else None
-            if band is not None:
-                bands.setdefault(entry, {})[key] = band
+                    values.setdefault(e.id, {}).setdefault(f"{kind}.{name}", []).append(
+                        as_float(v))
+    bands = {entry: {key: band for key, xs in keys.items()
+                     if len(xs) > 1 and (band := measure(xs)) is not None}
+             for entry, keys in values.items()}
     return values, bands
 
 
@@ -262,16 +251,14 @@ def table(native: RunSummary, values: dict[str, dict[str, list[float]]],
     """The values that moved across the ensemble, with what the band allows."""
     rows = [("entry", "value", "native", "min", "max", "n", "allowed")]
     ref = {e.id: e for e in native.scenarios}
-    same = 0
     for entry, keys in bands.items():
         for key, b in keys.items():
-            if b.min == b.max:
-                same += 1
-                continue
-            kind, _, name = key.partition(".")
-            allowed = f"x/ {b.ratio:.10g}" if b.ratio else f"+- {b.atol:.3g}"
-            rows.append((entry, key, num(getattr(ref[entry], kind).get(name)), num(b.min),
-                         num(b.max), str(b.n), allowed))
+            if b.min != b.max:
+                kind, _, name = key.partition(".")
+                allowed = f"x/ {b.ratio:.10g}" if b.ratio else f"+- {b.atol:.3g}"
+                rows.append((entry, key, num(getattr(ref[entry], kind).get(name)), num(b.min),
+                             num(b.max), str(b.n), allowed))
+    same = sum(map(len, bands.values())) - (len(rows) - 1)  # the values that did not move
     if len(rows) == 1:
         return [f"every value came out the same in every run ({same} values)"]
     widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]

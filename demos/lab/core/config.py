@@ -101,16 +101,14 @@ def load_data(raw: Any, path: str, registry: Registry,
 def entry_hint(raw: dict, registry: Registry, key: str, assignment: str) -> str:
     """For a --set of a top-level key that is a scenario entry's: the spelling that sets it
     (`--set scenarios.legendre_fit.lr=...`), naming the entries that have the key."""
+    def has_key(entry: Any) -> bool:
+        name = str(entry.get("scenario")) if isinstance(entry, dict) else ""
+        fields = dataclasses.fields(registry[name].config) if name in registry else ()
+        return key in [f.name for f in fields]
+
     entries = raw.get("scenarios")
-    ids = []
-    for entry in entries if isinstance(entries, list) else []:
-        scenario = entry.get("scenario") if isinstance(entry, dict) else None
-        try:
-            fields = {f.name for f in dataclasses.fields(registry[str(scenario)].config)}
-        except (KeyError, TypeError):
-            continue
-        if key in fields:
-            ids.append(str(entry.get("id", scenario)))
+    ids = [str(e.get("id", e["scenario"])) for e in entries if has_key(e)] \
+        if isinstance(entries, list) else []
     if not ids:
         return ""
     value = assignment.partition("=")[2]
@@ -166,8 +164,8 @@ def build_entry(raw: Any, where: str, registry: Registry,
     if reserved(entry.id):
         raise ConfigError(f"{where}.id: '{entry.id}' is a file of the run folder itself; "
                           f"choose another id")
-    check_tolerance_keys(entry.tolerance, {"params": scenario.params, "metrics": scenario.metrics},
-               f"{where}.tolerance")
+    known = {"params": scenario.params, "metrics": scenario.metrics}
+    check_tolerance_keys(entry.tolerance, known, f"{where}.tolerance")
     keys = [f.name for f in dataclasses.fields(entry) if f.name not in ("expect", "id")]
     hints = typing.get_type_hints(type(entry))
     for key, value in entry.expect.written_for.items():  # typed as the settings they name
@@ -176,11 +174,11 @@ def build_entry(raw: Any, where: str, registry: Registry,
             raise ConfigError(f"{at}: {name} has no setting '{key}'"
                               f"{did_you_mean(key, [*keys, 'seed'])}")
         entry.expect.written_for[key] = convert(int if key == "seed" else hints[key], value, at)
-    for kind, known in (("params", scenario.params), ("metrics", scenario.metrics)):
+    for kind, names in known.items():
         for key in getattr(entry.expect, kind):
-            if key not in known:  # kind[:-1]: param, metric
+            if key not in names:  # kind[:-1]: param, metric
                 raise ConfigError(f"{where}.expect.{kind}.{key}: {name} has no {kind[:-1]} "
-                                  f"'{key}'{did_you_mean(key, known)}")
+                                  f"'{key}'{did_you_mean(key, names)}")
     return entry
 
 

@@ -165,10 +165,9 @@ def entry_lines(e: EntrySummary, width: int) -> list[str]:
         lines.append(f"            FAIL {c.name}: {c.detail}")
         if c.diagnosis:
             lines.append(f"            WHY {c.diagnosis['says']}")
-    for function, rows in e.support.items():  # torch's own disagreement, said, not failed
-        for row, r in rows.items():
-            if r.get("status") == "differs":
-                lines.append(f"            TORCH DIFFERS {function} {row}: {r.get('detail')}")
+    lines += [f"            TORCH DIFFERS {function} {row}: {r.get('detail')}"
+              for function, rows in e.support.items() for row, r in rows.items()
+              if r.get("status") == "differs"]  # torch's own disagreement: said, not failed
     unlike = [c for c in e.checks if c.passed is None and "(expect.written_for)" in c.detail]
     if unlike:  # a changed setting: exploring, said once, not a failure
         why = unlike[0].detail.split("not evaluated: ", 1)[-1].split(" (got ", 1)[0]

@@ -24,13 +24,14 @@ def _file_mode() -> int:
 FILE_MODE = _file_mode()
 
 
-# The temp names below: mkstemp puts 8 random characters from [a-z0-9_] between prefix and suffix.
+# save_atomic's temp names: mkstemp puts 8 random characters from [a-z0-9_] between prefix and
+# suffix; the second form, .XXXXXXXX.<name>, is what plots were saved under before
 TEMP_NAME = re.compile(r"\.(.+\.[a-z0-9_]{8}\.tmp|[a-z0-9_]{8}\..+)")
 
 
 def remove_temps(folder: Path) -> list[Path]:
-    """Remove the temp files that `write_atomic`/`save_atomic` left in `folder` (and below)
-    when their process was killed outright. Only for a folder whose writer is known gone."""
+    """Remove the temp files that `save_atomic` left in `folder` (and below) when their
+    process was killed outright. Only for a folder whose writer is known gone."""
     removed = []
     for top, _, names in os.walk(folder):  # never into a linked folder
         for name in names:
@@ -43,48 +44,39 @@ def remove_temps(folder: Path) -> list[Path]:
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write `data` to `path` through a temp file in the same folder, then rename over it.
+    """Write `data` to `path` with `save_atomic`; text as UTF-8, where "replace" shows a path
+    whose bytes are not UTF-8 as "?" rather than failing."""
+    raw = data.encode("utf-8", "replace") if isinstance(data, str) else data
+    save_atomic(path, lambda tmp: tmp.write_bytes(raw))
 
-    The temp file is created exclusively under an unpredictable name (never through a link
-    someone planted) and removed again if anything fails.
-    """
+
+def save_atomic(path: Path, save: Callable[[Path], object]) -> None:
+    """Let `save(tmp)` write the file, then rename it over `path`. The temp file, in the same
+    folder, is created exclusively under an unpredictable name ending in .tmp (so `save` names
+    its format: savefig(tmp, format="png")), and removed again if anything fails."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            # "replace": a path whose bytes are not UTF-8 shows as "?" rather than failing
-            f.write(data.encode("utf-8", "replace") if isinstance(data, str) else data)
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def save_atomic(path: Path, save: Callable[[Path], None]) -> None:
-    """Let `save(tmp_path)` write the file (e.g. savefig), then rename it into place."""
-    path = Path(path)
-    fd, name = tempfile.mkstemp(prefix=".", suffix=f".{path.name}", dir=path.parent)  # exclusive
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
-    tmp = Path(name)  # keeps the suffix, which tells savefig the format
+    tmp = Path(name)
     try:
         save(tmp)
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
-    finally:
-        if tmp.exists():
+    except BaseException:
+        with contextlib.suppress(OSError):
             tmp.unlink()
+        raise
 
 
-def strict(value: Any) -> Any:
-    """`value` with every non-finite float as the string "nan", "inf" or "-inf"."""
+def strict(value: Any, not_finite: Callable[[float], Any] = str) -> Any:
+    """`value` with every non-finite float as the string "nan", "inf" or "-inf" (or as what
+    `not_finite` makes of it: summary.json's null, see results.finite)."""
     if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
+        return not_finite(value)
     if isinstance(value, dict):
-        return {k: strict(v) for k, v in value.items()}
+        return {k: strict(v, not_finite) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [strict(v) for v in value]
+        return [strict(v, not_finite) for v in value]
     return value
 
 
@@ -122,8 +114,8 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    for row in rows:
-        writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
+    writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()}
+                     for row in rows)
     write_atomic(path, buf.getvalue())
 
 
@@ -143,8 +135,6 @@ def read_bytes(path: Path | str, limit: int, links: bool = True) -> bytes:
         fd = os.open(path, flags)
     except FileNotFoundError:
         raise NotReadable("no such file") from None
-    except IsADirectoryError:
-        raise NotReadable("is a directory") from None
     except OSError as e:
         raise NotReadable(f"cannot read: {e.strerror or e}") from None
     try:
@@ -154,7 +144,7 @@ def read_bytes(path: Path | str, limit: int, links: bool = True) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise NotReadable("not a regular file (a FIFO, a device or a socket)")
         if info.st_size > limit:
-            raise NotReadable(f"larger than {size_text(limit)}")
+            raise NotReadable(f"larger than {limit >> 10} KiB")
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(limit + 1)  # buffered: reads until it has limit + 1 bytes or the end
     except OSError as e:
@@ -162,9 +152,5 @@ def read_bytes(path: Path | str, limit: int, links: bool = True) -> bytes:
     finally:
         os.close(fd)
     if len(data) > limit:  # grew while read
-        raise NotReadable(f"larger than {size_text(limit)}")
+        raise NotReadable(f"larger than {limit >> 10} KiB")
     return data
-
-
-def size_text(n: int) -> str:
-    return f"{n >> 10} KiB"  # as the messages have always said

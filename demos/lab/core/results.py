@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from demos.lab.core.files import NotReadable, read_bytes
+from demos.lab.core.files import NotReadable, read_bytes, strict
 from demos.lab.core.layout import NAME_RE, SUMMARY
 from demos.lab.core.schema import ConfigError, Text, build
 
@@ -182,10 +181,4 @@ def read_summary(folder: Path) -> RunSummary:
 
 def finite(value: Any) -> Any:
     """JSON has no NaN or infinity: those become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [finite(v) for v in value]
-    return value
+    return strict(value, lambda x: None)

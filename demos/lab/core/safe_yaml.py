@@ -16,17 +16,16 @@ MAX_CONFIG_NODES = 100_000   # values after expanding aliases: refuses "billion 
 
 def read_yaml(path: str) -> Any:
     """Parse a YAML file with `yaml.safe_load`; every failure is a one-line ConfigError."""
-    if not os.path.exists(path):
-        raise ConfigError(f"{path}: no such file{nearby(path)}")
     from demos.lab.core.files import NotReadable, read_bytes
 
     try:
         data = read_bytes(path, MAX_CONFIG_BYTES)
     except NotReadable as e:
         said = str(e)
-        raise ConfigError(f"{path}: {said}, not a config file" if said == "is a directory" else
-                          f"{path}: {said}; not a config file" if said.startswith(
-                              ("larger", "not a regular")) else f"{path}: {said}") from None
+        raise ConfigError(f"{path}: {said}" + (
+            nearby(path) if said == "no such file" else ", not a config file"
+            if said == "is a directory" else "; not a config file"
+            if said.startswith(("larger", "not a regular")) else "")) from None
     return parse_yaml(data, path)
 
 
@@ -86,42 +85,39 @@ def parse_text(text: str, where: str, empty: str | None = None) -> Any:
 
 
 def check_size(root: Any) -> None:
-    """Refuse a YAML node graph that expands to too many values or refers to itself."""
+    """Refuse a YAML node graph nested too deeply, that expands to too many values or refers
+    to itself (each node counted once: aliases share nodes); its keys and numbers checked."""
     import yaml
 
-    size: dict[int, int] = {}
-    open_nodes: set[int] = set()
-    stack = [(root, False, 1)]
-    while stack:
-        node, done, depth = stack.pop()
+    size: dict[int, int] = {}  # the values under a node counted so far, aliases expanded
+    open_nodes: set[int] = set()  # the nodes being counted: their children are under way
+
+    def count(node: Any, depth: int) -> int:
+        line = node.start_mark.line + 1
         if depth > MAX_DEPTH:
-            raise ConfigError(f"line {node.start_mark.line + 1}: nested more than {MAX_DEPTH} "
-                              f"levels deep; refusing it")
+            raise ConfigError(f"line {line}: nested more than {MAX_DEPTH} levels deep; "
+                              f"refusing it")
+        if id(node) in size:
+            return size[id(node)]
+        if id(node) in open_nodes:
+            raise ConfigError(f"line {line}: an alias refers to the value that contains it")
         if isinstance(node, yaml.MappingNode):
+            check_keys(node)
             children = [c for pair in node.value for c in pair]
-            if not done:
-                check_keys(node)
         elif isinstance(node, yaml.SequenceNode):
             children = node.value
         else:
-            children = []
             check_number(node)
-        if done:
-            open_nodes.discard(id(node))
-            size[id(node)] = 1 + sum(size[id(c)] for c in children)
-            if size[id(node)] > MAX_CONFIG_NODES:
-                raise ConfigError(f"line {node.start_mark.line + 1}: holds more than "
-                                  f"{MAX_CONFIG_NODES:,} values (counting each use of an "
-                                  f"alias, *name); refusing it")
-            continue
-        if id(node) in size:
-            continue
-        if id(node) in open_nodes:
-            raise ConfigError(f"line {node.start_mark.line + 1}: an alias refers to the "
-                              f"value that contains it")
+            children = []
         open_nodes.add(id(node))
-        stack.append((node, True, depth))
-        stack.extend((c, False, depth + 1) for c in children if id(c) not in size)
+        size[id(node)] = 1 + sum(count(c, depth + 1) for c in children)
+        open_nodes.discard(id(node))
+        if size[id(node)] > MAX_CONFIG_NODES:
+            raise ConfigError(f"line {line}: holds more than {MAX_CONFIG_NODES:,} values "
+                              f"(counting each use of an alias, *name); refusing it")
+        return size[id(node)]
+
+    count(root, 1)
 
 
 def check_number(node: Any) -> None:

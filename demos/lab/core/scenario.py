@@ -86,9 +86,7 @@ def same(a: Any, b: Any) -> bool:
     """Equal as settings: numbers by value (5e-6 is 5.0e-6), lists element by element."""
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)):
-        return float(a) == float(b)
-    return bool(a == b)
+    return bool(a == b)  # Python compares an int and a float by value
 
 
 @dataclass
@@ -284,7 +282,6 @@ def torch_refused(e: BaseException) -> str:
             f"TORCH_* environment variables)")
 
 
-
 def read_declaration(path: Path) -> tuple[str, str]:
     """A scenario file's `document=` (of its `SCENARIO = Scenario(...)`) and its Config's
     docstring in one line, read without running the file; ("", "") where it declares none."""
@@ -293,11 +290,9 @@ def read_declaration(path: Path) -> tuple[str, str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     about = next((" ".join((ast.get_docstring(node) or "").split()) for node in tree.body
                   if isinstance(node, ast.ClassDef) and node.name == "Config"), "")
-    document = ""
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SCENARIO"
-                                                for t in node.targets) \
-                and isinstance(node.value, ast.Call):
-            document = next((str(ast.literal_eval(k.value)) for k in node.value.keywords
-                             if k.arg == "document" and isinstance(k.value, ast.Constant)), "")
+    document = next((str(ast.literal_eval(k.value)) for node in tree.body
+                     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                     and any(isinstance(t, ast.Name) and t.id == "SCENARIO" for t in node.targets)
+                     for k in node.value.keywords
+                     if k.arg == "document" and isinstance(k.value, ast.Constant)), "")
     return document, about

@@ -131,21 +131,16 @@ def convert(tp: Any, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: must be one of {', '.join(map(str, args))}, got "
                               f"{show(value)}{did_you_mean(str(value), map(str, args))}")
         return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: must be true or false, got {show(value)}")
-        return value
     if tp is int:
         return _integer(value, where)
     if tp is float:
         return _number(value, where)
-    if tp == Text:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: must be text, got {show(value)}")
-        return value
-    if tp is str:
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"{where}: must be a non-empty string, got {show(value)}")
+    if tp in (bool, Text, str):  # taken as they are, if they are what the message says
+        kind, ok = {bool: ("true or false", isinstance(value, bool)),
+                    Text: ("text", isinstance(value, str)),
+                    str: ("a non-empty string", isinstance(value, str) and value != "")}[tp]
+        if not ok:
+            raise ConfigError(f"{where}: must be {kind}, got {show(value)}")
         return value
     if origin is list:
         if not isinstance(value, list):

@@ -38,26 +38,21 @@ class Stopped(KeyboardInterrupt):
     Ctrl-C again from a notebook; never a KeyboardInterrupt of the user's code."""
 
 
-_at_exit_now: list[Callable[[], None]] = []  # what must end with the process (the drawing helper)
-_at_leave: list[Callable[[], None]] = []  # what must finish before it ends (the helper's work)
+# what the process's end must see to (the drawing helper): (stop it now, let it finish)
+_at_exit: list[tuple[Callable[[], None], Callable[[], None]]] = []
 
 
-def on_exit_now(fn: Callable[[], None]) -> None:
-    """Have `exit_now` call `fn` first (once registered, kept; registering twice is once)."""
-    if fn not in _at_exit_now:
-        _at_exit_now.append(fn)
-
-
-def on_leave(fn: Callable[[], None]) -> None:
-    """Have `leave` call `fn` before the process ends (registering twice is once)."""
-    if fn not in _at_leave:
-        _at_leave.append(fn)
+def on_exit(now: Callable[[], None], finish: Callable[[], None]) -> None:
+    """Have `exit_now` call `now` first, and `leave` call `finish` (`now` after a run that did
+    not end) before the process ends (once registered, kept; registering twice is once)."""
+    if (now, finish) not in _at_exit:
+        _at_exit.append((now, finish))
 
 
 def exit_now(code: int) -> None:
-    """End the process at once, and whatever registered with `on_exit_now` with it."""
-    for fn in _at_exit_now:
-        fn()
+    """End the process at once, and whatever registered with `on_exit` with it."""
+    for now, _ in _at_exit:
+        now()
     os._exit(code)
 
 
@@ -67,15 +62,15 @@ def leave(code: int) -> NoReturn:
     By the end of a run torch has loaded its compiler stack (torch.optim and explicit backward
     gradients pull in torch._dynamo and sympy); unloading it all takes 0.7 s here (measured on
     legendre_fit) and does nothing for a run whose files are written and closed. So: what
-    registered with `on_leave` finishes (the drawing helper's work; after a run that did not
-    end, `on_exit_now`'s instead: the helper is stopped), logging's files are flushed and
+    registered with `on_exit` finishes (the drawing helper's work; after a run that did not
+    end, it is stopped instead), logging's files are flushed and
     closed, the streams flushed, and the process ends. A signal meanwhile: the run is whole;
     it says so and exits 130."""
     late = StopRequest()
     late.deferred = True  # noted only: what is finishing finishes
     with signal_handler(StartUp(late)):
-        for fn in _at_leave if code in (EXIT_OK, EXIT_FAILED) else _at_exit_now:
-            fn()
+        for now, finish in _at_exit:
+            (finish if code in (EXIT_OK, EXIT_FAILED) else now)()
         logging.shutdown()
     if late.requested and code != EXIT_INTERRUPTED:
         say("\ninterrupted after the run finished", err=True)
@@ -142,10 +137,11 @@ def stop_if_requested(stop: StopRequest) -> None:
 
 
 @contextlib.contextmanager
-def signal_handler(handler: Callable[[int, Any], None],
+def signal_handler(handler: Callable[[int, Any], None] | signal.Handlers,
                    signals: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
-    """`handler` for `signals` (every stop signal: SIGINT, SIGTERM, SIGHUP), the previous
-    handlers restored afterwards."""
+    """`handler` (or signal.SIG_IGN) for `signals` (every stop signal: SIGINT, SIGTERM,
+    SIGHUP), the previous handlers restored afterwards; in the main thread only (elsewhere
+    Python refuses to set one)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal, Mapping, Sequence
 
+from demos.lab.core.files import strict
 from demos.lab.core.schema import ConfigError, did_you_mean, param
 
 KINDS = ("metrics", "params")
@@ -121,9 +122,7 @@ def within(old: float, new: float, rtol: float, atol: float, ratio: float | None
     NaN is within only of NaN."""
     if math.isnan(old) or math.isnan(new):
         return math.isnan(old) and math.isnan(new)
-    if old == new:
-        return True
-    if abs(new - old) <= atol + rtol * abs(old):
+    if old == new or abs(new - old) <= atol + rtol * abs(old):  # ==: the same infinity
         return True
     return ratio is not None and ratio > 0 and old > 0 and new > 0 and \
         max(new / old, old / new) <= ratio
@@ -235,13 +234,10 @@ class Drift:
                 f"(allowed {self.allowed:.3g}: {self.rule.describe()})")
 
     def to_json(self) -> dict:
-        def plain(x: float | None) -> float | str | None:  # strict JSON: NaN as a string
-            return x if x is None or math.isfinite(x) else str(x)
-
-        return {"entry": self.entry, "key": self.key, "old": plain(self.old),
-                "new": plain(self.new), "diff": plain(None if self.missing else self.diff),
-                "allowed": plain(self.allowed), "within": self.within,
-                "tier": self.rule.tier, "rule": self.rule.describe()}
+        return strict({"entry": self.entry, "key": self.key, "old": self.old, "new": self.new,
+                       "diff": None if self.missing else self.diff, "allowed": self.allowed,
+                       "within": self.within, "tier": self.rule.tier,
+                       "rule": self.rule.describe()})  # strict JSON: NaN as a string
 
 
 def num(x: float | str | None) -> str:
@@ -250,13 +246,8 @@ def num(x: float | str | None) -> str:
 
 
 def as_float(x: object) -> float:
-    """A value read back from summary.json or a baseline: null (non-finite) is NaN."""
-    if x is None:
-        return math.nan
-    try:
-        return float(x)  # type: ignore[arg-type]
-    except OverflowError:  # an integer beyond any float
-        return math.inf if x > 0 else -math.inf  # type: ignore[operator]
+    """A value read back from a baseline or summary.json: null (non-finite) is NaN."""
+    return math.nan if x is None else float(x)  # type: ignore[arg-type]
 
 
 def compare_values(entry: str, old: Mapping[str, Mapping[str, object]],

@@ -54,9 +54,9 @@ def _exit_with(parent: multiprocessing.process.BaseProcess) -> None:
 
 def warm_up() -> None:
     """Import the drawing libraries (in the helper, while the main process imports torch)."""
-    # files only, drawn off-screen: Agg, whatever backend the user's environment names (a
-    # MPLBACKEND that does not exist would break the import); set in the helper's own process
-    os.environ["MPLBACKEND"] = "agg"
+    from demos.lab.pages.plots import agg
+
+    agg()
     import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.figure  # noqa: F401
     import PIL.Image  # noqa: F401
@@ -66,16 +66,25 @@ def pool() -> cf.ProcessPoolExecutor | None:
     """The helper process, started once per process and reused by every run."""
     global _pool, _pool_failed
     if _pool is None and not _pool_failed:
-        from demos.lab.core.signals import on_exit_now, on_leave  # not in the helper's imports
+        # not in the helper's imports
+        from demos.lab.core.signals import on_exit, signal_handler
 
         try:
-            start_resource_tracker()
-            _pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                           initializer=_init_worker)
-            with main_module_hidden(), born_ignoring():  # the helper process starts here
+            # The helper process and the resource tracker start here, while the main process
+            # ignores the group's signals for the few milliseconds of their fork and exec: they
+            # are born ignoring them (an ignored signal stays ignored across exec, and Python
+            # then installs no handler of its own). _init_worker ignores them too, but only
+            # once the new interpreter has started and imported it: a Ctrl-C to the group
+            # before that (a notebook's interrupt soon after a run starts, on a loaded machine)
+            # would kill the helper mid-start.
+            with main_module_hidden(), signal_handler(signal.SIG_IGN, GROUP_SIGNALS):
+                start_resource_tracker()
+                _pool = cf.ProcessPoolExecutor(1, initializer=_init_worker,
+                                               mp_context=multiprocessing.get_context("spawn"))
                 _pool.submit(warm_up)
-            on_exit_now(kill)  # a second Ctrl-C ends the helper with the process
-            on_leave(shutdown)  # the command line's end: the helper finishes first
+            # a second Ctrl-C ends the helper with the process; at the command line's end the
+            # helper finishes first
+            on_exit(kill, shutdown)
             # after the pool: exit handlers run last-registered first, and multiprocessing's
             # own (which joins the helper) must find it shut down
             atexit.unregister(shutdown)
@@ -91,56 +100,30 @@ def main_module_hidden() -> Iterator[None]:
     helper needs none (its work is demos' own functions), and a script that calls demos.run
     without an `if __name__ == "__main__":` guard would otherwise run its top level in the
     helper too, and start helpers of its own from there."""
-    main = sys.modules.get("__main__")
-    if main is None:
-        yield
-        return
-    saved: dict[str, Any] = {name: main.__dict__[name] for name in ("__file__", "__spec__")
-                             if name in main.__dict__}
-    main.__dict__.pop("__file__", None)
-    main.__dict__["__spec__"] = None
+    main = vars(sys.modules["__main__"]) if "__main__" in sys.modules else {}
+    saved: dict[str, Any] = {n: main[n] for n in ("__file__", "__spec__") if n in main}
+    main.pop("__file__", None)
+    main["__spec__"] = None
     try:
         yield
     finally:
-        main.__dict__.pop("__spec__", None)
-        main.__dict__.update(saved)
-
-
-@contextlib.contextmanager
-def born_ignoring() -> Iterator[None]:
-    """While the helper process starts: the group's signals ignored, so that it is born
-    ignoring them (an ignored signal stays ignored across exec, and Python then installs no
-    handler of its own). _init_worker ignores them too, but only once the new interpreter has
-    started and imported it: a Ctrl-C to the group before that (a notebook's interrupt soon
-    after a run starts, on a loaded machine) would kill the helper mid-start. The main process
-    ignores them for the few milliseconds of the fork and exec alone."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in GROUP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        main.pop("__spec__", None)
+        main.update(saved)
 
 
 def start_resource_tracker() -> None:
     """multiprocessing's resource tracker (a process it starts for the helper's semaphores),
-    started by us so that it ignores the group's signals (it ignores only SIGINT and SIGTERM
-    itself; SIGHUP would kill it, and its successor prints tracebacks), and so that its
-    "leaked semaphore" warning after a hard exit (a second Ctrl-C) stays quiet."""
+    started by us while the group's signals are ignored (see pool), so that it ignores them
+    (it ignores only SIGINT and SIGTERM itself; SIGHUP would kill it, and its successor prints
+    tracebacks), and so that its "leaked semaphore" warning after a hard exit (a second
+    Ctrl-C) stays quiet."""
     from multiprocessing import resource_tracker
 
-    hup = getattr(signal, "SIGHUP", None)
-    if hup is None or threading.current_thread() is not threading.main_thread():
-        return
-    previous, warnings = signal.signal(hup, signal.SIG_IGN), os.environ.get("PYTHONWARNINGS")
+    warnings = os.environ.get("PYTHONWARNINGS")
     os.environ["PYTHONWARNINGS"] = "ignore"  # read by the tracker's interpreter only
     try:
         resource_tracker.ensure_running()  # an ignored signal stays ignored across exec
     finally:
-        signal.signal(hup, previous)
         if warnings is None:
             del os.environ["PYTHONWARNINGS"]
         else:

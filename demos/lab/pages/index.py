@@ -38,42 +38,39 @@ class Row:
 
 
 @contextlib.contextmanager
-def locked(path: Path, wait_s: float | None = None) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     """An exclusive lock on `path`, so index rebuilds never interleave.
 
-    Waits at most `wait_s` (default LOCK_WAIT_S) for another process's lock, then raises
-    TimeoutError. The lock's file is a plain file or nothing: never a link or FIFO planted
-    at its name.
+    Waits at most LOCK_WAIT_S for another process's lock, then raises TimeoutError. The lock's
+    file is a plain file or nothing: never a link or FIFO planted at its name.
     """
     from filelock import FileLock, Timeout
 
-    wait_s = LOCK_WAIT_S if wait_s is None else wait_s
     with contextlib.suppress(FileNotFoundError):  # none yet: filelock makes it
         if not stat.S_ISREG(os.lstat(path).st_mode):
             raise OSError(f"{path} is not a regular file; remove it")
     try:
-        held = FileLock(path, timeout=wait_s).acquire()  # released as the `with` below ends
+        held = FileLock(path, timeout=LOCK_WAIT_S).acquire()  # released as the `with` below ends
     except Timeout:
-        raise TimeoutError(f"{path.name} held by another process for {wait_s:g} s") from None
+        raise TimeoutError(f"{path.name} held by another process for {LOCK_WAIT_S:g} s") from None
     with held:
         yield
 
 
-def write_index(output_dir: Path, wait_s: float | None = None) -> list[str]:
+def write_index(output_dir: Path) -> list[str]:
     """outputs/index.html: every run in `output_dir`, newest first, linking to its report.
 
     Returns the folders skipped because their summary.json is not a run's (foreign, broken).
-    `wait_s`: how long to wait for another process's rebuild (default LOCK_WAIT_S).
     """
     from demos.lab.pages.templating import render
 
-    with locked(output_dir / INDEX_LOCK, wait_s):
+    with locked(output_dir / INDEX_LOCK):
         for stale in output_dir.glob(".index.html.*.tmp"):  # index temps exist only under this
             if stale.is_file() and not stale.is_symlink():  # lock: these are a killed run's
                 with contextlib.suppress(OSError):
                     stale.unlink()
         folders = [p for p in output_dir.iterdir() if p.is_dir() and not p.is_symlink()]
-        runs, skipped = rows(output_dir, folders)
+        runs, skipped = rows(folders)
         unfinished = sorted((p.name for p in folders
                              if RUN_ID.fullmatch(p.name) and not (p / SUMMARY).exists()),
                             reverse=True)
@@ -81,7 +78,7 @@ def write_index(output_dir: Path, wait_s: float | None = None) -> list[str]:
     return sorted(skipped)
 
 
-def rows(output_dir: Path, folders: list[Path]) -> tuple[list[Row], list[str]]:
+def rows(folders: list[Path]) -> tuple[list[Row], list[str]]:
     """The runs among `folders`, newest first; and the folders whose summary.json is not a
     run's. A "running" run whose process is gone is "stopped", its temp files removed."""
     found, skipped = [], []
@@ -97,18 +94,15 @@ def rows(output_dir: Path, folders: list[Path]) -> tuple[list[Row], list[str]]:
             s.status = "stopped"  # killed (SIGKILL, power) before its final summary
             remove_temps(folder)  # what it was writing when it died
         name = folder.name
-        suffix = name.rsplit("-", 1)[1] if name.count("-") == 5 else "0"  # -1, -2: same second
-        found.append((s.started, int(suffix) if suffix.isascii() and suffix.isdigit() else 0,
-                      name, s))
-    found.sort(reverse=True)
-    return [row(output_dir, name, s) for _, _, name, s in found], skipped
-
-
-def row(output_dir: Path, name: str, s: RunSummary) -> Row:
-    """The index's row of the run folder `name`, whose summary.json holds `s`."""
-    report = href(output_dir / name, REPORT) if (output_dir / name / REPORT).exists() else None
-    return Row(name, report, s.started, s.config, [*s.sets, *other_options(s)], s.status,
-               s.passed, len(s.scenarios) - s.passed, s.device, s.dry_run)
+        # ./: a folder named like http: stays a folder; fsencode: a name whose bytes are not
+        # UTF-8 stays itself
+        report = quote(os.fsencode(f"./{name}/{REPORT}")) if (folder / REPORT).exists() else None
+        row = Row(name, report, s.started, s.config, [*s.sets, *other_options(s)], s.status,
+                  s.passed, len(s.scenarios) - s.passed, s.device, s.dry_run)
+        run = RUN_ID.fullmatch(name)  # -1, -2: a run started in the same second
+        found.append((s.started, int(run[1][1:]) if run and run[1] else 0, name, row))
+    found.sort(key=lambda f: f[:3], reverse=True)
+    return [r for *_, r in found], skipped
 
 
 def other_options(s: RunSummary) -> list[str]:
@@ -123,8 +117,3 @@ def other_options(s: RunSummary) -> list[str]:
         shown.insert(0, f"torchrun: {s.world['size']} processes")
     return shown
 
-
-def href(folder: Path, page: str) -> str:
-    """A link to `page` in `folder`, beside the index. ./: a folder named like http: stays a
-    folder; fsencode: a name whose bytes are not UTF-8 stays itself."""
-    return quote(os.fsencode(f"./{folder.name}/{page}"))

@@ -32,12 +32,12 @@ SCOPE = f".{BOX}" * 3
 BOX_STYLE = f"{SCOPE} {{ margin: 0; padding: 0.2em 0.4em 0.6em; max-width: none; }}"
 
 
-def view(body: str, folder: Path | None, sheets: tuple[str, ...] = ("report.css",)) -> str:
+def view(body: str, folder: Path | None) -> str:
     """`body` (a template's HTML, its paths relative to `folder`) as one inline view: in its
-    own box with the stylesheets scoped to it, its images embedded, its links made relative
-    to the working directory, and the page's scripts run over that box alone."""
+    own box with the pages' stylesheet scoped to it, its images embedded, its links made
+    relative to the working directory, and the page's scripts run over that box alone."""
     box = f"ad-{uuid.uuid4().hex[:12]}"
-    style = "\n".join(scoped(str(static(name)), SCOPE) for name in sheets)
+    style = scoped(str(static("report.css")), SCOPE)
     body = body if folder is None else localized(body, folder)
     graphs = 'class="zoom"' in body or 'class="backward"' in body
     parts = [f'<div class="{BOX}" id="{box}">', f"<style>\n{style}\n{BOX_STYLE}\n</style>",

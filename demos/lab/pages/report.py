@@ -126,16 +126,14 @@ def support_matrix(support: Mapping[str, Mapping[str, Mapping[str, str]]]) -> Su
     """Capabilities down (in the order first seen), Functions across."""
     functions = list(support)
     capabilities = list(dict.fromkeys(k for rows in support.values() for k in rows))
-    rows, notes = [], []
-    for cap in capabilities:
-        cells = []
-        for f in functions:
-            row = support[f].get(cap, {"status": "", "detail": ""})
-            status, detail = str(row.get("status", "")), str(row.get("detail", ""))
-            cells.append((status, detail))
-            if status in ("unsupported", "fails", "differs") and detail:
-                notes.append((f, cap, detail))
-        rows.append((cap, cells))
+
+    def cell(row: Mapping[str, str]) -> tuple[str, str]:  # (status, detail); blank: not run
+        return str(row.get("status", "")), str(row.get("detail", ""))
+
+    rows = [(cap, [cell(support[f].get(cap, {})) for f in functions]) for cap in capabilities]
+    notes = [(f, cap, detail) for cap, cells in rows
+             for f, (status, detail) in zip(functions, cells)
+             if status in ("unsupported", "fails", "differs") and detail]
     return Support(functions, rows, notes)
 
 
