@@ -169,3 +169,15 @@ def test_a_baseline_records_its_world_size_and_a_run_of_another_says_so(tmp_path
     assert run.code == 0, run.out + run.err
     assert ("baseline: the baseline ran as 2 processes (torchrun), this run as 1 process: values "
             "may move") in run.err, run.err
+
+
+def test_saving_again_over_a_baseline_of_a_config_made_in_memory(tmp_path):
+    """A scenario run on its defaults (no config file: `<my_exp defaults>`) saves a baseline,
+    and saving it again over the same file is no crash: there is no config file it could be."""
+    import demos
+
+    path = tmp_path / "b.yaml"
+    for _ in range(2):
+        r = demos.run({"scenarios": [{"scenario": "my_exp", "support": []}]}, dry_run=True,
+                      save_baseline=path, output_dir=tmp_path / "out", quiet=True)
+        assert r.passed and "my_exp" in yaml.safe_load(path.read_text())["scenarios"]

@@ -167,7 +167,7 @@ def check_writable(path: str, config: str, output_dir: str, dry_run: bool) -> No
         if not os.path.isfile(target):  # a FIFO, a device; /proc/self/fd/1: a pipe
             raise ConfigError(f"{where}: not a regular file (a FIFO, a device or a socket); "
                               f"name a new file or a baseline")
-        if config and os.path.samefile(target, config):
+        if config and os.path.isfile(config) and os.path.samefile(target, config):
             raise ConfigError(f"{where}: is the config being run")
         if os.path.getsize(target) > MAX_BASELINE_BYTES:
             raise ConfigError(f"{where}: larger than {MAX_BASELINE_BYTES >> 10} KiB, not a "

@@ -47,7 +47,11 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     """Write `data` to `path` with `save_atomic`; text as UTF-8, where "replace" shows a path
     whose bytes are not UTF-8 as "?" rather than failing."""
     raw = data.encode("utf-8", "replace") if isinstance(data, str) else data
-    save_atomic(path, lambda tmp: tmp.write_bytes(raw))
+
+    def write(tmp: Path) -> None:  # the temp file itself, never a link swapped in for it
+        with open(os.open(tmp, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)), "wb") as f:
+            f.write(raw)
+    save_atomic(path, write)
 
 
 def save_atomic(path: Path, save: Callable[[Path], object]) -> None:
