@@ -22,6 +22,7 @@ import os
 import re
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
@@ -147,9 +148,7 @@ def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
         elif not needing(xs) and name in GRADIENT_ROWS:
             row = Row("skipped", "no input requires grad")
         else:  # fresh copies: a Function that changes an input in place changes only these
-            copies = fresh(xs)
-            # called at once; the defaults bind this iteration's name and fresh copies
-            row = attempt(lambda name=name, copies=copies: runs[name](fn, copies))
+            row = attempt(partial(runs[name], fn, fresh(xs)))
         yield name, row
 
 
@@ -204,7 +203,7 @@ def weights(outs: Sequence[torch.Tensor], seed: int = 2) -> list[torch.Tensor]:
 def scalar(fn: Callable, ws: Sequence[torch.Tensor]) -> Callable[..., torch.Tensor]:
     """x -> sum_i (w_i * out_i).sum(): one number whose gradient is the weighted backward."""
     def f(*args):
-        return sum((o * w.to(o.dtype)).sum() for o, w in zip(tensors(fn(*args)), ws))
+        return sum((o * w.to(o)).sum() for o, w in zip(tensors(fn(*args)), ws))
     return f
 
 
@@ -220,6 +219,21 @@ def same(what: str, got: Any, want: Any, rtol: float = 1e-7, atol: float = 1e-9)
             raise Mismatch(f"{label}: shape {tuple(a.shape)}, expected {tuple(b.shape)}")
         if not agree(a, b, rtol, atol, equal_nan=True):
             raise Mismatch(f"{label} differs: max abs err {abs_error(a, b).max().item():.3g}")
+
+
+def matches(what: str, fn: Callable, xs: Mapping[str, torch.Tensor], base: Callable,
+            base_xs: Mapping[str, torch.Tensor], rtol: float = 1e-7, atol: float = 1e-9,
+            value: bool = True) -> None:
+    """Raise Mismatch unless `fn` at `xs` gives `base`'s value at `base_xs` (with `value`) and
+    its gradients, of the outputs weighted by fixed random numbers ('<what> grad of <input>'
+    names one that differs). Each call gets copies of its own (see grads_of)."""
+    ws = weights(tensors(base(*base_xs.values())))
+    if value:
+        same(f"{what} value", fn(*map(same_layout, xs.values())),
+             base(*map(same_layout, base_xs.values())), rtol, atol)
+    for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), xs),
+                       grads_of(scalar(base, ws), base_xs)):
+        same(f"{what} grad of {k}".lstrip(), a, b, rtol, atol)
 
 
 def compared(xs: Mapping[str, torch.Tensor]) -> str:
@@ -276,10 +290,7 @@ def double(fn, xs) -> str:
 def as_intended(fn, xs, reference) -> str:
     """The backward against the intended gradient, the reference's, for random weights on the
     outputs (an intended gradient is not the forward's derivative: no finite differences)."""
-    ws = weights(tensors(reference(*xs.values())))
-    for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), xs),
-                       grads_of(scalar(reference, ws), xs)):
-        same(f"grad of {k}", a, b)
+    matches("", fn, xs, reference, xs, value=False)
     return f"the backward's gradients of {', '.join(needing(xs))} are the intended ones"
 
 
@@ -392,26 +403,35 @@ def compiled(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     whole = backend != COMPILED_BACKEND
     with torch._functorch.config.patch(cse=whole):
         fresh_compiler()
-        compiled_fn = torch.compile(fn, fullgraph=True, backend=backend)
-        ws = weights(tensors(fn(*xs.values())))
-        same("compiled value", compiled_fn(*[v.detach() for v in xs.values()]),
-             fn(*[v.detach() for v in xs.values()]))
-        if needing(xs):
-            for k, a, b in zip(needing(xs), grads_of(scalar(compiled_fn, ws), xs),
-                               grads_of(scalar(fn, ws), xs)):
-                same(f"compiled grad of {k}", a, b)
+        matches("compiled", torch.compile(fn, fullgraph=True, backend=backend), xs, fn, xs)
     return (f"fullgraph=True ({backend} backend{'' if whole else ', without the CSE pass'}): "
             f"value and gradients match eager")
 
 
-def versus_eager(transform: str, fn, xs, compiled: tuple[torch.Tensor, ...],
-                 eager: tuple[torch.Tensor, ...], backend: str, **case: Any) -> None:
-    """Raise TorchDiffers unless the compiled transform's numbers equal eager's."""
+class CompileRefused(Exception):
+    """torch.compile could not take a transform that eager torch ran: torch's limit."""
+
+
+def against_eager(transform: str, f: Callable, args: Sequence[Any], fn, xs, backend: str,
+                  **case: Any) -> None:
+    """torch.compile(f)(*args), compiled afresh, against eager f(*args), `f` being `transform`
+    of `fn`. An error in the compiled call, where eager ran it, is torch's compiled path
+    refusing the Function (CompileRefused: `unsupported`); other numbers than eager's are
+    torch's disagreement (TorchDiffers, with what a reproduction needs); neither is the
+    Function's mistake."""
+    eager = f(*args)
+    fresh_compiler()
     try:
-        same(f"compiled {transform}", compiled, eager)
+        compiled = torch.compile(f, backend=backend)(*args)
+    except Exception as e:
+        raise CompileRefused(f"{one_line(e, 300)} -> torch.compile cannot "
+                             f"take {transform} of this Function (eager {transform} runs it)"
+                             ) from None
+    try:
+        same(f"compiled {transform}", flat(compiled), flat(eager))
     except Mismatch:
-        got = [t.detach().double().cpu() for t in compiled]
-        want = [t.detach().double().cpu() for t in eager]
+        got = [t.detach().double().cpu() for t in flat(compiled)]
+        want = [t.detach().double().cpu() for t in flat(eager)]
         err = max((abs_error(a, b).max().item() for a, b in zip(got, want)
                    if a.shape == b.shape and a.numel()), default=float("nan"))
         raise TorchDiffers(
@@ -419,34 +439,21 @@ def versus_eager(transform: str, fn, xs, compiled: tuple[torch.Tensor, ...],
             f"{brief(got)} where eager {transform} gives {brief(want)} (max abs difference "
             f"{err:.3g}; torch {torch.__version__})",
             {"transform": transform, "backend": backend, "fn": fn,
-             "inputs": {k: v.detach().cpu() for k, v in xs.items()},
-             "eager": want, "compiled": got, **case}) from None
+             "inputs": {k: v.detach().cpu() for k, v in xs.items()}, **case}) from None
+
+
+def flat(result: Any) -> tuple[torch.Tensor, ...]:
+    """A transform's tensors in order: (values, tangents) of a jvp, each a tensor or a tuple."""
+    return tuple(t for r in (result if isinstance(result, tuple) else (result,))
+                 for t in tensors(r))
 
 
 def brief(ts: Sequence[torch.Tensor]) -> str:
     """A few numbers of each tensor, for a row's detail."""
     def one(t: torch.Tensor) -> str:
-        flat = [f"{v:.4g}" for v in t.flatten()[:4].tolist()]
-        return "[" + ", ".join(flat) + (", ...]" if t.numel() > 4 else "]")
+        head = [f"{v:.4g}" for v in t.flatten()[:4].tolist()]
+        return "[" + ", ".join(head) + (", ...]" if t.numel() > 4 else "]")
     return ", ".join(one(t) for t in ts)
-
-
-class CompileRefused(Exception):
-    """torch.compile could not take a transform that eager torch ran: torch's limit."""
-
-
-def eager_and_compiled(f: Callable, args: Sequence[Any], transform: str, backend: str) -> Any:
-    """(f(*args), torch.compile(f)(*args)), compiled afresh; an error in the compiled call,
-    where eager ran it, is torch's compiled path refusing the Function (`unsupported`), not
-    the Function's mistake."""
-    eager = f(*args)
-    fresh_compiler()
-    try:
-        return eager, torch.compile(f, backend=backend)(*args)
-    except Exception as e:
-        raise CompileRefused(f"{one_line(e, 300)} -> torch.compile cannot "
-                             f"take {transform} of this Function (eager {transform} runs it)"
-                             ) from None
 
 
 def fresh_compiler() -> None:
@@ -464,10 +471,8 @@ def compiled_grad(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     primals = tuple(v.detach() for v in xs.values())
     ws = weights(tensors(fn(*primals)))
     argnums = tuple(i for i, k in enumerate(xs) if k in names)
-    eager, compiled = eager_and_compiled(torch.func.grad(scalar(fn, ws), argnums=argnums),
-                                         primals, "torch.func.grad", backend)
-    versus_eager("torch.func.grad", fn, xs, tuple(compiled), tuple(eager), backend,
-                 weights=ws, argnums=argnums)
+    against_eager("torch.func.grad", torch.func.grad(scalar(fn, ws), argnums=argnums), primals,
+                  fn, xs, backend, weights=ws, argnums=argnums)
     return f"torch.func.grad compiled ({backend}): gradients match eager"
 
 
@@ -479,20 +484,16 @@ def compiled_jvp(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     def jvp(*args):
         return torch.func.jvp(fn, args[:len(primals)], args[len(primals):])
 
-    eager, compiled = eager_and_compiled(jvp, (*primals, *tangents), "torch.func.jvp", backend)
-    versus_eager("torch.func.jvp", fn, xs,
-                 (*tensors(compiled[0]), *tensors(compiled[1])),
-                 (*tensors(eager[0]), *tensors(eager[1])), backend, tangents=tangents)
+    against_eager("torch.func.jvp", jvp, (*primals, *tangents), fn, xs, backend,
+                  tangents=tangents)
     return f"torch.func.jvp compiled ({backend}): values and tangents match eager"
 
 
 def compiled_vmap(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     """torch.compile(torch.func.vmap(f)) against eager torch.func.vmap(f), over a batch of 3."""
     batched = batch_of(xs)
-    eager, compiled = eager_and_compiled(torch.func.vmap(fn), batched, "torch.func.vmap",
-                                         backend)
-    versus_eager("torch.func.vmap", fn, xs, tensors(compiled), tensors(eager), backend,
-                 batched=batched)
+    against_eager("torch.func.vmap", torch.func.vmap(fn), batched, fn, xs, backend,
+                  batched=batched)
     return f"torch.func.vmap compiled ({backend}): values match eager"
 
 
@@ -525,20 +526,12 @@ def float32(fn, xs, reference) -> str:
     x32 = fresh(xs, dtype=torch.float32)
     # the same numbers in float64: the Function's own float32 error, not its inputs' rounding
     x64 = fresh(x32)
-    base = reference or fn
-    ws = weights(tensors(base(*x64.values())))
-    outs = tensors(fn(*x32.values()))
-    wrong = [str(o.dtype).removeprefix("torch.") for o in outs if o.is_floating_point()
-             and o.dtype != torch.float32]
+    wrong = [str(o.dtype).removeprefix("torch.") for o in tensors(fn(*x32.values()))
+             if o.is_floating_point() and o.dtype != torch.float32]
     if wrong:
         raise Mismatch(f"float32 inputs give {', '.join(wrong)} outputs")
-    same("float32 value", outs, tensors(base(*[v.detach() for v in x64.values()])),
-         RTOL32, ATOL32)
-    for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), x32),
-                       grads_of(scalar(base, ws), x64)):
-        if a is not None and a.dtype != torch.float32:
-            raise Mismatch(f"float32 grad of {k} is {str(a.dtype).removeprefix('torch.')}")
-        same(f"float32 grad of {k}", a, b, RTOL32, ATOL32)
+    # (a gradient is float32 whatever the backward returns: autograd casts it to the input's)
+    matches("float32", fn, x32, reference or fn, x64, RTOL32, ATOL32)
     return f"{compared(xs)} within rtol {RTOL32:g}, atol {ATOL32:g} of float64"
 
 
@@ -547,12 +540,7 @@ def noncontiguous(fn, xs) -> str:
               if v.dim() else v for k, v in xs.items()}  # every other element: stride 2
     if all(v.is_contiguous() for v in gapped.values()):
         return "skipped: only 0-d or empty inputs, which are contiguous whatever their strides"
-    ws = weights(tensors(fn(*xs.values())))
-    same("non-contiguous value", fn(*[v.detach() for v in gapped.values()]),
-         fn(*[v.detach() for v in xs.values()]))
-    for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), gapped),
-                       grads_of(scalar(fn, ws), xs)):
-        same(f"non-contiguous grad of {k}", a, b)
+    matches("non-contiguous", fn, gapped, fn, xs)
     return f"{compared(xs)} match contiguous inputs"
 
 
@@ -561,13 +549,7 @@ def cuda(fn, xs) -> str:
         return "skipped: no CUDA GPU here"
     if all(v.is_cuda for v in xs.values()):
         return "skipped: the inputs are on the GPU already (every other row ran there)"
-    on_gpu = fresh(xs, torch.device("cuda"), dtype=None)
-    ws = weights(tensors(fn(*xs.values())))
-    same("cuda value", fn(*[v.detach() for v in on_gpu.values()]),
-         fn(*[v.detach() for v in xs.values()]))
-    for k, a, b in zip(needing(xs), grads_of(scalar(fn, [w.cuda() for w in ws]), on_gpu),
-                       grads_of(scalar(fn, ws), xs)):
-        same(f"cuda grad of {k}", a, b)
+    matches("cuda", fn, fresh(xs, torch.device("cuda"), dtype=None), fn, xs)
     return f"{compared(xs)} match the CPU"
 
 
