@@ -136,7 +136,7 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
     pairs = [(f"value{'' if len(out_a) == 1 else f' {i}'}", x, y)
              for i, (x, y) in enumerate(zip(out_a, out_b))]
     pairs += [(f"grad {k}", a[k].grad, b[k].grad) for k in a if a[k].requires_grad]
-    worst_what, worst_abs, worst_rel = "value", 0.0, 0.0
+    worst_what, worst_abs = "value", 0.0
     # the scale errors are relative to: the largest magnitude among the reference's values and
     # gradients, not element by element, where a value near zero makes any rounding look large
     scale = max((y.detach().abs().max().item() for _, _, y in pairs
@@ -148,7 +148,7 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
                                       f"{'None' if y is None else tuple(y.shape)}"), {}
         diff = abs_error(x, y)
         abs_err = diff.max().item() if diff.numel() else 0.0
-        rel_err = abs_err / max(scale, 1e-300)
+        rel_err = abs_err / max(scale, 1e-300)  # the worst is the worst abs_err's
         if not agree(x, y, rtol, atol):
             why = None
             if what.startswith("grad"):  # the values agree: the backward is what differs
@@ -167,7 +167,7 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
                 {"max_abs_error": abs_err, "max_rel_error": rel_err}
         if abs_err >= worst_abs:
             worst_what, worst_abs = what, abs_err
-        worst_rel = max(worst_rel, rel_err)
+    worst_rel = worst_abs / max(scale, 1e-300)
     return Check(name, True, f"value and grads of {', '.join(k for k in a if a[k].requires_grad)} "
                              f"match (float64; worst: {worst_what}, abs {worst_abs:.2g}; "
                              f"rel {worst_rel:.2g} of the largest reference value)"), \

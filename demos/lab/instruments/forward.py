@@ -119,16 +119,6 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
     return trace
 
 
-def jv_by(jvp: Callable[..., Any], run: Callable[..., Any],
-          trace: ForwardTrace) -> tuple[torch.Tensor, ...]:
-    """J·v of `run` at the traced inputs and tangents, by `jvp` (torch.func.jvp or
-    torch.autograd.functional.jvp)."""
-    primals = tuple(x.detach() for x in trace.inputs.values())
-    tangents = tuple(trace.tangents.get(k, torch.zeros_like(x)) for k, x in trace.inputs.items())
-    _, jv = jvp(lambda *a: run(*a), primals, tangents)
-    return jv if isinstance(jv, tuple) else (jv,)
-
-
 def agrees(trace: ForwardTrace, run: Callable[..., Any], rtol: float = 1e-7,
            atol: float = 1e-9) -> Check:
     """'forward mode agrees': the traced J·v against torch.func.jvp's and reverse mode's (see
@@ -136,15 +126,17 @@ def agrees(trace: ForwardTrace, run: Callable[..., Any], rtol: float = 1e-7,
     name = f"forward mode agrees: {trace.title}"
     if trace.error:
         return Check(name, False, f"the forward-mode pass failed: {trace.error}")
+    primals = tuple(x.detach() for x in trace.inputs.values())
+    tangents = tuple(trace.tangents.get(k, torch.zeros_like(x)) for k, x in trace.inputs.items())
     compared = []
     for by, jvp in (("torch.func.jvp", torch.func.jvp),
                     ("reverse mode", torch.autograd.functional.jvp)):
-        try:
-            want = jv_by(jvp, run, trace)
+        try:  # J·v of `run` at the traced inputs and tangents
+            _, want = jvp(lambda *a: run(*a), primals, tangents)
         except Exception as e:  # torch.func refuses a classic Function; a backward that is
             compared.append(f"not {by} ({type(e).__name__})")  # not differentiable
             continue
-        for i, (got, exp) in enumerate(zip(trace.jv, want)):
+        for i, (got, exp) in enumerate(zip(trace.jv, outputs(want))):
             if got is None or not agree(got, exp, rtol, atol):
                 return Check(name, False, f"output {i}: the traced J·v is {brief(got)}, {by} "
                                           f"gives {brief(exp)}")

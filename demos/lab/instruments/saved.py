@@ -156,13 +156,12 @@ def explain(found: Ledger, order: Sequence[Any], label: Any = node_name) -> str:
             + (f" (= {s.whose})" if s.whose else "")
             + ("" if s.tracked else ", not tracked by autograd: save_for_backward would check "
                                     "it was not changed in place") for s in mine))
-    figures = held(found, order)
-    lines += ["", f"held for backward after the forward: {human(figures[0])} in "
+    lines += ["", f"held for backward after the forward: {human(found.total())} in "
                   f"{len(found.storages())} storage(s), each counted once"]
-    for fn, gone, after in zip(order, released(found, order), figures[1:]):
-        if gone:
-            lines.append(f"  {label(fn)} runs and releases "
-                         f"{', '.join(sorted({s.name for s in gone}))}: {human(after)} held")
+    for fn, step in zip(order, per_step(found, order)):
+        if step["releases"]:
+            lines.append(f"  {label(fn)} runs and releases {', '.join(step['releases'])}: "
+                         f"{human(step['held_after'])} held")
     lines.append("")
     return "\n".join(lines)
 
