@@ -84,7 +84,8 @@ class DDPTraining:
         detail (see `equivalence`). Rank 0 only: the others need not wait for it."""
         one = reference(self.cfg, self.ctx, type(self.net), self.start, self.make_optimizer, x,
                         labels, train, self.k)
-        return equivalence(self.kept, one, flat_state(self.start), self.k)
+        start = torch.cat([v.reshape(-1) for v in self.start.values()])  # in flat()'s order
+        return equivalence(self.kept, one, start, self.k)
 
     def inspection(self) -> dict[str, Any]:
         """What the report shows of DDP: its gradient buckets, the ranks, the batch per rank."""
@@ -103,11 +104,6 @@ def local_batch(cfg: Any, size: int) -> int:
 def flat(net: torch.nn.Module) -> torch.Tensor:
     """Every parameter in one vector (a copy)."""
     return torch.cat([p.detach().reshape(-1) for p in net.parameters()]).clone()
-
-
-def flat_state(state: dict) -> torch.Tensor:
-    """A state_dict's parameters in one vector, in the order of flat()."""
-    return torch.cat([v.reshape(-1) for v in state.values()])
 
 
 def wrap(net: torch.nn.Module, ctx: Context, bucket_cap_mb: float):
