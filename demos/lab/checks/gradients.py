@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
-from demos.lab.checks.diagnose import against_numbers, against_reference, index
+from demos.lab.checks.diagnose import Diagnosis, against_numbers, against_reference, index
 from demos.lab.core.results import Check
 from demos.lab.core.scenario import Expect
 from demos.lab.core.signals import Stopped, StopRequest
@@ -77,22 +77,34 @@ def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, t
               device: torch.device, stop: StopRequest | None = None, **kwargs) -> Check:
     """torch.autograd.gradcheck of `fn(*inputs.values())` in float64 (analytic vs numerical).
     `stop`: the run's stop request (ctx.stop), for a check long enough to want Ctrl-C."""
-    fn = watched(fn, stop)
-    xs = fresh(inputs, device)
-    wrt = [k for k, v in xs.items() if v.requires_grad]
-    problem = too_big(fn, xs, "gradcheck")
+    wrt = ", ".join(k for k, v in inputs.items() if v.requires_grad)
+    opts = "".join(f", {k}={v}" for k, v in kwargs.items())
+    return jacobian_check(name, torch.autograd.gradcheck, fn, inputs, device, stop,
+                          lambda e, f, xs: None if "forward AD" in message(e) else
+                          against_numbers(f, xs),  # a wrong backward: why
+                          f"analytic == numerical Jacobian w.r.t. {wrt} (float64{opts})",
+                          **kwargs)
+
+
+def jacobian_check(name: str, check: Callable, fn: Callable, inputs: Mapping[str, torch.Tensor],
+                   device: torch.device, stop: StopRequest | None,
+                   why: Callable[[Exception, Callable, Mapping], Diagnosis | None],
+                   passed: str, **kwargs: Any) -> Check:
+    """`check` (torch.autograd.gradcheck or gradgradcheck) of `fn` at float64 copies of
+    `inputs`, as a Check with detail `passed`, or with `why(error, fn, inputs)` (a Diagnosis)
+    where it finds a mismatch; ended by `stop`."""
+    fn, xs = watched(fn, stop), fresh(inputs, device)
+    problem = too_big(fn, xs, check.__name__)
     if problem:
         return Check(name, False, problem)
     try:
-        torch.autograd.gradcheck(fn, tuple(xs.values()), raise_exception=True, **kwargs)
+        check(fn, tuple(xs.values()), raise_exception=True, **kwargs)
     except Exception as e:  # GradcheckError, or the Function itself failing
-        why = None
-        if isinstance(e, GradcheckError) and "forward AD" not in message(e):  # a wrong backward
-            why = against_numbers(fn, fresh(inputs, device))
-        return Check(name, False, gradcheck_failure(e, wrt), why and why.to_json())
-    opts = ", ".join(f"{k}={v}" for k, v in kwargs.items())
-    return Check(name, True, f"analytic == numerical Jacobian w.r.t. {', '.join(wrt)} "
-                             f"(float64{', ' + opts if opts else ''})")
+        found = why(e, fn, fresh(inputs, device)) if isinstance(e, GradcheckError) else None
+        return Check(name, False, gradcheck_failure(e, [k for k, v in xs.items()
+                                                        if v.requires_grad]),
+                     found and found.to_json())
+    return Check(name, True, passed)
 
 
 def gradcheck_failure(e: BaseException, wrt: list[str]) -> str:

@@ -12,19 +12,16 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 import torch
-from torch.autograd.gradcheck import GradcheckError
 
 from demos.lab.checks.diagnose import second_against_numbers
 from demos.lab.checks.gradients import (
     Check,
     Fixed,
     arguments,
-    gradcheck_failure,
     in_graph,
+    jacobian_check,
     output_grads,
     tensors,
-    too_big,
-    watched,
 )
 from demos.lab.core.signals import StopRequest
 from demos.lab.core.text import one_line
@@ -175,16 +172,6 @@ def gradgradcheck(name: str, fn, inputs: Mapping[str, torch.Tensor],
                   device: torch.device, stop: StopRequest | None = None) -> Check:
     """torch.autograd.gradgradcheck in float64: the backward's own gradients are right.
     `stop`: the run's stop request (ctx.stop), as gradcheck takes it."""
-    xs, fn = fresh(inputs, device), watched(fn, stop)
-    problem = too_big(fn, xs, "gradgradcheck")
-    if problem:
-        return Check(name, False, problem)
-    try:
-        torch.autograd.gradgradcheck(fn, tuple(xs.values()), raise_exception=True)
-    except Exception as e:
-        why = second_against_numbers(fn, fresh(inputs, device)) \
-            if isinstance(e, GradcheckError) else None
-        return Check(name, False, gradcheck_failure(e, [k for k, v in xs.items()
-                                                        if v.requires_grad]),
-                     why and why.to_json())
-    return Check(name, True, "second derivatives match numerical ones (float64)")
+    return jacobian_check(name, torch.autograd.gradgradcheck, fn, inputs, device, stop,
+                          lambda e, f, xs: second_against_numbers(f, xs),
+                          "second derivatives match numerical ones (float64)")
