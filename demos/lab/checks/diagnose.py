@@ -18,6 +18,7 @@ from fractions import Fraction
 from typing import Any, Callable, Mapping
 
 import torch
+import torch.autograd.forward_ad as fwAD
 
 from demos.lab.tensors import abs_error, agree, close, fresh, outputs
 
@@ -377,8 +378,6 @@ def numerical(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6) -
 def pushforward(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
     """fn's forward-mode AD (its jvp) at xs: a tangent for one input -> each output's
     tangent."""
-    import torch.autograd.forward_ad as fwAD
-
     def push(space: str, u: torch.Tensor) -> dict[str, torch.Tensor | None]:
         with fwAD.dual_level():
             args = [fwAD.make_dual(x.detach(), u.to(x)) if k == space else x.detach()

@@ -20,14 +20,19 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import warnings
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
+import torch.autograd.forward_ad as fwAD
+from torch.autograd.gradcheck import GradcheckError
 
-from demos.lab.checks.gradients import gradcheck_failure, tensors, too_big
+from demos.lab.checks.gradients import gradcheck_failure, parity, tensors, too_big
+from demos.lab.checks.repro import script
 from demos.lab.core.results import CAPABILITIES, Check
 from demos.lab.core.signals import Stopped
 from demos.lab.core.text import message, one_line
@@ -260,8 +265,6 @@ def grads_of(f: Callable, xs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor,
 # -- the rows ---------------------------------------------------------------------------------
 def checked(check: Callable, fn, xs, **kwargs) -> None:
     """gradcheck or gradgradcheck; a mismatch names the input (x, not 'input 0')."""
-    from torch.autograd.gradcheck import GradcheckError
-
     try:
         check(fn, tuple(xs.values()), raise_exception=True, **kwargs)
     except GradcheckError as e:
@@ -295,8 +298,6 @@ def as_intended(fn, xs, reference) -> str:
 
 
 def forward_ad(fn, xs, reference, numerical: bool = True) -> str:
-    import torch.autograd.forward_ad as fwAD
-
     with fwAD.dual_level():  # torch gives no tangent where there is no rule, and no error
         duals = [fwAD.make_dual(v.detach(), torch.ones_like(v)) if v.requires_grad else v
                  for v in xs.values()]
@@ -500,8 +501,6 @@ def compiled_vmap(fn, xs, backend: str = COMPILED_BACKEND) -> str:
 def inductor(fn, xs) -> str:
     """torch.compile with inductor (C++ code generated and built), forward and backward, and
     torch.func.grad: against eager. Skipped without a C++ compiler."""
-    import shutil
-
     if not any(shutil.which(c) for c in ("g++", "c++", "clang++", "cc")):
         return "skipped: no C++ compiler here (inductor builds C++ on the CPU)"
     if next(iter(xs.values())).device.type != "cpu" and not torch.cuda.is_available():
@@ -602,8 +601,6 @@ def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
     """For a document's Function and its modern twin: both matrices (as summary.json's
     `support` block) and the checks: the twin gives the classic values and gradients, no row of
     either fails (`unsupported` is what the README explains, not a failure)."""
-    from demos.lab.checks.gradients import parity
-
     if not rows:
         return {}, []
     found = [parity(f"{twin.__name__} gives {classic.__name__}'s values and gradients",
@@ -626,10 +623,6 @@ TORCH_DIFFERS = ("torch's compiled path differs from eager (torch's disagreement
 def write_repros(rows: Mapping[str, Row], name: str, folder: Any) -> None:
     """For each `differs` row, a standalone script into `folder` that shows the difference
     (repro_<name>_<row>.py), named at the end of the row's detail."""
-    from pathlib import Path
-
-    from demos.lab.checks.repro import script
-
     for k, r in rows.items():
         if r.status != "differs" or r.case is None:
             continue
