@@ -228,10 +228,11 @@ def same(what: str, got: Any, want: Any, rtol: float = 1e-7, atol: float = 1e-9)
 
 def matches(what: str, fn: Callable, xs: Mapping[str, torch.Tensor], base: Callable,
             base_xs: Mapping[str, torch.Tensor], rtol: float = 1e-7, atol: float = 1e-9,
-            value: bool = True) -> None:
+            value: bool = True) -> str:
     """Raise Mismatch unless `fn` at `xs` gives `base`'s value at `base_xs` (with `value`) and
     its gradients, of the outputs weighted by fixed random numbers ('<what> grad of <input>'
-    names one that differs). Each call gets copies of its own (see grads_of)."""
+    names one that differs). Each call gets copies of its own (see grads_of). Returns what it
+    held to the other: values and gradients, or values where no input needs a gradient."""
     ws = weights(tensors(base(*base_xs.values())))
     if value:
         same(f"{what} value", fn(*map(same_layout, xs.values())),
@@ -239,11 +240,6 @@ def matches(what: str, fn: Callable, xs: Mapping[str, torch.Tensor], base: Calla
     for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), xs),
                        grads_of(scalar(base, ws), base_xs)):
         same(f"{what} grad of {k}".lstrip(), a, b, rtol, atol)
-
-
-def compared(xs: Mapping[str, torch.Tensor]) -> str:
-    """What a row held to the other: values and gradients, or values where no input needs
-    a gradient."""
     return "values and gradients" if needing(xs) else "values"
 
 
@@ -384,11 +380,10 @@ def vmap(fn, xs) -> str:
     ws = weights(loop[0])
     argnums = tuple(i for i, k in enumerate(xs) if k in names)
     got_g = torch.func.vmap(torch.func.grad(scalar(fn, ws), argnums=argnums))(*batched)
+    each = [grads_of(scalar(fn, ws), {n: b[i].requires_grad_(xs[n].requires_grad)
+                                      for n, b in zip(xs, batched)}) for i in range(3)]
     for j, k in enumerate(names):
-        want_g = torch.stack([grads_of(scalar(fn, ws), {
-            n: b[i].requires_grad_(xs[n].requires_grad) for n, b in zip(xs, batched)})[j]
-            for i in range(3)])
-        same(f"vmap grad of {k}", got_g[j], want_g)
+        same(f"vmap grad of {k}", got_g[j], torch.stack([g[j] for g in each]))
     return "values and gradients match a loop over the batch"
 
 
@@ -530,8 +525,8 @@ def float32(fn, xs, reference) -> str:
     if wrong:
         raise Mismatch(f"float32 inputs give {', '.join(wrong)} outputs")
     # (a gradient is float32 whatever the backward returns: autograd casts it to the input's)
-    matches("float32", fn, x32, reference or fn, x64, RTOL32, ATOL32)
-    return f"{compared(xs)} within rtol {RTOL32:g}, atol {ATOL32:g} of float64"
+    compared = matches("float32", fn, x32, reference or fn, x64, RTOL32, ATOL32)
+    return f"{compared} within rtol {RTOL32:g}, atol {ATOL32:g} of float64"
 
 
 def noncontiguous(fn, xs) -> str:
@@ -539,8 +534,7 @@ def noncontiguous(fn, xs) -> str:
               if v.dim() else v for k, v in xs.items()}  # every other element: stride 2
     if all(v.is_contiguous() for v in gapped.values()):
         return "skipped: only 0-d or empty inputs, which are contiguous whatever their strides"
-    matches("non-contiguous", fn, gapped, fn, xs)
-    return f"{compared(xs)} match contiguous inputs"
+    return f"{matches('non-contiguous', fn, gapped, fn, xs)} match contiguous inputs"
 
 
 def cuda(fn, xs) -> str:
@@ -548,8 +542,8 @@ def cuda(fn, xs) -> str:
         return "skipped: no CUDA GPU here"
     if all(v.is_cuda for v in xs.values()):
         return "skipped: the inputs are on the GPU already (every other row ran there)"
-    matches("cuda", fn, fresh(xs, torch.device("cuda"), dtype=None), fn, xs)
-    return f"{compared(xs)} match the CPU"
+    on_gpu = fresh(xs, torch.device("cuda"), dtype=None)
+    return f"{matches('cuda', fn, on_gpu, fn, xs)} match the CPU"
 
 
 def to_json(rows: Mapping[str, Row]) -> dict[str, dict[str, str]]:
@@ -567,18 +561,14 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
     done = done or {}
     wrong = "backward" in rows and rows["backward"].status == "fails"
 
-    def failure(k: str, r: Row) -> str:
-        if k in require:
-            return f"{k} (its required check)"
-        if k in done:
-            return f"{k} (as the {done[k]} check found)"
-        if wrong and k != "backward":
-            return f"{k} (follows from the backward row)"
-        return f"{k} ({r.detail})"
+    def elsewhere(k: str) -> str | None:
+        """Which other check counts failing row `k`; None: this one."""
+        return ("its required check" if k in require else f"as the {done[k]} check found"
+                if k in done else "follows from the backward row" if wrong and k != "backward"
+                else None)
 
-    failing = {k: r for k, r in rows.items() if r.status == "fails"}
-    own = [k for k in failing
-           if k not in require and k not in done and not (wrong and k != "backward")]
+    failing = {k: elsewhere(k) or r.detail for k, r in rows.items() if r.status == "fails"}
+    own = [k for k in failing if elsewhere(k) is None]
     found = [Check(f"support: {k} (required)", rows[k].status == "ok",
                    f"{rows[k].status}: {rows[k].detail}" if rows[k].detail else rows[k].status)
              for k in require if k in rows]
@@ -587,7 +577,7 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
              for status in ("ok", "differs", "unsupported", "skipped")
              if any(r.status == status for r in rows.values())]
     if failing:
-        said = ", ".join(failure(k, r) for k, r in failing.items())
+        said = ", ".join(f"{k} ({why})" for k, why in failing.items())
         parts.insert(0, f"fails: {said}" if own else
                      f"fails, counted by the checks above: {said}")
     found.append(Check(name, not own, "; ".join(parts)))
