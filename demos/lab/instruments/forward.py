@@ -77,7 +77,10 @@ class Recorder(TorchFunctionMode):
         if id(t) not in self.known:
             if fwAD.unpack_dual(t).tangent is None:
                 return "a constant"
-            self.add(function_name(t), [], t)  # made by a Function: its step comes now
+            # made by a Function (through its jvp): its step comes now, named by its node
+            owner = "" if t.grad_fn is None else \
+                f"{node_name(t.grad_fn).removesuffix('Backward')}, "
+            self.add(f"{owner}a custom Function, through its jvp", [], t)
         return self.known[id(t)]
 
     def add(self, op: str, inputs: list[str], out: torch.Tensor) -> None:
@@ -87,11 +90,6 @@ class Recorder(TorchFunctionMode):
                                      out.grad_fn))
         self.alive.append(out)  # ids stay unique while the pass lasts
         self.known[id(out)] = f"step {len(self.trace.steps)}"
-
-
-def function_name(t: torch.Tensor) -> str:
-    owner = "" if t.grad_fn is None else f"{node_name(t.grad_fn).removesuffix('Backward')}, "
-    return f"{owner}a custom Function, through its jvp"
 
 
 def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
@@ -119,8 +117,7 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
     return trace
 
 
-def agrees(trace: ForwardTrace, run: Callable[..., Any], rtol: float = 1e-7,
-           atol: float = 1e-9) -> Check:
+def agrees(trace: ForwardTrace, run: Callable[..., Any]) -> Check:
     """'forward mode agrees': the traced J·v against torch.func.jvp's and reverse mode's (see
     the module's docstring: a wrong jvp shows in the second)."""
     name = f"forward mode agrees: {trace.title}"
@@ -137,7 +134,7 @@ def agrees(trace: ForwardTrace, run: Callable[..., Any], rtol: float = 1e-7,
             compared.append(f"not {by} ({type(e).__name__})")  # not differentiable
             continue
         for i, (got, exp) in enumerate(zip(trace.jv, outputs(want))):
-            if got is None or not agree(got, exp, rtol, atol):
+            if got is None or not agree(got, exp, rtol=1e-7, atol=1e-9):
                 return Check(name, False, f"output {i}: the traced J·v is {brief(got)}, {by} "
                                           f"gives {brief(exp)}")
         compared.append(by)
