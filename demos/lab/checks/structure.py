@@ -91,9 +91,7 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
                        + (f"; the {len(extra)} after them None, which autograd ignores"
                           if counted and extra else "")))
     problems, notes = [], []
-    values = dict(zip(names, args))
-    for name, grad in zip(names, returned):
-        x = values[name]
+    for name, x, grad in zip(names, args, returned):
         if not isinstance(x, torch.Tensor):
             if grad is not None:
                 problems.append(f"{name}: returned a grad for an argument that is not a tensor "
