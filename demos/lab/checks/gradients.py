@@ -63,16 +63,6 @@ def too_big(fn: Callable, xs: Mapping[str, torch.Tensor], what: str) -> str | No
     return None
 
 
-def watched(fn: Callable, stop: StopRequest | None) -> Callable:
-    """`fn`, raising Stopped at its next call once `stop` (the run's: ctx.stop) was requested
-    (Ctrl-C), so that a check that calls it thousands of times ends there."""
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if stop is not None and stop.requested:
-            raise Stopped(f"stopped by {stop.requested}")
-        return fn(*args, **kwargs)
-    return call
-
-
 def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
               device: torch.device, stop: StopRequest | None = None, **kwargs) -> Check:
     """torch.autograd.gradcheck of `fn(*inputs.values())` in float64 (analytic vs numerical).
@@ -93,14 +83,21 @@ def jacobian_check(name: str, check: Callable, fn: Callable, inputs: Mapping[str
     """`check` (torch.autograd.gradcheck or gradgradcheck) of `fn` at float64 copies of
     `inputs`, as a Check with detail `passed`, or with `why(error, fn, inputs)` (a Diagnosis)
     where it finds a mismatch; ended by `stop`."""
-    fn, xs = watched(fn, stop), fresh(inputs, device)
-    problem = too_big(fn, xs, check.__name__)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        # `fn`, raising Stopped at its next call once `stop` was requested (Ctrl-C): the check
+        # calls it thousands of times
+        if stop is not None and stop.requested:
+            raise Stopped(f"stopped by {stop.requested}")
+        return fn(*args, **kwargs)
+
+    xs = fresh(inputs, device)
+    problem = too_big(call, xs, check.__name__)
     if problem:
         return Check(name, False, problem)
     try:
-        check(fn, tuple(xs.values()), raise_exception=True, **kwargs)
+        check(call, tuple(xs.values()), raise_exception=True, **kwargs)
     except Exception as e:  # GradcheckError, or the Function itself failing
-        found = why(e, fn, fresh(inputs, device)) if isinstance(e, GradcheckError) else None
+        found = why(e, call, fresh(inputs, device)) if isinstance(e, GradcheckError) else None
         return Check(name, False, gradcheck_failure(e, [k for k, v in xs.items()
                                                         if v.requires_grad]),
                      found and found.to_json())
