@@ -18,6 +18,9 @@ import math
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DistributedSampler
 
 if TYPE_CHECKING:
     from demos.lab.runner.context import Context
@@ -32,8 +35,6 @@ class RankShuffles:
     permutation of the training split, seeded with the run's seed and redrawn per epoch."""
 
     def __init__(self, train: torch.Tensor, size: int, rank: int, seed: int):
-        from torch.utils.data import DistributedSampler
-
         self.train = train
         self.sampler = DistributedSampler(range(len(train)), num_replicas=size, rank=rank,
                                           shuffle=True, seed=seed)
@@ -56,12 +57,15 @@ class DDPTraining:
         """`make_optimizer(net, lr)`: the optimizer over a net's parameters, at `lr`."""
         world = ctx.world
         self.cfg, self.ctx, self.net, self.make_optimizer = cfg, ctx, net, make_optimizer
-        self.model = wrap(net, ctx, cfg.bucket_cap_mb)  # rank 0's weights, on every rank
+        # the Net in DDP: rank 0's weights broadcast to every rank, gradient hooks in place
+        self.model = DDP(net, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else
+                         None, bucket_cap_mb=cfg.bucket_cap_mb)
         self.start = {k: v.clone() for k, v in net.state_dict().items()}
         lr = cfg.lr * (2 if cfg.mistake == "rank_lr" and world.rank > 0 else 1)
         self.opt = make_optimizer(net, lr)
         self.shuffles = RankShuffles(train, world.size, world.rank, ctx.seed)
-        self.batch = local_batch(cfg, world.size)  # this rank's images per step
+        # this rank's images per step: the configured batch_size is the global batch
+        self.batch = cfg.batch_size // (1 if cfg.mistake == "local_batch" else world.size)
         self.n_batches = -(-len(self.shuffles) // self.batch)
         self.k = min(EQUIVALENCE_STEPS, cfg.epochs * self.n_batches)
         self.kept: dict[str, torch.Tensor] = {}
@@ -96,22 +100,9 @@ class DDPTraining:
         return {"DDP": note, "gradient buckets": len(sizes)}
 
 
-def local_batch(cfg: Any, size: int) -> int:
-    """Images per rank and step: the configured batch_size is the global batch."""
-    return cfg.batch_size if cfg.mistake == "local_batch" else cfg.batch_size // size
-
-
 def flat(net: torch.nn.Module) -> torch.Tensor:
     """Every parameter in one vector (a copy)."""
     return torch.cat([p.detach().reshape(-1) for p in net.parameters()]).clone()
-
-
-def wrap(net: torch.nn.Module, ctx: Context, bucket_cap_mb: float):
-    """The Net in DDP: rank 0's weights broadcast to every rank, gradient hooks in place."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-    return DDP(net, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
 
 
 def buckets(model: Any) -> list[int]:
@@ -141,8 +132,6 @@ def reference(cfg: Any, ctx: Context, make_net: Callable[[], torch.nn.Module], s
     """One process on the same global batches, in the same order, from the same weights: its
     gradient at the first step and its weights after `steps`; and whether every global batch
     was exactly what the ranks' slices put together (the samplers neither overlap nor skip)."""
-    import torch.nn.functional as F
-
     size, seed = ctx.world.size, ctx.seed
     net = make_net().to(ctx.device)
     net.load_state_dict(start)
