@@ -251,11 +251,11 @@ def same_layout(v: torch.Tensor) -> torch.Tensor:
 
 def grads_of(f: Callable, xs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     """d f(*xs) / d x for each input that requires grad, by backward."""
-    fresh = {k: same_layout(v).requires_grad_(v.requires_grad) for k, v in xs.items()}
-    wrt = [fresh[k] for k in needing(xs)]
+    copies = {k: same_layout(v).requires_grad_(v.requires_grad) for k, v in xs.items()}
+    wrt = [copies[k] for k in needing(xs)]
     if not wrt:  # no input requires grad: no gradient to compare (the values alone)
         return ()
-    return torch.autograd.grad(f(*fresh.values()), wrt, allow_unused=True)
+    return torch.autograd.grad(f(*copies.values()), wrt, allow_unused=True)
 
 
 # -- the rows ---------------------------------------------------------------------------------
