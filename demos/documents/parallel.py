@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.nn.utils import parameters_to_vector
 from torch.utils.data import DistributedSampler
 
 if TYPE_CHECKING:
@@ -78,9 +79,9 @@ class DDPTraining:
         if self.cfg.mistake == "rank0_raises" and self.ctx.world.rank == 0 and t == 2:
             raise RuntimeError("mistake rank0_raises: rank 0 fails alone at step 3")
         if t == 0:
-            self.kept["grad"] = flat_grad(self.net)
+            self.kept["grad"] = parameters_to_vector(p.grad for p in self.net.parameters())
         if t == self.k - 1:
-            self.kept["weights"] = flat(self.net)
+            self.kept["weights"] = parameters_to_vector(self.net.parameters()).detach()
 
     def compare_with_one_process(self, x: torch.Tensor, labels: torch.Tensor,
                                  train: torch.Tensor) -> tuple[bool, str]:
@@ -88,8 +89,7 @@ class DDPTraining:
         detail (see `equivalence`). Rank 0 only: the others need not wait for it."""
         one = reference(self.cfg, self.ctx, type(self.net), self.start, self.make_optimizer, x,
                         labels, train, self.k)
-        start = torch.cat([v.reshape(-1) for v in self.start.values()])  # in flat()'s order
-        return equivalence(self.kept, one, start, self.k)
+        return equivalence(self.kept, one, parameters_to_vector(self.start.values()), self.k)
 
     def inspection(self) -> dict[str, Any]:
         """What the report shows of DDP: its gradient buckets, the ranks, the batch per rank."""
@@ -98,11 +98,6 @@ class DDPTraining:
                 f"cap {self.cfg.bucket_cap_mb:g} MiB), all-reduced over {world.size} ranks "
                 f"({world.backend}) while backward runs; {self.batch} images per rank and step")
         return {"DDP": note, "gradient buckets": len(sizes)}
-
-
-def flat(net: torch.nn.Module) -> torch.Tensor:
-    """Every parameter in one vector (a copy)."""
-    return torch.cat([p.detach().reshape(-1) for p in net.parameters()]).clone()
 
 
 def buckets(model: Any) -> list[int]:
@@ -151,15 +146,10 @@ def reference(cfg: Any, ctx: Context, make_net: Callable[[], torch.nn.Module], s
         opt.zero_grad()
         loss.backward()
         if t == 0:
-            out["grad"] = flat_grad(net)
+            out["grad"] = parameters_to_vector(p.grad for p in net.parameters())
         opt.step()
-    out["weights"] = flat(net)
+    out["weights"] = parameters_to_vector(net.parameters()).detach()
     return out
-
-
-def flat_grad(net: torch.nn.Module) -> torch.Tensor:
-    """Every parameter's .grad in one vector (a copy)."""
-    return torch.cat([p.grad.reshape(-1) for p in net.parameters()]).clone()
 
 
 def equivalence(ddp: dict[str, torch.Tensor], one: dict[str, Any], start: torch.Tensor,
