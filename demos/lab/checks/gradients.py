@@ -201,14 +201,10 @@ class Fixed(NamedTuple):
 def floating(arguments: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict[int, Fixed]]:
     """apply's arguments split: the floating-point tensors, by name (what the checks
     differentiate, requiring grad as given), and the others by their position."""
-    inputs: dict[str, torch.Tensor] = {}
-    fixed: dict[int, Fixed] = {}
-    for i, (name, value) in enumerate(arguments.items()):
-        if isinstance(value, torch.Tensor) and value.is_floating_point():
-            inputs[name] = value
-        else:
-            fixed[i] = Fixed(name, value)
-    return inputs, fixed
+    inputs = {name: value for name, value in arguments.items()
+              if isinstance(value, torch.Tensor) and value.is_floating_point()}
+    return inputs, {i: Fixed(name, value) for i, (name, value) in enumerate(arguments.items())
+                    if name not in inputs}
 
 
 def with_fixed(fn: Callable, fixed: Mapping[int, Fixed], copies: bool = False) -> Callable:

@@ -22,6 +22,7 @@ from demos.lab.checks.gradients import (
     jacobian_check,
     output_grads,
     tensors,
+    with_fixed,
 )
 from demos.lab.core.signals import StopRequest
 from demos.lab.core.text import one_line
@@ -148,8 +149,7 @@ def accepted(call: Callable, inputs: Mapping[str, torch.Tensor], fixed: Mapping[
     gradient, on fresh inputs."""
     xs = fresh(inputs, device)
     try:
-        again = [o for o in tensors(call(*arguments(in_graph(list(xs.values()), copies), fixed,
-                                                    device)))
+        again = [o for o in tensors(with_fixed(call, fixed, copies)(*xs.values()))
                  if o.requires_grad]
         torch.autograd.backward(again, output_grads(tuple(again)))
         return Check("autograd accepts the backward", True, "loss.backward() ran")

@@ -149,15 +149,11 @@ def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             "noncontiguous": noncontiguous, "cuda": cuda}
     for name in rows:
         if too and name in ("backward", "double_backward", "forward_ad"):
-            row = Row("skipped", too)
-        elif not needing(xs) and name in GRADIENT_ROWS:
-            row = Row("skipped", "no input requires grad")
+            yield name, Row("skipped", too)
+        elif name in ("backward", "double_backward", "forward_ad", "func_grad") and not needing(xs):
+            yield name, Row("skipped", "no input requires grad")
         else:  # fresh copies: a Function that changes an input in place changes only these
-            row = attempt(partial(runs[name], fn, fresh(xs)))
-        yield name, row
-
-
-GRADIENT_ROWS = ("backward", "double_backward", "forward_ad", "func_grad")
+            yield name, attempt(partial(runs[name], fn, fresh(xs)))
 
 
 def attempt(run: Callable[[], str]) -> Row:
