@@ -102,11 +102,8 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
     try:
         with fwAD.dual_level():
             duals = {k: fwAD.make_dual(x, vs[k]) if k in vs else x for k, x in xs.items()}
-            known = {id(d): k for k, d in duals.items()}
-            recorder = Recorder(trace, known)
-            with recorder:
-                result = run(*duals.values())
-            outs = outputs(result)
+            with Recorder(trace, {id(d): k for k, d in duals.items()}) as recorder:
+                outs = outputs(run(*duals.values()))
             for o in outs:
                 recorder.name_of(o)  # an output made by a Function alone is a step too
             trace.jv = tuple(None if t is None else t.detach().clone()
