@@ -161,12 +161,11 @@ def agrees(first: FirstPass, reference: FirstPass | None = None,
                              f"{', '.join(mine) or 'no input'}")
 
 
-def same(a: torch.Tensor | None, b: torch.Tensor | None, rtol: float = 1e-7,
-         atol: float = 1e-9) -> bool:
+def same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     """Equal within tolerance; an input that gets no second derivative (None) equals zeros."""
     if a is None or b is None:
         return all(t is None or torch.count_nonzero(t) == 0 for t in (a, b))
-    return agree(a, b, rtol, atol, equal_nan=True)
+    return agree(a, b, rtol=1e-7, atol=1e-9, equal_nan=True)
 
 
 def explain(first: FirstPass, traced: Any) -> str:
