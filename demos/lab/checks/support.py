@@ -210,8 +210,7 @@ def scalar(fn: Callable, ws: Sequence[torch.Tensor]) -> Callable[..., torch.Tens
 
 def same(what: str, got: Any, want: Any, rtol: float = 1e-7, atol: float = 1e-9) -> None:
     """Raise Mismatch unless `got` and `want` (tensors or tuples of them) agree."""
-    got = tensors(got) if not isinstance(got, torch.Tensor) else (got,)
-    want = tensors(want) if not isinstance(want, torch.Tensor) else (want,)
+    got, want = tensors(got), tensors(want)
     if len(got) != len(want):
         raise Mismatch(f"{what}: {len(got)} tensors, expected {len(want)}")
     for i, (a, b) in enumerate(zip(got, want)):
@@ -582,8 +581,7 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
 
 def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
                      inputs: Mapping[str, torch.Tensor], device: torch.device,
-                     rows: Sequence[str] = DEFAULT_ROWS,
-                     folder: Any = None) -> tuple[dict, list[Check]]:
+                     rows: Sequence[str], folder: Any) -> tuple[dict, list[Check]]:
     """For a document's Function and its modern twin: both matrices (as summary.json's
     `support` block) and the checks: the twin gives the classic values and gradients, no row of
     either fails (`unsupported` is what the README explains, not a failure)."""
@@ -594,8 +592,7 @@ def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
     block: dict[str, dict] = {}
     for fn in (classic, twin):
         rows_found = matrix(fn.apply, inputs, reference, device, rows)
-        if folder is not None:
-            write_repros(rows_found, fn.__name__, folder)
+        write_repros(rows_found, fn.__name__, folder)
         block[fn.__name__] = to_json(rows_found)
         found += checks(rows_found, name=f"support matrix of {fn.__name__}")
     return block, found
