@@ -6,30 +6,21 @@ Their plain-torch twins (`*_reference`) are the ground truth for the parity chec
 import torch
 
 # The documents' classic Functions are in their scenarios' files, where their tutorials use them
-# (LegendrePolynomial3 in legendre_fit.py, LinearFunction in linear_function.py, ...); their
-# twins and their plain-torch references are here.
+# (LegendrePolynomial3 in legendre_fit.py, MyReLU in my_relu.py, MultiplyAdd in multiply_add.py,
+# MyExp in my_exp.py, LinearFunction in linear_function.py); their twins and their plain-torch
+# references are here.
 
 
 def legendre_p3_reference(x):
     return 0.5 * (5 * x**3 - 3 * x)
 
 
-# MyReLU, document 004's, is in demos/scenarios/my_relu.py, where its tutorial uses it.
-
-
 def relu_reference(x):
     return torch.relu(x)
 
 
-# MultiplyAdd, document 000's, is in demos/scenarios/multiply_add.py, where its document uses
-# it.
-
-
 def multiply_add_reference(w, x, b):
     return w * x + b
-
-
-# MyExp, document 003's, is in demos/scenarios/my_exp.py, where its document uses it.
 
 
 class MyExpSavesInput(torch.autograd.Function):

@@ -18,6 +18,10 @@ import math
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.nn.utils import parameters_to_vector
+from torch.utils.data import DistributedSampler
 
 if TYPE_CHECKING:
     from demos.lab.runner.context import Context
@@ -32,8 +36,6 @@ class RankShuffles:
     permutation of the training split, seeded with the run's seed and redrawn per epoch."""
 
     def __init__(self, train: torch.Tensor, size: int, rank: int, seed: int):
-        from torch.utils.data import DistributedSampler
-
         self.train = train
         self.sampler = DistributedSampler(range(len(train)), num_replicas=size, rank=rank,
                                           shuffle=True, seed=seed)
@@ -56,12 +58,15 @@ class DDPTraining:
         """`make_optimizer(net, lr)`: the optimizer over a net's parameters, at `lr`."""
         world = ctx.world
         self.cfg, self.ctx, self.net, self.make_optimizer = cfg, ctx, net, make_optimizer
-        self.model = wrap(net, ctx, cfg.bucket_cap_mb)  # rank 0's weights, on every rank
+        # the Net in DDP: rank 0's weights broadcast to every rank, gradient hooks in place
+        self.model = DDP(net, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else
+                         None, bucket_cap_mb=cfg.bucket_cap_mb)
         self.start = {k: v.clone() for k, v in net.state_dict().items()}
         lr = cfg.lr * (2 if cfg.mistake == "rank_lr" and world.rank > 0 else 1)
         self.opt = make_optimizer(net, lr)
         self.shuffles = RankShuffles(train, world.size, world.rank, ctx.seed)
-        self.batch = local_batch(cfg, world.size)  # this rank's images per step
+        # this rank's images per step: the configured batch_size is the global batch
+        self.batch = cfg.batch_size // (1 if cfg.mistake == "local_batch" else world.size)
         self.n_batches = -(-len(self.shuffles) // self.batch)
         self.k = min(EQUIVALENCE_STEPS, cfg.epochs * self.n_batches)
         self.kept: dict[str, torch.Tensor] = {}
@@ -74,9 +79,9 @@ class DDPTraining:
         if self.cfg.mistake == "rank0_raises" and self.ctx.world.rank == 0 and t == 2:
             raise RuntimeError("mistake rank0_raises: rank 0 fails alone at step 3")
         if t == 0:
-            self.kept["grad"] = flat_grad(self.net)
+            self.kept["grad"] = parameters_to_vector(p.grad for p in self.net.parameters())
         if t == self.k - 1:
-            self.kept["weights"] = flat(self.net)
+            self.kept["weights"] = parameters_to_vector(self.net.parameters()).detach()
 
     def compare_with_one_process(self, x: torch.Tensor, labels: torch.Tensor,
                                  train: torch.Tensor) -> tuple[bool, str]:
@@ -84,7 +89,7 @@ class DDPTraining:
         detail (see `equivalence`). Rank 0 only: the others need not wait for it."""
         one = reference(self.cfg, self.ctx, type(self.net), self.start, self.make_optimizer, x,
                         labels, train, self.k)
-        return equivalence(self.kept, one, flat_state(self.start), self.k)
+        return equivalence(self.kept, one, parameters_to_vector(self.start.values()), self.k)
 
     def inspection(self) -> dict[str, Any]:
         """What the report shows of DDP: its gradient buckets, the ranks, the batch per rank."""
@@ -93,29 +98,6 @@ class DDPTraining:
                 f"cap {self.cfg.bucket_cap_mb:g} MiB), all-reduced over {world.size} ranks "
                 f"({world.backend}) while backward runs; {self.batch} images per rank and step")
         return {"DDP": note, "gradient buckets": len(sizes)}
-
-
-def local_batch(cfg: Any, size: int) -> int:
-    """Images per rank and step: the configured batch_size is the global batch."""
-    return cfg.batch_size if cfg.mistake == "local_batch" else cfg.batch_size // size
-
-
-def flat(net: torch.nn.Module) -> torch.Tensor:
-    """Every parameter in one vector (a copy)."""
-    return torch.cat([p.detach().reshape(-1) for p in net.parameters()]).clone()
-
-
-def flat_state(state: dict) -> torch.Tensor:
-    """A state_dict's parameters in one vector, in the order of flat()."""
-    return torch.cat([v.reshape(-1) for v in state.values()])
-
-
-def wrap(net: torch.nn.Module, ctx: Context, bucket_cap_mb: float):
-    """The Net in DDP: rank 0's weights broadcast to every rank, gradient hooks in place."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-    return DDP(net, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
 
 
 def buckets(model: Any) -> list[int]:
@@ -145,8 +127,6 @@ def reference(cfg: Any, ctx: Context, make_net: Callable[[], torch.nn.Module], s
     """One process on the same global batches, in the same order, from the same weights: its
     gradient at the first step and its weights after `steps`; and whether every global batch
     was exactly what the ranks' slices put together (the samplers neither overlap nor skip)."""
-    import torch.nn.functional as F
-
     size, seed = ctx.world.size, ctx.seed
     net = make_net().to(ctx.device)
     net.load_state_dict(start)
@@ -166,15 +146,10 @@ def reference(cfg: Any, ctx: Context, make_net: Callable[[], torch.nn.Module], s
         opt.zero_grad()
         loss.backward()
         if t == 0:
-            out["grad"] = flat_grad(net)
+            out["grad"] = parameters_to_vector(p.grad for p in net.parameters())
         opt.step()
-    out["weights"] = flat(net)
+    out["weights"] = parameters_to_vector(net.parameters()).detach()
     return out
-
-
-def flat_grad(net: torch.nn.Module) -> torch.Tensor:
-    """Every parameter's .grad in one vector (a copy)."""
-    return torch.cat([p.grad.reshape(-1) for p in net.parameters()]).clone()
 
 
 def equivalence(ddp: dict[str, torch.Tensor], one: dict[str, Any], start: torch.Tensor,

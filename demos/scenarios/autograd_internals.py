@@ -46,10 +46,6 @@ class Config(ScenarioConfig):
     d: float = param(4.0, "the leaf d")
 
 
-def leaves(cfg, ctx):
-    return (torch.tensor(v, device=ctx.device, requires_grad=True) for v in (cfg.a, cfg.b, cfg.d))
-
-
 def run(cfg: Config, ctx: Context) -> Result:
     from demos.scenario_api import check, node_name
 
@@ -67,7 +63,8 @@ def run(cfg: Config, ctx: Context) -> Result:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         c_grad = c.grad  # a non-leaf: None, and today torch warns about the access
-    a2, b2, d2 = leaves(cfg, ctx)
+    a2, b2, d2 = (torch.tensor(v, device=ctx.device, requires_grad=True)
+                  for v in (cfg.a, cfg.b, cfg.d))
     c2 = a2 + b2
     c2.retain_grad()
     (c2 * d2).backward()

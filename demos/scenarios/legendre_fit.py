@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from demos.documents.functions import legendre_p3_reference as p3  # the checks' ground truth
 from demos.scenario_api import (
     TRAINING_FILES,
     Capability,
@@ -133,11 +134,6 @@ def record_frame(ctx: Context, t: int, steps: int, **weights: torch.Tensor) -> N
     loss) and its last: the frames of fit.gif."""
     if t % max(1, steps // 20) == 0 or t == steps - 1:
         ctx.record(t, always=True, **weights)
-
-
-def p3(x):
-    """P3 in plain torch: the ground truth for the checks."""
-    return 0.5 * (5 * x**3 - 3 * x)
 
 
 def sse(x, y, a, b, c, d, P3=p3):

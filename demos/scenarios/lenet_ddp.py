@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import torch
 import torch.nn.functional as F
+from torch.nn.utils import parameters_to_vector
 
 from demos.scenario_api import ConfigError, Result, Scenario, param, run_alone
 from demos.scenarios import lenet
@@ -78,7 +79,7 @@ class Config(lenet.Config):
 def run(cfg: Config, ctx: Context) -> Result:
     """Every rank runs this; rank 0 reports. Then the checks that make it trustworthy: the
     weights are the same on every rank, and DDP's first steps equal one process's."""
-    from demos.documents.parallel import DDPTraining, flat
+    from demos.documents.parallel import DDPTraining
     from demos.scenario_api import check, same_everywhere
 
     if not ctx.world.active:
@@ -90,7 +91,8 @@ def run(cfg: Config, ctx: Context) -> Result:
     images, labels, train_ids, test_ids, _, net, optimizer = lenet.setup(cfg, ctx)
     ddp = DDPTraining(cfg, ctx, net, like(optimizer), train_ids)
     train(cfg, ctx, ddp, images, labels, test_ids)
-    same, detail = same_everywhere(ctx.world, flat(net))  # every rank takes part
+    weights = parameters_to_vector(net.parameters()).detach()
+    same, detail = same_everywhere(ctx.world, weights)  # every rank takes part
     inspection = ddp.inspection()
     found.append(check("weights identical on every rank", same, detail))
     if ctx.world.primary:

@@ -85,13 +85,9 @@ class Config(ScenarioConfig):
                 raise ConfigError(f"{where}.{name}: must be a 2x2 list like [[1, 2], [3, 4]]")
 
 
-def node_name(fn) -> str:
-    return "None" if fn is None else type(fn).__name__
-
-
 def inspect(out, w, b, ctx: Context) -> tuple[dict, list[Check]]:
     """The document's walk from out.grad_fn, as recorded facts and checks."""
-    from demos.scenario_api import check
+    from demos.scenario_api import check, node_name
     fn = out.grad_fn
     nexts = [nf for nf, _ in fn.next_functions]
     facts = {

@@ -95,12 +95,10 @@ def run(cfg: Config, ctx: Context) -> Result:
                        name="graph_saves_input")
     saved_input = kept.grad_fn.saved_tensors[0]
     e_to_x = torch.exp(torch.tensor(cfg.inputs, dtype=torch.float64))
-    ctx.forward_mode(MyExpModern.apply,  # the twin has a jvp: forward mode, step by step
-                     {"x": torch.tensor(cfg.inputs, dtype=torch.float64).requires_grad_()})
-    matrix, supported = support.classic_and_twin(
-        MyExp, MyExpModern, exp_reference,
-        {"x": torch.tensor(cfg.inputs, dtype=torch.float64).requires_grad_()},
-        ctx.check_device, cfg.support, ctx.dir)
+    twin_inputs = {"x": torch.tensor(cfg.inputs, dtype=torch.float64).requires_grad_()}
+    ctx.forward_mode(MyExpModern.apply, twin_inputs)  # the twin has a jvp: forward mode, stepped
+    matrix, supported = support.classic_and_twin(MyExp, MyExpModern, exp_reference, twin_inputs,
+                                                 ctx.check_device, cfg.support, ctx.dir)
     return Result(
         metrics={"max_grad_error": (grad1 - grad2).abs().max().item()}, support=matrix,
         checks=supported + [

@@ -18,6 +18,7 @@ from fractions import Fraction
 from typing import Any, Callable, Mapping
 
 import torch
+import torch.autograd.forward_ad as fwAD
 
 from demos.lab.tensors import abs_error, agree, close, fresh, outputs
 
@@ -82,11 +83,6 @@ class Maps:
     def incoming(self) -> str:
         return "the input's tangent" if self.forward else "grad_output"
 
-    def values(self, space: str, result: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """(the input's value, the output's value) of a space and a result."""
-        s, r = self.spaces[space], self.results[result]
-        return (s, r) if self.forward else (r, s)
-
 
 def diagnose(m: Maps) -> Diagnosis | None:
     """The diagnosis of the first (space, result) pair whose maps differ; None when none does
@@ -119,19 +115,18 @@ class Pair:
 
     def diagnosis(self) -> Diagnosis:
         kind, says = self.kind()
-        e, g = self.pair(0)
+        g, e = self.pair(0)
         output, input = (self.name, self.space) if self.m.forward else (self.space, self.name)
         return Diagnosis(kind, says, output, input, elements(g, e),
                          "tangent" if self.m.forward else "grad_output")
 
     def pair(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(expected, got) under probe i, as `aligned` gives them."""
-        g, e = aligned(self.all_got[i].get(self.name), self.all_expected[i].get(self.name))
-        return e, g
+        """(got, expected) under probe i, as `aligned` gives them."""
+        return aligned(self.all_got[i].get(self.name), self.all_expected[i].get(self.name))
 
     def kind(self) -> tuple[str, str]:
         m, x, it = self.m, self.name, self.m.it(self.name)
-        (e1, g1), (e2, g2) = self.pair(0), self.pair(1)
+        (g1, e1), (g2, e2) = self.pair(0), self.pair(1)
         if g1.shape != e1.shape:
             return "shape", (f"{it} has shape {tuple(g1.shape)}, which autograd cannot sum "
                              f"to {tuple(e1.shape)}")
@@ -232,7 +227,9 @@ class Pair:
         """Where the output has the input's shape and each gradient is the incoming one times a
         local derivative: the input used for the output (or the other way), or a condition
         inverted."""
-        x, y = (t.detach().double() for t in self.m.values(self.space, self.name))
+        s, r = self.m.spaces[self.space], self.m.results[self.name]
+        # x the input's value, y the output's (the spaces are the inputs in forward mode)
+        x, y = (t.detach().double() for t in ((s, r) if self.m.forward else (r, s)))
         v1, v2 = self.probes
         if x.shape != y.shape or (v1.abs() < 1e-3).any() or (v2.abs() < 1e-3).any():
             return None
@@ -377,8 +374,6 @@ def numerical(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6) -
 def pushforward(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
     """fn's forward-mode AD (its jvp) at xs: a tangent for one input -> each output's
     tangent."""
-    import torch.autograd.forward_ad as fwAD
-
     def push(space: str, u: torch.Tensor) -> dict[str, torch.Tensor | None]:
         with fwAD.dual_level():
             args = [fwAD.make_dual(x.detach(), u.to(x)) if k == space else x.detach()

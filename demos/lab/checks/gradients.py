@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
-from demos.lab.checks.diagnose import against_numbers, against_reference, index
+from demos.lab.checks.diagnose import Diagnosis, against_numbers, against_reference, index
 from demos.lab.core.results import Check
 from demos.lab.core.scenario import Expect
 from demos.lab.core.signals import Stopped, StopRequest
@@ -63,36 +63,45 @@ def too_big(fn: Callable, xs: Mapping[str, torch.Tensor], what: str) -> str | No
     return None
 
 
-def watched(fn: Callable, stop: StopRequest | None) -> Callable:
-    """`fn`, raising Stopped at its next call once `stop` (the run's: ctx.stop) was requested
-    (Ctrl-C), so that a check that calls it thousands of times ends there."""
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if stop is not None and stop.requested:
-            raise Stopped(f"stopped by {stop.requested}")
-        return fn(*args, **kwargs)
-    return call
-
-
 def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
               device: torch.device, stop: StopRequest | None = None, **kwargs) -> Check:
     """torch.autograd.gradcheck of `fn(*inputs.values())` in float64 (analytic vs numerical).
     `stop`: the run's stop request (ctx.stop), for a check long enough to want Ctrl-C."""
-    fn = watched(fn, stop)
+    wrt = ", ".join(k for k, v in inputs.items() if v.requires_grad)
+    opts = "".join(f", {k}={v}" for k, v in kwargs.items())
+    return jacobian_check(name, torch.autograd.gradcheck, fn, inputs, device, stop,
+                          lambda e, f, xs: None if "forward AD" in message(e) else
+                          against_numbers(f, xs),  # a wrong backward: why
+                          f"analytic == numerical Jacobian w.r.t. {wrt} (float64{opts})",
+                          **kwargs)
+
+
+def jacobian_check(name: str, check: Callable, fn: Callable, inputs: Mapping[str, torch.Tensor],
+                   device: torch.device, stop: StopRequest | None,
+                   why: Callable[[Exception, Callable, Mapping], Diagnosis | None],
+                   passed: str, **kwargs: Any) -> Check:
+    """`check` (torch.autograd.gradcheck or gradgradcheck) of `fn` at float64 copies of
+    `inputs`, as a Check with detail `passed`, or with `why(error, fn, inputs)` (a Diagnosis)
+    where it finds a mismatch; ended by `stop`."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        # `fn`, raising Stopped at its next call once `stop` was requested (Ctrl-C): the check
+        # calls it thousands of times
+        if stop is not None and stop.requested:
+            raise Stopped(f"stopped by {stop.requested}")
+        return fn(*args, **kwargs)
+
     xs = fresh(inputs, device)
-    wrt = [k for k, v in xs.items() if v.requires_grad]
-    problem = too_big(fn, xs, "gradcheck")
+    problem = too_big(call, xs, check.__name__)
     if problem:
         return Check(name, False, problem)
     try:
-        torch.autograd.gradcheck(fn, tuple(xs.values()), raise_exception=True, **kwargs)
+        check(call, tuple(xs.values()), raise_exception=True, **kwargs)
     except Exception as e:  # GradcheckError, or the Function itself failing
-        why = None
-        if isinstance(e, GradcheckError) and "forward AD" not in message(e):  # a wrong backward
-            why = against_numbers(fn, fresh(inputs, device))
-        return Check(name, False, gradcheck_failure(e, wrt), why and why.to_json())
-    opts = ", ".join(f"{k}={v}" for k, v in kwargs.items())
-    return Check(name, True, f"analytic == numerical Jacobian w.r.t. {', '.join(wrt)} "
-                             f"(float64{', ' + opts if opts else ''})")
+        found = why(e, call, fresh(inputs, device)) if isinstance(e, GradcheckError) else None
+        return Check(name, False, gradcheck_failure(e, [k for k, v in xs.items()
+                                                        if v.requires_grad]),
+                     found and found.to_json())
+    return Check(name, True, passed)
 
 
 def gradcheck_failure(e: BaseException, wrt: list[str]) -> str:
@@ -136,7 +145,7 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
     pairs = [(f"value{'' if len(out_a) == 1 else f' {i}'}", x, y)
              for i, (x, y) in enumerate(zip(out_a, out_b))]
     pairs += [(f"grad {k}", a[k].grad, b[k].grad) for k in a if a[k].requires_grad]
-    worst_what, worst_abs, worst_rel = "value", 0.0, 0.0
+    worst_what, worst_abs = "value", 0.0
     # the scale errors are relative to: the largest magnitude among the reference's values and
     # gradients, not element by element, where a value near zero makes any rounding look large
     scale = max((y.detach().abs().max().item() for _, _, y in pairs
@@ -148,7 +157,7 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
                                       f"{'None' if y is None else tuple(y.shape)}"), {}
         diff = abs_error(x, y)
         abs_err = diff.max().item() if diff.numel() else 0.0
-        rel_err = abs_err / max(scale, 1e-300)
+        rel_err = abs_err / max(scale, 1e-300)  # the worst is the worst abs_err's
         if not agree(x, y, rtol, atol):
             why = None
             if what.startswith("grad"):  # the values agree: the backward is what differs
@@ -167,7 +176,7 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
                 {"max_abs_error": abs_err, "max_rel_error": rel_err}
         if abs_err >= worst_abs:
             worst_what, worst_abs = what, abs_err
-        worst_rel = max(worst_rel, rel_err)
+    worst_rel = worst_abs / max(scale, 1e-300)
     return Check(name, True, f"value and grads of {', '.join(k for k in a if a[k].requires_grad)} "
                              f"match (float64; worst: {worst_what}, abs {worst_abs:.2g}; "
                              f"rel {worst_rel:.2g} of the largest reference value)"), \
@@ -192,14 +201,10 @@ class Fixed(NamedTuple):
 def floating(arguments: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict[int, Fixed]]:
     """apply's arguments split: the floating-point tensors, by name (what the checks
     differentiate, requiring grad as given), and the others by their position."""
-    inputs: dict[str, torch.Tensor] = {}
-    fixed: dict[int, Fixed] = {}
-    for i, (name, value) in enumerate(arguments.items()):
-        if isinstance(value, torch.Tensor) and value.is_floating_point():
-            inputs[name] = value
-        else:
-            fixed[i] = Fixed(name, value)
-    return inputs, fixed
+    inputs = {name: value for name, value in arguments.items()
+              if isinstance(value, torch.Tensor) and value.is_floating_point()}
+    return inputs, {i: Fixed(name, value) for i, (name, value) in enumerate(arguments.items())
+                    if name not in inputs}
 
 
 def with_fixed(fn: Callable, fixed: Mapping[int, Fixed], copies: bool = False) -> Callable:

@@ -15,11 +15,9 @@ from typing import Any
 
 import torch
 
-from demos.lab.checks.gradients import Fixed
-
 
 def script(case: dict[str, Any], name: str, row: str) -> str:
-    """The reproduction of one `differs` row (support.versus_eager's `case`)."""
+    """The reproduction of one `differs` row (support.against_eager's `case`)."""
     fn = case["fn"]
     inner, fixed = getattr(fn, "__wrapped__", fn), getattr(fn, "fixed", {})
     owner = getattr(inner, "__self__", None)
@@ -37,7 +35,7 @@ def script(case: dict[str, Any], name: str, row: str) -> str:
         "import torch", "", source, "",
         f"inputs = [{', '.join(literal(v) for v in inputs.values())}]  "
         f"# {', '.join(inputs)}",
-        f"FIXED = {{{', '.join(f'{i}: {value(f)}' for i, f in fixed.items())}}}  "
+        f"FIXED = {{{', '.join(f'{i}: {literal(f.value)}' for i, f in fixed.items())}}}  "
         f"# the arguments that are not differentiated, by position",
         "", "", "def call(*xs):",
         "    given = iter(xs)",
@@ -162,14 +160,9 @@ def without_main(source: str) -> str:
     return "\n".join(lines)
 
 
-def literal(t: torch.Tensor) -> str:
-    """A tensor as Python source: its values in full precision (nan and inf spelled as Python
-    reads them), and its dtype."""
-    values = re.sub(r"\b(nan|inf)\b", r"float('\1')", repr(t.detach().cpu().tolist()))
-    return f"torch.tensor({values}, dtype={t.dtype})"
-
-
-def value(f: Fixed) -> str:
-    v = f.value
-    return literal(v) if isinstance(v, torch.Tensor) else \
-        re.sub(r"\b(nan|inf)\b", r"float('\1')", repr(v))
+def literal(v: Any) -> str:
+    """A value as Python source, nan and inf spelled as Python reads them: a tensor's values in
+    full precision, with its dtype."""
+    if isinstance(v, torch.Tensor):
+        return f"torch.tensor({literal(v.detach().cpu().tolist())}, dtype={v.dtype})"
+    return re.sub(r"\b(nan|inf)\b", r"float('\1')", repr(v))

@@ -12,19 +12,17 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 import torch
-from torch.autograd.gradcheck import GradcheckError
 
 from demos.lab.checks.diagnose import second_against_numbers
 from demos.lab.checks.gradients import (
     Check,
     Fixed,
     arguments,
-    gradcheck_failure,
     in_graph,
+    jacobian_check,
     output_grads,
     tensors,
-    too_big,
-    watched,
+    with_fixed,
 )
 from demos.lab.core.signals import StopRequest
 from demos.lab.core.text import one_line
@@ -94,9 +92,7 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
                        + (f"; the {len(extra)} after them None, which autograd ignores"
                           if counted and extra else "")))
     problems, notes = [], []
-    values = dict(zip(names, args))
-    for name, grad in zip(names, returned):
-        x = values[name]
+    for name, x, grad in zip(names, args, returned):
         if not isinstance(x, torch.Tensor):
             if grad is not None:
                 problems.append(f"{name}: returned a grad for an argument that is not a tensor "
@@ -153,8 +149,7 @@ def accepted(call: Callable, inputs: Mapping[str, torch.Tensor], fixed: Mapping[
     gradient, on fresh inputs."""
     xs = fresh(inputs, device)
     try:
-        again = [o for o in tensors(call(*arguments(in_graph(list(xs.values()), copies), fixed,
-                                                    device)))
+        again = [o for o in tensors(with_fixed(call, fixed, copies)(*xs.values()))
                  if o.requires_grad]
         torch.autograd.backward(again, output_grads(tuple(again)))
         return Check("autograd accepts the backward", True, "loss.backward() ran")
@@ -175,16 +170,6 @@ def gradgradcheck(name: str, fn, inputs: Mapping[str, torch.Tensor],
                   device: torch.device, stop: StopRequest | None = None) -> Check:
     """torch.autograd.gradgradcheck in float64: the backward's own gradients are right.
     `stop`: the run's stop request (ctx.stop), as gradcheck takes it."""
-    xs, fn = fresh(inputs, device), watched(fn, stop)
-    problem = too_big(fn, xs, "gradgradcheck")
-    if problem:
-        return Check(name, False, problem)
-    try:
-        torch.autograd.gradgradcheck(fn, tuple(xs.values()), raise_exception=True)
-    except Exception as e:
-        why = second_against_numbers(fn, fresh(inputs, device)) \
-            if isinstance(e, GradcheckError) else None
-        return Check(name, False, gradcheck_failure(e, [k for k, v in xs.items()
-                                                        if v.requires_grad]),
-                     why and why.to_json())
-    return Check(name, True, "second derivatives match numerical ones (float64)")
+    return jacobian_check(name, torch.autograd.gradgradcheck, fn, inputs, device, stop,
+                          lambda e, f, xs: second_against_numbers(f, xs),
+                          "second derivatives match numerical ones (float64)")

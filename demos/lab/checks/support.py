@@ -20,13 +20,19 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import warnings
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
+import torch.autograd.forward_ad as fwAD
+from torch.autograd.gradcheck import GradcheckError
 
-from demos.lab.checks.gradients import gradcheck_failure, tensors, too_big
+from demos.lab.checks.gradients import gradcheck_failure, parity, tensors, too_big
+from demos.lab.checks.repro import script
 from demos.lab.core.results import CAPABILITIES, Check
 from demos.lab.core.signals import Stopped
 from demos.lab.core.text import message, one_line
@@ -143,17 +149,11 @@ def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             "noncontiguous": noncontiguous, "cuda": cuda}
     for name in rows:
         if too and name in ("backward", "double_backward", "forward_ad"):
-            row = Row("skipped", too)
-        elif not needing(xs) and name in GRADIENT_ROWS:
-            row = Row("skipped", "no input requires grad")
+            yield name, Row("skipped", too)
+        elif name in ("backward", "double_backward", "forward_ad", "func_grad") and not needing(xs):
+            yield name, Row("skipped", "no input requires grad")
         else:  # fresh copies: a Function that changes an input in place changes only these
-            copies = fresh(xs)
-            # called at once; the defaults bind this iteration's name and fresh copies
-            row = attempt(lambda name=name, copies=copies: runs[name](fn, copies))
-        yield name, row
-
-
-GRADIENT_ROWS = ("backward", "double_backward", "forward_ad", "func_grad")
+            yield name, attempt(partial(runs[name], fn, fresh(xs)))
 
 
 def attempt(run: Callable[[], str]) -> Row:
@@ -204,14 +204,13 @@ def weights(outs: Sequence[torch.Tensor], seed: int = 2) -> list[torch.Tensor]:
 def scalar(fn: Callable, ws: Sequence[torch.Tensor]) -> Callable[..., torch.Tensor]:
     """x -> sum_i (w_i * out_i).sum(): one number whose gradient is the weighted backward."""
     def f(*args):
-        return sum((o * w.to(o.dtype)).sum() for o, w in zip(tensors(fn(*args)), ws))
+        return sum((o * w.to(o)).sum() for o, w in zip(tensors(fn(*args)), ws))
     return f
 
 
 def same(what: str, got: Any, want: Any, rtol: float = 1e-7, atol: float = 1e-9) -> None:
     """Raise Mismatch unless `got` and `want` (tensors or tuples of them) agree."""
-    got = tensors(got) if not isinstance(got, torch.Tensor) else (got,)
-    want = tensors(want) if not isinstance(want, torch.Tensor) else (want,)
+    got, want = tensors(got), tensors(want)
     if len(got) != len(want):
         raise Mismatch(f"{what}: {len(got)} tensors, expected {len(want)}")
     for i, (a, b) in enumerate(zip(got, want)):
@@ -222,9 +221,20 @@ def same(what: str, got: Any, want: Any, rtol: float = 1e-7, atol: float = 1e-9)
             raise Mismatch(f"{label} differs: max abs err {abs_error(a, b).max().item():.3g}")
 
 
-def compared(xs: Mapping[str, torch.Tensor]) -> str:
-    """What a row held to the other: values and gradients, or values where no input needs
-    a gradient."""
+def matches(what: str, fn: Callable, xs: Mapping[str, torch.Tensor], base: Callable,
+            base_xs: Mapping[str, torch.Tensor], rtol: float = 1e-7, atol: float = 1e-9,
+            value: bool = True) -> str:
+    """Raise Mismatch unless `fn` at `xs` gives `base`'s value at `base_xs` (with `value`) and
+    its gradients, of the outputs weighted by fixed random numbers ('<what> grad of <input>'
+    names one that differs). Each call gets copies of its own (see grads_of). Returns what it
+    held to the other: values and gradients, or values where no input needs a gradient."""
+    ws = weights(tensors(base(*base_xs.values())))
+    if value:
+        same(f"{what} value", fn(*map(same_layout, xs.values())),
+             base(*map(same_layout, base_xs.values())), rtol, atol)
+    for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), xs),
+                       grads_of(scalar(base, ws), base_xs)):
+        same(f"{what} grad of {k}".lstrip(), a, b, rtol, atol)
     return "values and gradients" if needing(xs) else "values"
 
 
@@ -236,18 +246,16 @@ def same_layout(v: torch.Tensor) -> torch.Tensor:
 
 def grads_of(f: Callable, xs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     """d f(*xs) / d x for each input that requires grad, by backward."""
-    fresh = {k: same_layout(v).requires_grad_(v.requires_grad) for k, v in xs.items()}
-    wrt = [fresh[k] for k in needing(xs)]
+    copies = {k: same_layout(v).requires_grad_(v.requires_grad) for k, v in xs.items()}
+    wrt = [copies[k] for k in needing(xs)]
     if not wrt:  # no input requires grad: no gradient to compare (the values alone)
         return ()
-    return torch.autograd.grad(f(*fresh.values()), wrt, allow_unused=True)
+    return torch.autograd.grad(f(*copies.values()), wrt, allow_unused=True)
 
 
 # -- the rows ---------------------------------------------------------------------------------
 def checked(check: Callable, fn, xs, **kwargs) -> None:
     """gradcheck or gradgradcheck; a mismatch names the input (x, not 'input 0')."""
-    from torch.autograd.gradcheck import GradcheckError
-
     try:
         check(fn, tuple(xs.values()), raise_exception=True, **kwargs)
     except GradcheckError as e:
@@ -276,16 +284,11 @@ def double(fn, xs) -> str:
 def as_intended(fn, xs, reference) -> str:
     """The backward against the intended gradient, the reference's, for random weights on the
     outputs (an intended gradient is not the forward's derivative: no finite differences)."""
-    ws = weights(tensors(reference(*xs.values())))
-    for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), xs),
-                       grads_of(scalar(reference, ws), xs)):
-        same(f"grad of {k}", a, b)
+    matches("", fn, xs, reference, xs, value=False)
     return f"the backward's gradients of {', '.join(needing(xs))} are the intended ones"
 
 
 def forward_ad(fn, xs, reference, numerical: bool = True) -> str:
-    import torch.autograd.forward_ad as fwAD
-
     with fwAD.dual_level():  # torch gives no tangent where there is no rule, and no error
         duals = [fwAD.make_dual(v.detach(), torch.ones_like(v)) if v.requires_grad else v
                  for v in xs.values()]
@@ -372,11 +375,10 @@ def vmap(fn, xs) -> str:
     ws = weights(loop[0])
     argnums = tuple(i for i, k in enumerate(xs) if k in names)
     got_g = torch.func.vmap(torch.func.grad(scalar(fn, ws), argnums=argnums))(*batched)
+    each = [grads_of(scalar(fn, ws), {n: b[i].requires_grad_(xs[n].requires_grad)
+                                      for n, b in zip(xs, batched)}) for i in range(3)]
     for j, k in enumerate(names):
-        want_g = torch.stack([grads_of(scalar(fn, ws), {
-            n: b[i].requires_grad_(xs[n].requires_grad) for n, b in zip(xs, batched)})[j]
-            for i in range(3)])
-        same(f"vmap grad of {k}", got_g[j], want_g)
+        same(f"vmap grad of {k}", got_g[j], torch.stack([g[j] for g in each]))
     return "values and gradients match a loop over the batch"
 
 
@@ -392,26 +394,35 @@ def compiled(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     whole = backend != COMPILED_BACKEND
     with torch._functorch.config.patch(cse=whole):
         fresh_compiler()
-        compiled_fn = torch.compile(fn, fullgraph=True, backend=backend)
-        ws = weights(tensors(fn(*xs.values())))
-        same("compiled value", compiled_fn(*[v.detach() for v in xs.values()]),
-             fn(*[v.detach() for v in xs.values()]))
-        if needing(xs):
-            for k, a, b in zip(needing(xs), grads_of(scalar(compiled_fn, ws), xs),
-                               grads_of(scalar(fn, ws), xs)):
-                same(f"compiled grad of {k}", a, b)
+        matches("compiled", torch.compile(fn, fullgraph=True, backend=backend), xs, fn, xs)
     return (f"fullgraph=True ({backend} backend{'' if whole else ', without the CSE pass'}): "
             f"value and gradients match eager")
 
 
-def versus_eager(transform: str, fn, xs, compiled: tuple[torch.Tensor, ...],
-                 eager: tuple[torch.Tensor, ...], backend: str, **case: Any) -> None:
-    """Raise TorchDiffers unless the compiled transform's numbers equal eager's."""
+class CompileRefused(Exception):
+    """torch.compile could not take a transform that eager torch ran: torch's limit."""
+
+
+def against_eager(transform: str, f: Callable, args: Sequence[Any], fn, xs, backend: str,
+                  **case: Any) -> None:
+    """torch.compile(f)(*args), compiled afresh, against eager f(*args), `f` being `transform`
+    of `fn`. An error in the compiled call, where eager ran it, is torch's compiled path
+    refusing the Function (CompileRefused: `unsupported`); other numbers than eager's are
+    torch's disagreement (TorchDiffers, with what a reproduction needs); neither is the
+    Function's mistake."""
+    eager = f(*args)
+    fresh_compiler()
     try:
-        same(f"compiled {transform}", compiled, eager)
+        compiled = torch.compile(f, backend=backend)(*args)
+    except Exception as e:
+        raise CompileRefused(f"{one_line(e, 300)} -> torch.compile cannot "
+                             f"take {transform} of this Function (eager {transform} runs it)"
+                             ) from None
+    try:
+        same(f"compiled {transform}", flat(compiled), flat(eager))
     except Mismatch:
-        got = [t.detach().double().cpu() for t in compiled]
-        want = [t.detach().double().cpu() for t in eager]
+        got = [t.detach().double().cpu() for t in flat(compiled)]
+        want = [t.detach().double().cpu() for t in flat(eager)]
         err = max((abs_error(a, b).max().item() for a, b in zip(got, want)
                    if a.shape == b.shape and a.numel()), default=float("nan"))
         raise TorchDiffers(
@@ -419,34 +430,21 @@ def versus_eager(transform: str, fn, xs, compiled: tuple[torch.Tensor, ...],
             f"{brief(got)} where eager {transform} gives {brief(want)} (max abs difference "
             f"{err:.3g}; torch {torch.__version__})",
             {"transform": transform, "backend": backend, "fn": fn,
-             "inputs": {k: v.detach().cpu() for k, v in xs.items()},
-             "eager": want, "compiled": got, **case}) from None
+             "inputs": {k: v.detach().cpu() for k, v in xs.items()}, **case}) from None
+
+
+def flat(result: Any) -> tuple[torch.Tensor, ...]:
+    """A transform's tensors in order: (values, tangents) of a jvp, each a tensor or a tuple."""
+    return tuple(t for r in (result if isinstance(result, tuple) else (result,))
+                 for t in tensors(r))
 
 
 def brief(ts: Sequence[torch.Tensor]) -> str:
     """A few numbers of each tensor, for a row's detail."""
     def one(t: torch.Tensor) -> str:
-        flat = [f"{v:.4g}" for v in t.flatten()[:4].tolist()]
-        return "[" + ", ".join(flat) + (", ...]" if t.numel() > 4 else "]")
+        head = [f"{v:.4g}" for v in t.flatten()[:4].tolist()]
+        return "[" + ", ".join(head) + (", ...]" if t.numel() > 4 else "]")
     return ", ".join(one(t) for t in ts)
-
-
-class CompileRefused(Exception):
-    """torch.compile could not take a transform that eager torch ran: torch's limit."""
-
-
-def eager_and_compiled(f: Callable, args: Sequence[Any], transform: str, backend: str) -> Any:
-    """(f(*args), torch.compile(f)(*args)), compiled afresh; an error in the compiled call,
-    where eager ran it, is torch's compiled path refusing the Function (`unsupported`), not
-    the Function's mistake."""
-    eager = f(*args)
-    fresh_compiler()
-    try:
-        return eager, torch.compile(f, backend=backend)(*args)
-    except Exception as e:
-        raise CompileRefused(f"{one_line(e, 300)} -> torch.compile cannot "
-                             f"take {transform} of this Function (eager {transform} runs it)"
-                             ) from None
 
 
 def fresh_compiler() -> None:
@@ -464,10 +462,8 @@ def compiled_grad(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     primals = tuple(v.detach() for v in xs.values())
     ws = weights(tensors(fn(*primals)))
     argnums = tuple(i for i, k in enumerate(xs) if k in names)
-    eager, compiled = eager_and_compiled(torch.func.grad(scalar(fn, ws), argnums=argnums),
-                                         primals, "torch.func.grad", backend)
-    versus_eager("torch.func.grad", fn, xs, tuple(compiled), tuple(eager), backend,
-                 weights=ws, argnums=argnums)
+    against_eager("torch.func.grad", torch.func.grad(scalar(fn, ws), argnums=argnums), primals,
+                  fn, xs, backend, weights=ws, argnums=argnums)
     return f"torch.func.grad compiled ({backend}): gradients match eager"
 
 
@@ -479,28 +475,22 @@ def compiled_jvp(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     def jvp(*args):
         return torch.func.jvp(fn, args[:len(primals)], args[len(primals):])
 
-    eager, compiled = eager_and_compiled(jvp, (*primals, *tangents), "torch.func.jvp", backend)
-    versus_eager("torch.func.jvp", fn, xs,
-                 (*tensors(compiled[0]), *tensors(compiled[1])),
-                 (*tensors(eager[0]), *tensors(eager[1])), backend, tangents=tangents)
+    against_eager("torch.func.jvp", jvp, (*primals, *tangents), fn, xs, backend,
+                  tangents=tangents)
     return f"torch.func.jvp compiled ({backend}): values and tangents match eager"
 
 
 def compiled_vmap(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     """torch.compile(torch.func.vmap(f)) against eager torch.func.vmap(f), over a batch of 3."""
     batched = batch_of(xs)
-    eager, compiled = eager_and_compiled(torch.func.vmap(fn), batched, "torch.func.vmap",
-                                         backend)
-    versus_eager("torch.func.vmap", fn, xs, tensors(compiled), tensors(eager), backend,
-                 batched=batched)
+    against_eager("torch.func.vmap", torch.func.vmap(fn), batched, fn, xs, backend,
+                  batched=batched)
     return f"torch.func.vmap compiled ({backend}): values match eager"
 
 
 def inductor(fn, xs) -> str:
     """torch.compile with inductor (C++ code generated and built), forward and backward, and
     torch.func.grad: against eager. Skipped without a C++ compiler."""
-    import shutil
-
     if not any(shutil.which(c) for c in ("g++", "c++", "clang++", "cc")):
         return "skipped: no C++ compiler here (inductor builds C++ on the CPU)"
     if next(iter(xs.values())).device.type != "cpu" and not torch.cuda.is_available():
@@ -525,21 +515,13 @@ def float32(fn, xs, reference) -> str:
     x32 = fresh(xs, dtype=torch.float32)
     # the same numbers in float64: the Function's own float32 error, not its inputs' rounding
     x64 = fresh(x32)
-    base = reference or fn
-    ws = weights(tensors(base(*x64.values())))
-    outs = tensors(fn(*x32.values()))
-    wrong = [str(o.dtype).removeprefix("torch.") for o in outs if o.is_floating_point()
-             and o.dtype != torch.float32]
+    wrong = [str(o.dtype).removeprefix("torch.") for o in tensors(fn(*x32.values()))
+             if o.is_floating_point() and o.dtype != torch.float32]
     if wrong:
         raise Mismatch(f"float32 inputs give {', '.join(wrong)} outputs")
-    same("float32 value", outs, tensors(base(*[v.detach() for v in x64.values()])),
-         RTOL32, ATOL32)
-    for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), x32),
-                       grads_of(scalar(base, ws), x64)):
-        if a is not None and a.dtype != torch.float32:
-            raise Mismatch(f"float32 grad of {k} is {str(a.dtype).removeprefix('torch.')}")
-        same(f"float32 grad of {k}", a, b, RTOL32, ATOL32)
-    return f"{compared(xs)} within rtol {RTOL32:g}, atol {ATOL32:g} of float64"
+    # (a gradient is float32 whatever the backward returns: autograd casts it to the input's)
+    compared = matches("float32", fn, x32, reference or fn, x64, RTOL32, ATOL32)
+    return f"{compared} within rtol {RTOL32:g}, atol {ATOL32:g} of float64"
 
 
 def noncontiguous(fn, xs) -> str:
@@ -547,13 +529,7 @@ def noncontiguous(fn, xs) -> str:
               if v.dim() else v for k, v in xs.items()}  # every other element: stride 2
     if all(v.is_contiguous() for v in gapped.values()):
         return "skipped: only 0-d or empty inputs, which are contiguous whatever their strides"
-    ws = weights(tensors(fn(*xs.values())))
-    same("non-contiguous value", fn(*[v.detach() for v in gapped.values()]),
-         fn(*[v.detach() for v in xs.values()]))
-    for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), gapped),
-                       grads_of(scalar(fn, ws), xs)):
-        same(f"non-contiguous grad of {k}", a, b)
-    return f"{compared(xs)} match contiguous inputs"
+    return f"{matches('non-contiguous', fn, gapped, fn, xs)} match contiguous inputs"
 
 
 def cuda(fn, xs) -> str:
@@ -562,13 +538,7 @@ def cuda(fn, xs) -> str:
     if all(v.is_cuda for v in xs.values()):
         return "skipped: the inputs are on the GPU already (every other row ran there)"
     on_gpu = fresh(xs, torch.device("cuda"), dtype=None)
-    ws = weights(tensors(fn(*xs.values())))
-    same("cuda value", fn(*[v.detach() for v in on_gpu.values()]),
-         fn(*[v.detach() for v in xs.values()]))
-    for k, a, b in zip(needing(xs), grads_of(scalar(fn, [w.cuda() for w in ws]), on_gpu),
-                       grads_of(scalar(fn, ws), xs)):
-        same(f"cuda grad of {k}", a, b)
-    return f"{compared(xs)} match the CPU"
+    return f"{matches('cuda', fn, on_gpu, fn, xs)} match the CPU"
 
 
 def to_json(rows: Mapping[str, Row]) -> dict[str, dict[str, str]]:
@@ -586,18 +556,14 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
     done = done or {}
     wrong = "backward" in rows and rows["backward"].status == "fails"
 
-    def failure(k: str, r: Row) -> str:
-        if k in require:
-            return f"{k} (its required check)"
-        if k in done:
-            return f"{k} (as the {done[k]} check found)"
-        if wrong and k != "backward":
-            return f"{k} (follows from the backward row)"
-        return f"{k} ({r.detail})"
+    def elsewhere(k: str) -> str | None:
+        """Which other check counts failing row `k`; None: this one."""
+        return ("its required check" if k in require else f"as the {done[k]} check found"
+                if k in done else "follows from the backward row" if wrong and k != "backward"
+                else None)
 
-    failing = {k: r for k, r in rows.items() if r.status == "fails"}
-    own = [k for k in failing
-           if k not in require and k not in done and not (wrong and k != "backward")]
+    failing = {k: elsewhere(k) or r.detail for k, r in rows.items() if r.status == "fails"}
+    own = [k for k in failing if elsewhere(k) is None]
     found = [Check(f"support: {k} (required)", rows[k].status == "ok",
                    f"{rows[k].status}: {rows[k].detail}" if rows[k].detail else rows[k].status)
              for k in require if k in rows]
@@ -606,7 +572,7 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
              for status in ("ok", "differs", "unsupported", "skipped")
              if any(r.status == status for r in rows.values())]
     if failing:
-        said = ", ".join(failure(k, r) for k, r in failing.items())
+        said = ", ".join(f"{k} ({why})" for k, why in failing.items())
         parts.insert(0, f"fails: {said}" if own else
                      f"fails, counted by the checks above: {said}")
     found.append(Check(name, not own, "; ".join(parts)))
@@ -615,13 +581,10 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
 
 def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
                      inputs: Mapping[str, torch.Tensor], device: torch.device,
-                     rows: Sequence[str] = DEFAULT_ROWS,
-                     folder: Any = None) -> tuple[dict, list[Check]]:
+                     rows: Sequence[str], folder: Any) -> tuple[dict, list[Check]]:
     """For a document's Function and its modern twin: both matrices (as summary.json's
     `support` block) and the checks: the twin gives the classic values and gradients, no row of
     either fails (`unsupported` is what the README explains, not a failure)."""
-    from demos.lab.checks.gradients import parity
-
     if not rows:
         return {}, []
     found = [parity(f"{twin.__name__} gives {classic.__name__}'s values and gradients",
@@ -629,8 +592,7 @@ def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
     block: dict[str, dict] = {}
     for fn in (classic, twin):
         rows_found = matrix(fn.apply, inputs, reference, device, rows)
-        if folder is not None:
-            write_repros(rows_found, fn.__name__, folder)
+        write_repros(rows_found, fn.__name__, folder)
         block[fn.__name__] = to_json(rows_found)
         found += checks(rows_found, name=f"support matrix of {fn.__name__}")
     return block, found
@@ -644,10 +606,6 @@ TORCH_DIFFERS = ("torch's compiled path differs from eager (torch's disagreement
 def write_repros(rows: Mapping[str, Row], name: str, folder: Any) -> None:
     """For each `differs` row, a standalone script into `folder` that shows the difference
     (repro_<name>_<row>.py), named at the end of the row's detail."""
-    from pathlib import Path
-
-    from demos.lab.checks.repro import script
-
     for k, r in rows.items():
         if r.status != "differs" or r.case is None:
             continue

@@ -77,7 +77,10 @@ class Recorder(TorchFunctionMode):
         if id(t) not in self.known:
             if fwAD.unpack_dual(t).tangent is None:
                 return "a constant"
-            self.add(function_name(t), [], t)  # made by a Function: its step comes now
+            # made by a Function (through its jvp): its step comes now, named by its node
+            owner = "" if t.grad_fn is None else \
+                f"{node_name(t.grad_fn).removesuffix('Backward')}, "
+            self.add(f"{owner}a custom Function, through its jvp", [], t)
         return self.known[id(t)]
 
     def add(self, op: str, inputs: list[str], out: torch.Tensor) -> None:
@@ -87,11 +90,6 @@ class Recorder(TorchFunctionMode):
                                      out.grad_fn))
         self.alive.append(out)  # ids stay unique while the pass lasts
         self.known[id(out)] = f"step {len(self.trace.steps)}"
-
-
-def function_name(t: torch.Tensor) -> str:
-    owner = "" if t.grad_fn is None else f"{node_name(t.grad_fn).removesuffix('Backward')}, "
-    return f"{owner}a custom Function, through its jvp"
 
 
 def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
@@ -104,11 +102,8 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
     try:
         with fwAD.dual_level():
             duals = {k: fwAD.make_dual(x, vs[k]) if k in vs else x for k, x in xs.items()}
-            known = {id(d): k for k, d in duals.items()}
-            recorder = Recorder(trace, known)
-            with recorder:
-                result = run(*duals.values())
-            outs = outputs(result)
+            with Recorder(trace, {id(d): k for k, d in duals.items()}) as recorder:
+                outs = outputs(run(*duals.values()))
             for o in outs:
                 recorder.name_of(o)  # an output made by a Function alone is a step too
             trace.jv = tuple(None if t is None else t.detach().clone()
@@ -119,33 +114,24 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
     return trace
 
 
-def jv_by(jvp: Callable[..., Any], run: Callable[..., Any],
-          trace: ForwardTrace) -> tuple[torch.Tensor, ...]:
-    """J·v of `run` at the traced inputs and tangents, by `jvp` (torch.func.jvp or
-    torch.autograd.functional.jvp)."""
-    primals = tuple(x.detach() for x in trace.inputs.values())
-    tangents = tuple(trace.tangents.get(k, torch.zeros_like(x)) for k, x in trace.inputs.items())
-    _, jv = jvp(lambda *a: run(*a), primals, tangents)
-    return jv if isinstance(jv, tuple) else (jv,)
-
-
-def agrees(trace: ForwardTrace, run: Callable[..., Any], rtol: float = 1e-7,
-           atol: float = 1e-9) -> Check:
+def agrees(trace: ForwardTrace, run: Callable[..., Any]) -> Check:
     """'forward mode agrees': the traced J·v against torch.func.jvp's and reverse mode's (see
     the module's docstring: a wrong jvp shows in the second)."""
     name = f"forward mode agrees: {trace.title}"
     if trace.error:
         return Check(name, False, f"the forward-mode pass failed: {trace.error}")
+    primals = tuple(x.detach() for x in trace.inputs.values())
+    tangents = tuple(trace.tangents.get(k, torch.zeros_like(x)) for k, x in trace.inputs.items())
     compared = []
     for by, jvp in (("torch.func.jvp", torch.func.jvp),
                     ("reverse mode", torch.autograd.functional.jvp)):
-        try:
-            want = jv_by(jvp, run, trace)
+        try:  # J·v of `run` at the traced inputs and tangents
+            _, want = jvp(lambda *a: run(*a), primals, tangents)
         except Exception as e:  # torch.func refuses a classic Function; a backward that is
             compared.append(f"not {by} ({type(e).__name__})")  # not differentiable
             continue
-        for i, (got, exp) in enumerate(zip(trace.jv, want)):
-            if got is None or not agree(got, exp, rtol, atol):
+        for i, (got, exp) in enumerate(zip(trace.jv, outputs(want))):
+            if got is None or not agree(got, exp, rtol=1e-7, atol=1e-9):
                 return Check(name, False, f"output {i}: the traced J·v is {brief(got)}, {by} "
                                           f"gives {brief(exp)}")
         compared.append(by)

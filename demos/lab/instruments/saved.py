@@ -110,31 +110,22 @@ def ledger(outputs: torch.Tensor | Sequence[torch.Tensor],
 def held(found: Ledger, order: Sequence[Any]) -> list[int]:
     """Bytes still held for backward: before the first step, then after each node of `order`
     has run (its saves released); a storage is freed when the last node keeping it has run."""
-    keepers: dict[Key, set[int]] = {}
-    for s in found.saves:
-        if s.tracked:
-            keepers.setdefault(s.key, set()).add(id(s.node))
     sizes = found.storages()
+    keepers = {k: {id(s.node) for s in found.saves if s.tracked and s.key == k} for k in sizes}
     figures = [sum(sizes.values())]
+    ran: set[int] = set()  # the nodes that have run
     for fn in order:
-        for key in [k for k, who in keepers.items() if id(fn) in who]:
-            keepers[key].discard(id(fn))
-            if not keepers[key]:
-                del keepers[key]
-        figures.append(sum(sizes[k] for k in keepers))
+        ran.add(id(fn))
+        figures.append(sum(sizes[k] for k, who in keepers.items() if who - ran))
     return figures
 
 
 def released(found: Ledger, order: Sequence[Any]) -> list[list[Save]]:
-    """For each node of `order`, the saves whose storage it frees when it runs."""
-    last: dict[Key, Any] = {}
-    position = {id(fn): i for i, fn in enumerate(order)}
-    for s in found.saves:
-        if s.tracked and id(s.node) in position and (
-                s.key not in last or position[id(s.node)] > position[id(last[s.key])]):
-            last[s.key] = s.node
-    return [[s for s in found.saves if s.tracked and last.get(s.key) is fn and s.node is fn]
-            for fn in order]
+    """For each node of `order`, the saves whose storage it frees when it runs: its own, where
+    no node after it in `order` keeps the same storage."""
+    kept = [{s.key for s in found.saves if s.tracked and s.node is fn} for fn in order]
+    return [[s for s in found.saves if s.tracked and s.node is fn
+             and not any(s.key in later for later in kept[i + 1:])] for i, fn in enumerate(order)]
 
 
 def human(n: int) -> str:
@@ -156,13 +147,12 @@ def explain(found: Ledger, order: Sequence[Any], label: Any = node_name) -> str:
             + (f" (= {s.whose})" if s.whose else "")
             + ("" if s.tracked else ", not tracked by autograd: save_for_backward would check "
                                     "it was not changed in place") for s in mine))
-    figures = held(found, order)
-    lines += ["", f"held for backward after the forward: {human(figures[0])} in "
+    lines += ["", f"held for backward after the forward: {human(found.total())} in "
                   f"{len(found.storages())} storage(s), each counted once"]
-    for fn, gone, after in zip(order, released(found, order), figures[1:]):
-        if gone:
-            lines.append(f"  {label(fn)} runs and releases "
-                         f"{', '.join(sorted({s.name for s in gone}))}: {human(after)} held")
+    for fn, step in zip(order, per_step(found, order)):
+        if step["releases"]:
+            lines.append(f"  {label(fn)} runs and releases {', '.join(step['releases'])}: "
+                         f"{human(step['held_after'])} held")
     lines.append("")
     return "\n".join(lines)
 

@@ -50,19 +50,13 @@ def first_pass(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]) -> F
     """Forward, then backward with create_graph=True; `root` is None when the gradients are
     in no graph (a backward autograd cannot differentiate)."""
     out = FirstPass(fresh(inputs, dtype=None))
-    need = {k: v for k, v in out.inputs.items() if v.requires_grad}
     try:
-        result = run(*out.inputs.values())
-        out.outputs = tuple(r for r in outputs(result) if r.grad_fn is not None)
-        out.forward_nodes = {id(fn) for fn in nodes(list(out.outputs))}
-        grads = torch.autograd.grad(out.outputs, list(need.values()),
-                                    [torch.ones_like(o) for o in out.outputs],
-                                    create_graph=True, allow_unused=True)
+        out.outputs, out.grads = gradients(run, out.inputs, create_graph=True)
     except Exception as e:  # a user's backward that raises under create_graph
         out.error = one_line(e, 300)
         return out
-    out.grads = dict(zip(need, grads))
-    made = [g for g in grads if g is not None and g.grad_fn is not None]
+    out.forward_nodes = {id(fn) for fn in nodes(list(out.outputs))}
+    made = [g for g in out.grads.values() if g is not None and g.grad_fn is not None]
     out.gradient_nodes = {id(fn) for fn in nodes(made)} if made else set()
     parts = [g.sum() for g in made]
     if parts:
@@ -70,6 +64,17 @@ def first_pass(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]) -> F
     else:
         out.constant = unchanged_nearby(run, inputs, out.grads)
     return out
+
+
+def gradients(run: Callable[..., Any], xs: Mapping[str, torch.Tensor], create_graph: bool
+              ) -> tuple[tuple[torch.Tensor, ...], dict[str, torch.Tensor | None]]:
+    """The outputs of `run(*xs)` that are in a graph, and the gradient of each input that
+    requires grad, for gradient 1 on every output element."""
+    need = {k: v for k, v in xs.items() if v.requires_grad}
+    outs = tuple(r for r in outputs(run(*xs.values())) if r.grad_fn is not None)
+    grads = torch.autograd.grad(outs, list(need.values()), [torch.ones_like(o) for o in outs],
+                                create_graph=create_graph, allow_unused=True)
+    return outs, dict(zip(need, grads))
 
 
 def unchanged_nearby(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
@@ -84,14 +89,11 @@ def unchanged_nearby(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]
         for v in there.values():
             if v.requires_grad:
                 v += 1e-3 * torch.randn(v.shape, generator=g, dtype=v.dtype).to(v.device)
-    need = {k: v for k, v in there.items() if v.requires_grad}
     try:
-        outs = tuple(r for r in outputs(run(*there.values())) if r.grad_fn is not None)
-        again = torch.autograd.grad(outs, list(need.values()), [torch.ones_like(o) for o in outs],
-                                    allow_unused=True)
+        again = gradients(run, there, create_graph=False)[1]
     except Exception:
         return False
-    return all(same(grads.get(k), a, rtol=1e-7, atol=1e-9) for k, a in zip(need, again))
+    return all(same(grads.get(k), a) for k, a in again.items())
 
 
 def made_by(first: FirstPass, fn: Any) -> str:
@@ -120,8 +122,7 @@ def second_derivatives(first: FirstPass) -> dict[str, torch.Tensor | None]:
 
 
 def agrees(first: FirstPass, reference: FirstPass | None = None,
-           title: str = "second backward", rtol: float = 1e-7,
-           atol: float = 1e-9) -> Check | None:
+           title: str = "second backward") -> Check | None:
     """'second backward agrees': the Function's second derivatives against the reference
     formula's; a create_graph backward that fails, or that builds no graph where the gradients
     depend on the inputs, fails it. None where there is nothing to hold them to (no
@@ -141,7 +142,7 @@ def agrees(first: FirstPass, reference: FirstPass | None = None,
     if reference is None or reference.root is None:
         return None
     mine = second_derivatives(first)
-    if not all(same(g, reference.grads.get(k), rtol, atol) for k, g in first.grads.items()):
+    if not all(same(g, reference.grads.get(k)) for k, g in first.grads.items()):
         # a wrong first derivative makes every second one wrong: that is parity's failure,
         # counted once there
         return Check(name, True, f"not compared with the reference's, for "
@@ -149,7 +150,7 @@ def agrees(first: FirstPass, reference: FirstPass | None = None,
                                  f"already differ from it (the parity check)")
     ref = second_derivatives(reference)
     for k in mine:  # the inputs that require grad, in order
-        if not same(mine[k], ref.get(k), rtol, atol):
+        if not same(mine[k], ref.get(k)):
             worst = abs_error(mine[k], ref[k]).max().item() if mine[k] is not None and \
                 ref.get(k) is not None else None
             return Check(name, False, f"second derivatives of {k} differ from the "
@@ -160,14 +161,11 @@ def agrees(first: FirstPass, reference: FirstPass | None = None,
                              f"{', '.join(mine) or 'no input'}")
 
 
-def same(a: torch.Tensor | None, b: torch.Tensor | None, rtol: float, atol: float) -> bool:
+def same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     """Equal within tolerance; an input that gets no second derivative (None) equals zeros."""
-    if a is None and b is None:
-        return True
     if a is None or b is None:
-        other = b if a is None else a
-        return bool(torch.count_nonzero(other) == 0)
-    return agree(a, b, rtol, atol, equal_nan=True)
+        return all(t is None or torch.count_nonzero(t) == 0 for t in (a, b))
+    return agree(a, b, rtol=1e-7, atol=1e-9, equal_nan=True)
 
 
 def explain(first: FirstPass, traced: Any) -> str:

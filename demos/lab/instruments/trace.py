@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -99,25 +100,22 @@ def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, t
     running: dict[Any, Step] = {}
     handles = []
 
-    def before(fn: Any):
-        def hook(grad_outputs):
-            if fn in running:
-                running[fn].runs += 1
-            else:  # copies: a backward may change its grad_output in place
-                running[fn] = step = Step(fn, copies(grad_outputs))
-                trace.steps.append(step)
-        return hook
+    def before(fn: Any, grad_outputs: Any) -> None:  # fn's pre-hook, with fn bound (partial)
+        if fn in running:
+            running[fn].runs += 1
+        else:  # copies: a backward may change its grad_output in place
+            running[fn] = step = Step(fn, copies(grad_outputs))
+            trace.steps.append(step)
 
-    def after(fn: Any):
-        def hook(grad_inputs, grad_outputs):
-            running[fn].sent = copies(grad_inputs)
-        return hook
+    def after(fn: Any, grad_inputs: Any, grad_outputs: Any) -> None:
+        running[fn].sent = copies(grad_inputs)
 
     try:
         for leaf in leaves:
             leaf.grad = None  # so that .grad afterwards is exactly what this backward added
         for fn in walk:
-            handles += [fn.register_prehook(before(fn)), fn.register_hook(after(fn))]
+            handles += [fn.register_prehook(partial(before, fn)),
+                        fn.register_hook(partial(after, fn))]
         # gradient 1 for every output element, a fresh contiguous tensor of ones as
         # out.backward(torch.ones_like(out)) gives, through a multiplication and a sum that
         # are not hooked (so not in the trace); backward() without an explicit gradient

@@ -112,16 +112,6 @@ def name_of(t: torch.Tensor, names: Mapping[str, torch.Tensor]) -> str | None:
     return found[0] if found else None
 
 
-def namer(names: Mapping[str, torch.Tensor]) -> Callable[[torch.Tensor], str]:
-    """A describer of tensors that names them as the scenario named its leaves and inputs (see
-    name_of)."""
-    def describe(t: torch.Tensor) -> str:
-        desc = f"tensor {tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
-        name = name_of(t, names)
-        return f"{name}: {desc}" if name else desc
-    return describe
-
-
 def saved_of(fn: Any, describe: Callable[[torch.Tensor], str]) -> list[str]:
     """What the node saved for backward, as 'name = description' lines."""
     if is_custom(fn):
@@ -175,9 +165,13 @@ def explain(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, 
             title: str = "graph") -> str:
     """The walk from `outputs` to the leaves, as text; `names` labels the tensors it meets."""
     outputs = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
-    describe = namer(names)
     order = nodes(outputs)
     number = {fn: i + 1 for i, fn in enumerate(order)}
+
+    def describe(t: torch.Tensor) -> str:  # named as the scenario named it (see name_of)
+        desc = f"tensor {tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
+        name = name_of(t, names)
+        return f"{name}: {desc}" if name else desc
 
     def ref(fn: Any) -> str:
         return "None" if fn is None else f"#{number[fn]} {node_name(fn)}"
