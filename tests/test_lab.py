@@ -1,5 +1,6 @@
 """The generic helpers: recording without syncs, graphs, plots, files."""
 import logging
+from pathlib import Path
 
 import pytest
 import torch
@@ -192,3 +193,17 @@ def test_a_status_only_worsens():
     for i, a in enumerate(order):
         for j, b in enumerate(order):
             assert escalate(a, b) == order[max(i, j)], (a, b)
+
+
+def test_dots_temp_files_are_named_as_remove_temps_knows_them(tmp_path):
+    """A run killed outright while `dot` wrote leaves its temp files; the index removes them
+    once the run is known gone, by the one temp-file pattern (they were `<name>.<pid>.tmp`,
+    which it did not know)."""
+    from demos.lab.core.files import TEMP_NAME
+
+    seen, dot = tmp_path / "args", tmp_path / "dot"
+    dot.write_text(f'#!/bin/sh\necho "$@" > {seen}\nexit 1\n')
+    dot.chmod(0o755)
+    graphs.render("digraph { a }", tmp_path / "g", str(dot))
+    names = [Path(a[2:]).name for a in seen.read_text().split() if a.startswith("-o")]
+    assert len(names) == 2 and all(TEMP_NAME.fullmatch(n) for n in names), names

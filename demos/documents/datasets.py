@@ -174,7 +174,10 @@ class Shuffles:
 
         if epoch == self.drawn:  # the epoch starts: its order
             perm = torch.randperm(len(self.train), generator=self.g)
-            self.order, self.drawn = self.train[perm.to(self.train.device)], epoch + 1
+            if self.train.is_cuda:  # pinned: the copy need not wait for the GPU (no sync)
+                perm = perm.pin_memory()
+            self.order = self.train[perm.to(self.train.device, non_blocking=True)]
+            self.drawn = epoch + 1
         elif epoch != self.drawn - 1:
             raise ValueError(f"epoch {epoch}: the shuffles go in order (at {self.drawn - 1})")
         return self.order

@@ -183,7 +183,8 @@ def render(source: str, stem: Path, dot: str | None = "") -> tuple[list[Path], s
     if dot is None:
         return written, f"graphviz 'dot' not found: kept the .gv sources only; {INSTALL_HINT}"
     outs = [stem.with_suffix(f".{fmt}") for fmt in FORMATS]
-    temps = [out.with_name(f".{out.name}.{os.getpid()}.tmp") for out in outs]
+    tag = os.urandom(4).hex()  # named as save_atomic's are: remove_temps knows them
+    temps = [out.with_name(f".{out.name}.{tag}.tmp") for out in outs]
     try:  # one layout, both formats: a single dot run (half the time of one per format)
         try:
             proc = subprocess.run([dot, *[a for fmt, tmp in zip(FORMATS, temps)

@@ -38,8 +38,10 @@ class FirstPass:
     outputs: tuple[torch.Tensor, ...] = ()
     grads: dict[str, torch.Tensor | None] = field(default_factory=dict)
     root: torch.Tensor | None = None  # s: the sum of every gradient element
-    forward_nodes: set[int] = field(default_factory=set)  # ids of the forward graph's nodes
-    gradient_nodes: set[int] = field(default_factory=set)  # ... and of the gradients' graph
+    # the forward graph's nodes, and the gradients' graph's, by id: held, so that no id is
+    # reused by another node while the pass is looked at
+    forward_nodes: dict[int, Any] = field(default_factory=dict)
+    gradient_nodes: dict[int, Any] = field(default_factory=dict)
     error: str | None = None
     # with no graph (root None): whether the gradients are the same at a nearby point, so that
     # the second derivative is zero (a linear Function), not lost to a detaching backward
@@ -55,9 +57,9 @@ def first_pass(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]) -> F
     except Exception as e:  # a user's backward that raises under create_graph
         out.error = one_line(e, 300)
         return out
-    out.forward_nodes = {id(fn) for fn in nodes(list(out.outputs))}
+    out.forward_nodes = {id(fn): fn for fn in nodes(list(out.outputs))}
     made = [g for g in out.grads.values() if g is not None and g.grad_fn is not None]
-    out.gradient_nodes = {id(fn) for fn in nodes(made)} if made else set()
+    out.gradient_nodes = {id(fn): fn for fn in nodes(made)} if made else {}
     parts = [g.sum() for g in made]
     if parts:
         out.root = torch.stack(parts).sum() if len(parts) > 1 else parts[0]
