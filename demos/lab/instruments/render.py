@@ -59,9 +59,12 @@ def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
     Tensors in `params` are labelled with their names; an output without one is "output".
 
     Colours (torchviz): lightblue leaves that require grad, orange tensors saved for
-    backward, green the output, grey the backward nodes. Two touches on top of torchviz:
-    a custom Function's saved tensors get names (see walk.saved_names), and a leaf that is
-    also saved stays lightblue (torchviz would paint it orange).
+    backward, green the output, grey the backward nodes. Three touches on top of torchviz:
+    a custom Function's saved tensors get names (see walk.saved_names); a leaf that is also
+    saved stays lightblue (torchviz would paint it orange); and a saved leaf is one node with
+    its leaf. Under saved_tensors_hooks (the runner counts saves while a forward runs) a saved
+    tensor unpacks to another Python object over the same memory, which torchviz, naming
+    nodes by id(), would draw twice: its id is replaced by the leaf's.
     """
     from demos.lab.instruments import walk
     make_dot = torchviz_make_dot()
@@ -74,13 +77,16 @@ def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
             if id(out) not in known:
                 named["output" if len(outputs) == 1 else f"output {i + 1}"] = out
         source = cycle_free(lambda: make_dot(output, params=named).source)
-    source = one_node_per_tensor(source, outputs)
-    touches = []
-    for fn in walk.nodes(outputs):
+    nodes, touches = walk.nodes(outputs), []
+    leaves = [fn.variable for fn in nodes if hasattr(fn, "variable")]
+    for fn in nodes:
         if walk.is_custom(fn):  # torchviz draws its saves in order: edges "<t> -> <fn> [dir=none]"
             drawn = re.findall(rf"^\t(\d+) -> {id(fn)} \[dir=none\]$", source, re.M)
-            saved = fn.saved_tensors
-            for tid, name, t in zip(drawn, walk.saved_names(fn, named), saved):
+            for tid, name, t in zip(drawn, walk.saved_names(fn, named), fn.saved_tensors):
+                leaf = next((v for v in leaves if t is not None and walk.same_view(v, t)), None)
+                if leaf is not None and tid != str(id(leaf)):  # the leaf's node, drawn twice
+                    source = re.sub(rf"(?m)^(\t){tid}( |$)", rf"\g<1>{id(leaf)}\g<2>", source)
+                    tid = str(id(leaf))
                 touches.append(f'\t{tid} [label="{quote(name)}\n {size(t)}"]')
         if hasattr(fn, "variable"):
             touches.append(f"\t{id(fn.variable)} [fillcolor=lightblue]")
@@ -105,31 +111,6 @@ def cycle_free(build: Callable[[], str]) -> str:
         if paused:
             gc.enable()
         gc.collect(0)
-
-
-def one_node_per_tensor(source: str, outputs: tuple[torch.Tensor, ...]) -> str:
-    """A saved leaf is one node with its leaf, as torchviz draws it when the saved tensor is the
-    leaf object itself. Under saved_tensors_hooks (the runner counts saves while a forward
-    runs) a saved tensor unpacks to another Python object over the same memory; torchviz,
-    which names nodes by id(), would draw it twice. Its id is replaced by the leaf's. (torchviz
-    draws the saves of custom Functions only, in order, as edges "<t> -> <fn> [dir=none]".)"""
-    from demos.lab.instruments import walk
-
-    nodes = walk.nodes(outputs)
-    leaves = [fn.variable for fn in nodes if hasattr(fn, "variable")]
-    for fn in nodes:
-        if not walk.is_custom(fn):
-            continue
-        drawn = re.findall(rf"^\t(\d+) -> {id(fn)} \[dir=none\]$", source, re.M)
-        try:
-            kept = fn.saved_tensors
-        except RuntimeError:  # freed: torchviz could not draw them either
-            continue
-        for tid, t in zip(drawn, kept):
-            leaf = next((v for v in leaves if t is not None and walk.same_view(v, t)), None)
-            if leaf is not None and tid != str(id(leaf)):
-                source = re.sub(rf"(?m)^(\t){tid}( |$)", rf"\g<1>{id(leaf)}\g<2>", source)
-    return source
 
 
 def with_gradients(source: str, steps: list[dict]) -> str:
