@@ -141,21 +141,35 @@ def test_a_helper_that_dies_loses_no_file(tmp_path):
 
 
 
-def test_the_helper_yields_the_cpu_to_the_run():
-    """The drawing helper, and a `dot` it starts, run at the lowest priority: SCHED_IDLE on
-    Linux, else niceness 19."""
-    import os
-    import subprocess
-    import sys
+def test_a_loop_that_uses_every_core_draws_only_when_it_is_done(tmp_path, monkeypatch):
+    """Where torch's threads take every core, what the scenario submits before and during its
+    loop is held until the loop ends (then drawn); with a core to spare, it is drawn at once."""
+    import logging
 
-    from demos.lab.pages import artifacts
-    helper = artifacts.pool()
-    child = [sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"]
-    if hasattr(os, "SCHED_IDLE"):
-        assert helper.submit(os.sched_getscheduler, 0).result() == os.SCHED_IDLE
-        assert int(helper.submit(subprocess.check_output, child).result()) == os.SCHED_IDLE
-    else:
-        assert helper.submit(os.getpriority, os.PRIO_PROCESS, 0).result() == 19
+    from demos.lab.pages.artifacts import Artifacts
+    from demos.lab.runner import context
+
+    def submitted_while_looping(cores: int) -> int:
+        monkeypatch.setattr(context, "available_cores", lambda: cores)
+        work = Artifacts(print)
+        cfg = LegendreFit(scenario="legendre_fit", id="e")
+        ctx = context.Context(cfg, tmp_path, logging.getLogger("t"),
+                              context.Shared(torch.device("cpu"), artifacts=work))
+        labels = {"title": "t", "xlabel": "x", "ylabel": "y"}
+        ctx.plot("before.png", [0, 1], {"y": [1, 2]}, **labels)
+        sent = []
+        for t in ctx.steps(2):
+            ctx.plot(f"during{t}.png", [0, 1], {"y": [1, 2]}, **labels)
+            sent.append(len(work.pending))
+        assert len(work.pending) == 3  # all handed to the helper once the loop is done
+        work.wait()
+        assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+            "before.png", "during0.png", "during1.png"]
+        return max(sent)
+
+    assert submitted_while_looping(cores=torch.get_num_threads()) == 0  # held
+    assert submitted_while_looping(cores=torch.get_num_threads() + 1) == 3  # drawn at once
+
 
 def test_a_file_that_cannot_be_written_is_a_warning(tmp_path):
     from demos.lab.pages import artifacts

@@ -1,7 +1,8 @@
 """Plots and graph renders are drawn in a helper process while the run goes on.
 
 Training and checks keep the main process; matplotlib and graphviz's `dot` work beside them
-on another core, at the lowest priority (they never slow the loop). `Artifacts.wait()` collects
+on another core. Where a training loop uses every core, what is submitted waits until the loop
+is done (`hold`, `release`), so that drawing never slows the loop. `Artifacts.wait()` collects
 what was submitted: a warning (no `dot`) stays a warning; a file that could not be written (a
 full disk) is kept in `failures`, and the run makes its entry an error. Where no helper process
 can be started, the work is done at once, in this process.
@@ -33,15 +34,9 @@ def _init_worker() -> None:
     """In the helper: Ctrl-C, SIGTERM and SIGHUP reach the whole process group, but the main
     process decides when to stop, so the helper ignores them and finishes what it was given.
     It leaves as soon as the main process is gone, however that went (a second Ctrl-C, a
-    kill). It draws only on a core the run leaves idle, so as not to slow the training loop: it
-    runs at the lowest priority, and so does each `dot` it starts (they inherit it)."""
+    kill)."""
     for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # Linux
-    except (AttributeError, OSError):  # elsewhere (or refused): the lowest niceness
-        with contextlib.suppress(AttributeError, OSError):
-            os.nice(19)
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
@@ -155,10 +150,26 @@ class Artifacts:
         self.warn = warn
         self.pending: list[tuple[str, cf.Future, Callable[[], Any]]] = []
         self.failures: list[tuple[str, str]] = []  # (what, why): files that were not written
+        self.held: list[tuple[str, Callable[[], Any]]] | None = None  # see hold
+
+    def hold(self) -> None:
+        """Keep what is submitted from now on until `release` (or `wait`): a training loop is
+        about to use every core, and drawing beside it would slow it down."""
+        if self.held is None:
+            self.held = []
+
+    def release(self) -> None:
+        """Hand the held work to the helper: the loop is done."""
+        held, self.held = self.held or [], None
+        for what, work in held:
+            self.submit(what, work)
 
     def submit(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Run fn(*args, **kwargs) (a module-level function; its arguments plain data)."""
         work = functools.partial(fn, *args, **kwargs)
+        if self.held is not None:
+            self.held.append((what, work))
+            return
         executor = pool()
         if executor is not None:
             try:
@@ -169,6 +180,7 @@ class Artifacts:
         self.done(what, work)
 
     def wait(self) -> None:
+        self.release()
         pending, self.pending = self.pending, []
         for what, future, work in pending:
             if isinstance(future.exception(), cf.process.BrokenProcessPool):

@@ -20,6 +20,7 @@ from tqdm import tqdm
 from demos.lab.core.results import Check, Result
 from demos.lab.core.scenario import ScenarioConfig
 from demos.lab.core.signals import StopRequest
+from demos.lab.core.threads import available_cores
 from demos.lab.instruments import render as graphs
 from demos.lab.instruments import second_backward, trace, walk
 from demos.lab.pages import plots
@@ -89,8 +90,11 @@ class Context:
         # where float64 checks run: the run's device, but the CPU for MPS (it has no float64)
         self.check_device = torch.device("cpu") if run.device.type == "mps" else run.device
         self.warn_once = run.warn_once or log.warning
-        # plots and graph renders: drawn beside the run (see demos.lab.pages.artifacts)
+        # plots and graph renders: drawn beside the run (see demos.lab.pages.artifacts); where
+        # the loop uses every core, held until it is done, so that drawing never slows it
         self._artifacts = run.artifacts or Artifacts(self.warn_once)
+        if run.device.type == "cpu" and torch.get_num_threads() >= available_cores():
+            self._artifacts.hold()
         self._recorder = recorder or Recorder(run.device, cfg.log_every)
         self._findings = findings or Findings()
         # the loop's hot path: record() straight to the recorder, no call in between
@@ -145,6 +149,7 @@ class Context:
                 torch.cuda.synchronize(self.device)  # once, so train_s covers the queued work
             self.train_s = time.perf_counter() - started
             bar.close()
+            self._artifacts.release()
 
     # -- artifacts ---------------------------------------------------------------------------
     def graph(self, output: torch.Tensor | tuple[torch.Tensor, ...],
