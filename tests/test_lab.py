@@ -45,10 +45,10 @@ def test_record_on_an_accelerator_keeps_detached_tensors_until_history(tmp_path)
     w = torch.tensor(1.0, requires_grad=True)
     for t in ctx.steps(3):
         ctx.record(t, loss=w * 2, w=w)
+        kept = ctx._recorder.columns["loss"][1][0]  # in the loop: a tensor, not yet copied
+        assert isinstance(kept, torch.Tensor) and not kept.requires_grad
         with torch.no_grad():
             w += 1  # an in-place update, as an optimizer does
-    kept = ctx._recorder.columns["loss"][1][0]
-    assert isinstance(kept, torch.Tensor) and not kept.requires_grad
     assert [r["w"] for r in ctx.history()] == [1.0, 2.0, 3.0]  # the value at each step
     assert [r["loss"] for r in ctx.history()] == [2.0, 4.0, 6.0]
 

@@ -17,8 +17,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 from tqdm import tqdm
 
+from demos.lab.core.layout import LOSS_PLOT
 from demos.lab.core.results import Check, Result
-from demos.lab.core.scenario import ScenarioConfig
+from demos.lab.core.scenario import LOSS, ScenarioConfig
 from demos.lab.core.signals import StopRequest
 from demos.lab.core.threads import available_cores
 from demos.lab.instruments import render as graphs
@@ -103,6 +104,7 @@ class Context:
         self._progress = run.progress
         self.stop = run.stop  # the run's stop request (Ctrl-C): for a long check to look at
         self.train_s: float | None = None  # the training loop's time in seconds, once it ran
+        self._loss_drawn: list[tuple[int, float]] = []  # what loss.png shows
 
     @property
     def steps_run(self) -> int:
@@ -150,8 +152,20 @@ class Context:
             self.train_s = time.perf_counter() - started
             bar.close()
             self._artifacts.release()
+            self.draw_loss()  # now, beside the checks that follow the loop
 
     # -- artifacts ---------------------------------------------------------------------------
+    def draw_loss(self) -> None:
+        """loss.png, from what ctx.record kept under `loss`: drawn when a loop ends, and again
+        at the entry's end only where more was recorded since."""
+        losses = [(r["step"], r[LOSS]) for r in self.history() if LOSS in r]
+        if losses and losses != self._loss_drawn and self.world.primary:
+            self._loss_drawn = losses
+            self._artifacts.submit(f"{self.cfg.id}/{LOSS_PLOT}", plots.loss_curve,
+                                   self.dir / LOSS_PLOT, [s for s, _ in losses],
+                                   [v for _, v in losses], title=f"{self.cfg.id}: loss",
+                                   log_every=self.cfg.log_every)
+
     def graph(self, output: torch.Tensor | tuple[torch.Tensor, ...],
               names: Mapping[str, torch.Tensor], name: str = "graph") -> str:
         """Render the autograd graph behind `output` to <name>.gv/.pdf/.svg and walk it.

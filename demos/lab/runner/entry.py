@@ -14,12 +14,10 @@ import torch
 from demos.lab.checks.gradients import expect
 from demos.lab.core.config import entry_dict
 from demos.lab.core.files import write_atomic, write_csv, write_json
-from demos.lab.core.layout import BACKWARD, EXPLAIN, LOSS_PLOT, METRICS
+from demos.lab.core.layout import BACKWARD, EXPLAIN, METRICS
 from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
-from demos.lab.core.scenario import LOSS, Scenario, ScenarioConfig
+from demos.lab.core.scenario import Scenario, ScenarioConfig
 from demos.lab.core.text import one_line
-from demos.lab.pages import plots
-from demos.lab.pages.artifacts import Artifacts
 from demos.lab.runner.context import Context, Diverged, Findings, Interrupted, Shared
 from demos.lab.runner.recorder import Recorder
 
@@ -71,7 +69,7 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
     if result is not None:  # each failed gradient check's why, after the graph walks
         findings.explanations += [why_section(c) for c in result.checks if c.diagnosis]
     try:
-        write_files(entry, ctx, findings, s.artifacts)
+        write_files(ctx, findings)
     except OSError as e:  # what was computed is still reported below, with the failure
         log.error("could not write the files of %s: %s", entry.id, e, extra={"console": False})
         status = escalate(status, "error")
@@ -114,8 +112,7 @@ def log_checks(log: logging.Logger, found: list[Check]) -> None:
             log.info("why %s: %s", c.name, c.diagnosis["says"])
 
 
-def write_files(entry: ScenarioConfig, ctx: Context, findings: Findings,
-                artifacts: Artifacts) -> None:
+def write_files(ctx: Context, findings: Findings) -> None:
     """The generic files: explain.txt (the graph walks), metrics.csv and loss.png."""
     if findings.explanations:
         write_atomic(ctx.dir / EXPLAIN, "\n".join(findings.explanations))
@@ -124,11 +121,7 @@ def write_files(entry: ScenarioConfig, ctx: Context, findings: Findings,
     rows = ctx.history()
     if rows:
         write_csv(ctx.dir / METRICS, rows)
-        losses = [(r["step"], r[LOSS]) for r in rows if LOSS in r]
-        if losses:
-            artifacts.submit(f"{entry.id}/{LOSS_PLOT}", plots.loss_curve, ctx.dir / LOSS_PLOT,
-                                 [s for s, _ in losses], [v for _, v in losses],
-                                 title=f"{entry.id}: loss", log_every=entry.log_every)
+        ctx.draw_loss()  # where the loop's end did not draw it all
 
 
 def finish_checks(entry: ScenarioConfig, ctx: Context, findings: Findings,
