@@ -72,6 +72,11 @@ def run_request(r: RunRequest, call: Call) -> int:
 
 def run_once(r: RunRequest, registry: Registry, base: Any, call: Call) -> int:
     """The config, loaded now (again, under --watch), and run once."""
+    from demos.lab.runner import torchrun as distributed
+    if not r.print_config and distributed.from_env().primary:
+        from demos.lab.pages import artifacts
+        artifacts.pool()  # the drawing helper starts now, beside torch's import (a scenario
+        #                   file may import torch as the config loads)
     cfg = configured = load(r, registry)
     kept = config_mod.explicit(cfg, r.sets)  # --dry-run keeps what --set gave
     if r.only:
