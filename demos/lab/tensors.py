@@ -22,9 +22,11 @@ def close(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float
     """Element by element, whether `actual` is `expected`: |actual - expected| <= atol + rtol *
     |expected| (torch.isclose, as torch.testing judges), in the two tensors' common dtype, on
     actual's device. NaN is close to NaN only with `equal_nan`; the same infinity is close to
-    itself. The shapes must be the same (a ValueError otherwise)."""
+    itself; sparse tensors as their dense values. The shapes must be the same (a ValueError
+    otherwise)."""
     if actual.shape != expected.shape:
         raise ValueError(f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
+    actual, expected = dense(actual), dense(expected)
     dtype = torch.promote_types(actual.dtype, expected.dtype)
     return torch.isclose(actual.detach().to(dtype), expected.detach().to(actual.device, dtype),
                          rtol=rtol, atol=atol, equal_nan=equal_nan)
@@ -38,8 +40,16 @@ def agree(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float
 
 
 def abs_error(actual: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
-    """|actual - expected|, element by element, in float64 (of the same shapes)."""
-    return (actual.detach().double() - expected.detach().to(actual.device).double()).abs()
+    """|actual - expected|, element by element, in float64 (of the same shapes; sparse ones as
+    dense, complex ones by the modulus)."""
+    dtype = torch.promote_types(torch.promote_types(actual.dtype, expected.dtype), torch.float64)
+    return (dense(actual).to(dtype) - dense(expected).to(actual.device, dtype)).detach().abs(
+        ).double()
+
+
+def dense(t: torch.Tensor) -> torch.Tensor:
+    """`t`, a sparse one (COO, CSR, ...) as a dense tensor."""
+    return t if t.layout == torch.strided else t.to_dense()
 
 
 def outputs(result: Any) -> tuple[torch.Tensor, ...]:

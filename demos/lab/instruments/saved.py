@@ -26,13 +26,22 @@ Key = tuple[str, int]  # a storage: (device, address); (the tensor's id) for an 
 
 
 def storage_key(t: torch.Tensor) -> Key:
-    ptr = t.untyped_storage().data_ptr()
+    ptr = parts(t)[0].untyped_storage().data_ptr()
     return (str(t.device), ptr) if ptr else ("empty", id(t))
 
 
 def storage_bytes(t: torch.Tensor) -> int:
-    """What keeping `t` keeps alive: its whole storage (a view keeps its base's)."""
-    return t.untyped_storage().nbytes()
+    """What keeping `t` keeps alive: its whole storage (a view keeps its base's); a sparse
+    tensor's, its values' and indices'."""
+    return sum(p.untyped_storage().nbytes() for p in parts(t))
+
+
+def parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The dense tensors that hold `t`: itself, or a sparse one's values and indices."""
+    rows = t.layout in (torch.sparse_csr, torch.sparse_bsr)  # compressed: else CSC, BSC
+    return (t,) if t.layout == torch.strided else (t._values(), t._indices()) \
+        if t.layout == torch.sparse_coo else (t.values(), *(
+            (t.crow_indices(), t.col_indices()) if rows else (t.ccol_indices(), t.row_indices())))
 
 
 @dataclass

@@ -20,6 +20,7 @@ import torch
 
 from demos.lab.core.text import one_line
 from demos.lab.instruments.walk import input_names, node_name, nodes
+from demos.lab.tensors import dense
 
 SMALL = 16  # values are written out up to this many elements; above, min/max/mean/norm
 
@@ -137,15 +138,16 @@ def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, t
 
 # -- as data and as text -----------------------------------------------------------------------
 def describe(t: torch.Tensor | None) -> dict[str, Any] | None:
-    """shape, dtype, and the values when small, otherwise min/max/mean/norm."""
+    """shape, dtype, and the values when small, otherwise min/max/mean/norm (a sparse one's
+    as dense; a complex one's of the modulus)."""
     if t is None:
         return None
-    t = t.detach()
+    t = dense(t.detach())
     out: dict[str, Any] = {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
     if t.numel() <= SMALL:
         out["values"] = [number(v) for v in t.cpu().reshape(-1).tolist()]
     else:
-        x = t.double()
+        x = (t.abs() if t.is_complex() else t).double()
         out.update(min=number(x.min().item()), max=number(x.max().item()),
                    mean=number(x.mean().item()), norm=number(x.norm().item()))
     return out
@@ -153,8 +155,9 @@ def describe(t: torch.Tensor | None) -> dict[str, Any] | None:
 
 def number(v: Any) -> Any:
     """A value as strict JSON takes it: NaN and the infinities as the strings "nan", "inf",
-    "-inf" (backward.json stays readable by any JSON reader)."""
-    return str(v) if isinstance(v, float) and not math.isfinite(v) else v
+    "-inf", a complex number as "(1+2j)" (backward.json stays readable by any JSON reader)."""
+    return str(v) if isinstance(v, complex) or isinstance(v, float) and not math.isfinite(v) \
+        else v
 
 
 def copies(grads: Sequence[torch.Tensor | None]) -> tuple[torch.Tensor | None, ...]:
