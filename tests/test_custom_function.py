@@ -64,7 +64,7 @@ MISTAKES = [  # function, inputs, double_backward, {failing check: words its det
      {"each grad matches its input (None, shape, dtype)": "x: grad has shape (3,), x has (4, 3)",
       "autograd accepts the backward": "invalid gradient"}),
     ("SquareWrongDtype", ONE, False,
-     {"each grad matches its input (None, shape, dtype)": "x: grad is float32, x is float64"}),
+     {"each grad matches its input (None, shape, dtype)": "x: grad is float16, x is float64"}),
     ("MulAddGradForNoGradInput", THREE, False,
      {"each grad matches its input (None, shape, dtype)":
       "z: returned a grad, but z does not require one"}),

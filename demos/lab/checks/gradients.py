@@ -7,18 +7,23 @@
 """
 from __future__ import annotations
 
+import math
 import re
+import sys
+from functools import partial
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from unittest import mock
 
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
+from demos.lab.checks import diagnose
 from demos.lab.checks.diagnose import Diagnosis, against_numbers, against_reference, index
 from demos.lab.core.results import Check
 from demos.lab.core.scenario import Expect
 from demos.lab.core.signals import Stopped, StopRequest
 from demos.lab.core.text import message, one_line
-from demos.lab.tensors import abs_error, agree, fresh
+from demos.lab.tensors import abs_error, agree, dense, fresh
 from demos.lab.tensors import outputs as tensors
 
 
@@ -39,50 +44,88 @@ def close(name: str, actual: torch.Tensor, expected: torch.Tensor, rtol: float =
                  f"max abs err {err:.3g} (rtol {rtol:g}, atol {atol:g})")
 
 
-MAX_JACOBIAN = 10**7  # entries of n_in x (n_in + n_out): gradcheck's dense float64 matrices
-                      # (80 MB per 1e7) grow with the inputs squared, and it runs two forward
-                      # passes per input element
+MAX_JACOBIAN = 10**7  # a Jacobian check's cost bound: the full check builds dense float64
+#                       Jacobians, n_in x (n_in + n_out) (80 MB per 1e7), with a forward per
+#                       input element; fast mode makes about FAST_PASSES passes over n_in + n_out
+FAST_PASSES = 10
+GRADCHECK32 = {"eps": 1e-3, "rtol": 1e-2, "atol": 1e-3}  # a Function that computes in float32
+RTOL32, ATOL32 = 1e-4, 1e-5  # float32 against float64: what float32 rounding allows
+FLOAT32 = "the Function computes in float32"  # the check that says so (structure.py)
 
 
-def too_big(fn: Callable, xs: Mapping[str, torch.Tensor], what: str) -> str | None:
-    """Why a Jacobian check of fn at xs would exhaust memory or time, or None if it would not."""
-    n_in = sum(x.numel() for x in xs.values() if x.requires_grad)
-    try:
-        with torch.no_grad():
-            n_out = sum(o.numel() for o in tensors(fn(*fresh(xs, dtype=None).values())))
-    except Exception:
-        return None  # the check itself reports the failing forward
-    # memory: the dense Jacobians, n_in x (n_in + n_out) float64 entries; time: one forward
-    # per input element and one backward per output element, each over all n_in + n_out
-    cost = max(n_in, n_out) * (n_in + n_out)
+class NotRun(Exception):
+    """A Jacobian check not run, never failed; args: a support row's status and why."""
+
+
+def torch_check(check: Callable, fn: Callable, xs: Mapping[str, torch.Tensor],
+                float32: bool = False, **kwargs: Any) -> list[str]:
+    """`check` (gradcheck or gradgradcheck) of fn at xs as a careful user runs it; returns how:
+    fast mode past MAX_JACOBIAN (a failure not rerun in slow mode, as torch does for its
+    message), masked for sparse inputs (without the undefined-grad test, which compares a
+    sparse gradient with 0), a sparse output made dense, float32's step and tolerance."""
+    with torch.no_grad():
+        outs = tensors(fn(*fresh(xs, dtype=None).values()))
+    n_in, n_out = sum(x.numel() for x in xs.values() if x.requires_grad), sum(
+        o.numel() for o in outs)
+    if check is torch.autograd.gradgradcheck:  # it checks the backward: of x and grad_output
+        n_in, n_out = n_in + n_out, n_in
+    cost, how, sparse = max(n_in, n_out) * (n_in + n_out), [], [
+        k for k, x in xs.items() if x.layout != torch.strided]
+    if FAST_PASSES * (n_in + n_out) > MAX_JACOBIAN:
+        raise NotRun("skipped", f"not run: {n_in:,} input and {n_out:,} output elements, more "
+                     f"than even {check.__name__}'s fast mode can afford ({FAST_PASSES} passes "
+                     f"over them, past {MAX_JACOBIAN:,}); use smaller inputs")
     if cost > MAX_JACOBIAN:
-        return (f"not run: {n_in:,} input and {n_out:,} output elements make {what} cost "
-                f"max(n_in, n_out) x (n_in + n_out) = {cost:,}, more than {MAX_JACOBIAN:,} "
-                f"(its dense float64 Jacobians, and a forward per input element and a backward "
-                f"per output element); use smaller inputs")
-    return None
+        kwargs["fast_mode"] = True
+        how.append(f"fast mode: {n_in:,} input and {n_out:,} output elements make the full "
+                   f"check's dense Jacobians cost {cost:,}, past {MAX_JACOBIAN:,}; it compares "
+                   f"random projections of them")
+    if sparse:
+        kwargs.update(masked=True, check_undefined_grad=False)
+        how.append(f"masked: {', '.join(sparse)} sparse, the gradients of its unspecified "
+                   f"elements not compared")
+    if any(o.layout != torch.strided for o in outs):
+        fn = partial(lambda f, *a: tuple(map(dense, tensors(f(*a)))), fn)
+        how.append("the sparse output made dense (to_dense()), as torch's gradcheck asks")
+    if float32:
+        kwargs.update(GRADCHECK32)
+        how.append("float32's step and tolerance: " + ", ".join(
+            f"{k} {v:g}" for k, v in GRADCHECK32.items()))
+    try:
+        with mock.patch.object(sys.modules["torch.autograd.gradcheck"],
+                               "_run_slow_mode_and_get_error", lambda *args: ""):
+            check(fn, tuple(xs.values()), raise_exception=True, **kwargs)
+    except ValueError as e:  # "Sparse output is not supported at gradcheck yet. ..."
+        if "not supported at gradcheck" not in message(e):
+            raise
+        raise NotRun("unsupported", f"not run: torch's {check.__name__} refuses it: "
+                                    f"{one_line(e)}") from None
+    return how
 
 
 def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
-              device: torch.device, stop: StopRequest | None = None, **kwargs) -> Check:
-    """torch.autograd.gradcheck of `fn(*inputs.values())` in float64 (analytic vs numerical).
-    `stop`: the run's stop request (ctx.stop), for a check long enough to want Ctrl-C."""
+              device: torch.device, stop: StopRequest | None = None, float32: bool = False,
+              **kwargs) -> Check:
+    """torch.autograd.gradcheck of `fn(*inputs.values())` in float64 (analytic vs numerical),
+    as torch_check runs it. `stop`: the run's stop request (ctx.stop), for a check long enough
+    to want Ctrl-C; `float32`: the Function computes in float32."""
     wrt = ", ".join(k for k, v in inputs.items() if v.requires_grad)
     opts = "".join(f", {k}={v}" for k, v in kwargs.items())
     return jacobian_check(name, torch.autograd.gradcheck, fn, inputs, device, stop,
                           lambda e, f, xs: None if "forward AD" in message(e) else
+                          float32_diagnosis(f, xs) if float32 else
                           against_numbers(f, xs),  # a wrong backward: why
                           f"analytic == numerical Jacobian w.r.t. {wrt} (float64{opts})",
-                          **kwargs)
+                          float32, **kwargs)
 
 
 def jacobian_check(name: str, check: Callable, fn: Callable, inputs: Mapping[str, torch.Tensor],
                    device: torch.device, stop: StopRequest | None,
                    why: Callable[[Exception, Callable, Mapping], Diagnosis | None],
-                   passed: str, **kwargs: Any) -> Check:
+                   passed: str, float32: bool = False, **kwargs: Any) -> Check:
     """`check` (torch.autograd.gradcheck or gradgradcheck) of `fn` at float64 copies of
-    `inputs`, as a Check with detail `passed`, or with `why(error, fn, inputs)` (a Diagnosis)
-    where it finds a mismatch; ended by `stop`."""
+    `inputs` by torch_check, as a Check with detail `passed` (and how), or with `why(error, fn,
+    inputs)` (a Diagnosis, see `diagnosed`) where it finds a mismatch; ended by `stop`."""
     def call(*args: Any, **kwargs: Any) -> Any:
         # `fn`, raising Stopped at its next call once `stop` was requested (Ctrl-C): the check
         # calls it thousands of times
@@ -91,17 +134,74 @@ def jacobian_check(name: str, check: Callable, fn: Callable, inputs: Mapping[str
         return fn(*args, **kwargs)
 
     xs = fresh(inputs, device)
-    problem = too_big(call, xs, check.__name__)
-    if problem:
-        return Check(name, False, problem)
     try:
-        check(call, tuple(xs.values()), raise_exception=True, **kwargs)
+        how = torch_check(check, call, xs, float32, **kwargs)
+    except NotRun as e:
+        return Check(name, None, e.args[1])
     except Exception as e:  # GradcheckError, or the Function itself failing
-        found = why(e, call, fresh(inputs, device)) if isinstance(e, GradcheckError) else None
+        found = diagnosed(partial(why, e), call, fresh(inputs, device)) \
+            if isinstance(e, GradcheckError) else None
         return Check(name, False, gradcheck_failure(e, [k for k, v in xs.items()
                                                         if v.requires_grad]),
                      found and found.to_json())
-    return Check(name, True, passed)
+    return Check(name, True, "; ".join([passed, *how]))
+
+
+def diagnosed(why: Callable[[Callable, Mapping], Diagnosis | None], fn: Callable,
+              xs: Mapping[str, torch.Tensor]) -> Diagnosis | None:
+    """why(fn, xs); past the input elements finite differences can afford (MAX_NUMERICAL, and
+    two forwards each within MAX_JACOBIAN), why of fn restricted to the leading block of each
+    input and output that they can (x[:16, :32]; the block of a transpose is the block's
+    transpose), said in its `says`."""
+    wrt = [k for k, x in xs.items() if x.requires_grad]
+    with torch.no_grad():
+        size = sum(t.numel() for t in (*xs.values(), *tensors(fn(*xs.values()))))
+    most = min(diagnose.MAX_NUMERICAL, MAX_JACOBIAN // max(size, 1))
+    if sum(xs[k].numel() for k in wrt) <= most:
+        return why(fn, xs)
+    each = max(most // len(wrt), 1)
+    blocks = {k: x[leading(x.shape, each)] if k in wrt else x for k, x in xs.items()}
+
+    def sub(*parts: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        args = [x.detach().clone() for x in xs.values()]
+        for a, p, k in zip(args, parts, xs):
+            a[leading(a.shape, each) if k in wrt else ...] = p  # the block put in its input
+        return tuple(o[leading(o.shape, each)] for o in tensors(fn(*args)))
+
+    found = why(sub, blocks)
+    if found:
+        with torch.no_grad():
+            outs = sub(*blocks.values())
+        named = [k + sliced(blocks[k]) for k in wrt] + [  # x[:64, :64], the output[:64, :64]
+            n + sliced(o) for n, o in zip(diagnose.output_names(len(outs)), outs)]
+        found.says += f" (found on {', '.join(named)}: the elements finite differences can afford)"
+    return found
+
+
+def leading(shape: torch.Size, most: int) -> tuple[slice, ...]:
+    """A leading block of at most `most` elements: the longest dimension halved till it fits."""
+    size = list(shape)
+    while math.prod(size) > most:
+        size[size.index(max(size))] = (max(size) + 1) // 2
+    return tuple(map(slice, size))
+
+
+def sliced(block: torch.Tensor) -> str:
+    return f"[{', '.join(f':{n}' for n in block.shape)}]"
+
+
+def float32_diagnosis(fn: Callable, xs: Mapping[str, torch.Tensor],
+                      reference: Callable | None = None) -> Diagnosis | None:
+    """Why a Function that computes in float32 is wrong, at float32's step and tolerance."""
+    try:
+        right = diagnose.pullback(reference, xs) if reference else \
+            diagnose.numerical(fn, xs, GRADCHECK32["eps"])
+        return diagnose.diagnose(diagnose.Maps(
+            diagnose.pullback(fn, xs), right, diagnose.differentiable(fn, xs),
+            {k: x for k, x in xs.items() if x.requires_grad}, tolerance=(RTOL32, ATOL32)
+            if reference else (GRADCHECK32["rtol"], GRADCHECK32["atol"])))
+    except Exception:  # the check's own detail says what failed; no diagnosis then
+        return None
 
 
 def gradcheck_failure(e: BaseException, wrt: list[str]) -> str:
@@ -142,9 +242,10 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
                 torch.autograd.backward([o for o, _ in live], [g for _, g in live])
     except Exception as e:
         return Check(name, False, one_line(e)), {}
-    pairs = [(f"value{'' if len(out_a) == 1 else f' {i}'}", x, y)
+    pairs = [(f"value{'' if len(out_a) == 1 else f' {i}'}", dense(x), dense(y))
              for i, (x, y) in enumerate(zip(out_a, out_b))]
-    pairs += [(f"grad {k}", a[k].grad, b[k].grad) for k in a if a[k].requires_grad]
+    pairs += [(f"grad {k}", masked(a[k].grad, a[k]), masked(b[k].grad, a[k]))
+              for k in a if a[k].requires_grad]
     worst_what, worst_abs = "value", 0.0
     # the scale errors are relative to: the largest magnitude among the reference's values and
     # gradients, not element by element, where a value near zero makes any rounding look large
@@ -161,7 +262,9 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
         if not agree(x, y, rtol, atol):
             why = None
             if what.startswith("grad"):  # the values agree: the backward is what differs
-                why = against_reference(custom, reference, fresh(inputs, device))
+                xs = fresh(inputs, device)  # a float32 Function: at float32's tolerance
+                why = float32_diagnosis(custom, xs, reference) if rtol >= RTOL32 else \
+                    against_reference(custom, reference, xs)
             flat = int(diff.argmax())
             rel_there = (diff.flatten()[flat] / y.detach().flatten()[flat].abs().clamp_min(1e-300)
                          ).item()  # at the worst absolute error: the place the detail names
@@ -181,6 +284,13 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
                              f"match (float64; worst: {worst_what}, abs {worst_abs:.2g}; "
                              f"rel {worst_rel:.2g} of the largest reference value)"), \
         {"max_abs_error": worst_abs, "max_rel_error": worst_rel}
+
+
+def masked(grad: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:
+    """A gradient as a dense tensor; of a sparse `x`, at x's specified elements alone (as
+    gradcheck's masked=True compares it)."""
+    return None if grad is None else dense(grad).sparse_mask(x).to_dense() \
+        if x.layout != torch.strided else dense(grad)
 
 
 def output_grads(outs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:

@@ -15,6 +15,7 @@ import torch
 
 from demos.lab.checks.diagnose import second_against_numbers
 from demos.lab.checks.gradients import (
+    FLOAT32,
     Check,
     Fixed,
     arguments,
@@ -113,13 +114,21 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
         elif grad.shape != x.shape:
             notes.append(f"{name}: grad of shape {tuple(grad.shape)}, which autograd sums to "
                          f"{name}'s {tuple(x.shape)}")
-        elif grad.dtype != x.dtype:
+        elif grad.dtype != x.dtype and (grad.dtype, x.dtype) != (torch.float32, torch.float64):
             problems.append(f"{name}: grad is {str(grad.dtype).removeprefix('torch.')}, {name} is "
                             f"{str(x.dtype).removeprefix('torch.')} (autograd casts it silently)")
     found.append(Check("each grad matches its input (None, shape, dtype)", not problems,
                        "; ".join(problems) or "; ".join(
                            ["shapes and dtypes match; None exactly where an input needs no "
                             "grad", *notes])))
+    low = [f"output {i}" if len(outs) > 1 else "the output" for i, o in enumerate(outs) if
+           o.dtype == torch.float32] + [f"{n}'s gradient" for n, x, g in zip(names, args, returned)
+                                        if getattr(g, "dtype", 0) == torch.float32 != getattr(
+                                            x, "dtype", torch.float32)]
+    if low:  # said once; every check judges it at float32's tolerance
+        found.append(Check(FLOAT32, True, f"with float64 inputs, {' and '.join(low)} "
+                                          f"{'are' if low[1:] else 'is'} float32: each check "
+                                          f"judges it at float32's tolerance"))
     changed = [i for i, (g, c) in enumerate(zip(gs, unchanged)) if not torch.equal(g, c)]
     found.append(Check("backward leaves grad_output unchanged", not changed,
                        f"backward modified grad_output {changed} in place; clone it first"
@@ -166,10 +175,11 @@ def broadcasts(shape: torch.Size, to: torch.Size) -> bool:
         return False
 
 
-def gradgradcheck(name: str, fn, inputs: Mapping[str, torch.Tensor],
-                  device: torch.device, stop: StopRequest | None = None) -> Check:
+def gradgradcheck(name: str, fn, inputs: Mapping[str, torch.Tensor], device: torch.device,
+                  stop: StopRequest | None = None, float32: bool = False) -> Check:
     """torch.autograd.gradgradcheck in float64: the backward's own gradients are right.
-    `stop`: the run's stop request (ctx.stop), as gradcheck takes it."""
+    `stop` and `float32` as gradcheck takes them (a float32 Function's failure: no diagnosis,
+    which would be its rounding's)."""
     return jacobian_check(name, torch.autograd.gradgradcheck, fn, inputs, device, stop,
-                          lambda e, f, xs: second_against_numbers(f, xs),
-                          "second derivatives match numerical ones (float64)")
+                          lambda e, f, xs: None if float32 else second_against_numbers(f, xs),
+                          "second derivatives match numerical ones (float64)", float32)

@@ -1,20 +1,12 @@
 """What a custom autograd Function supports under today's autograd, transform by transform.
 
-`matrix(fn, inputs, reference)` runs one row per capability and says, for each, `ok` (works and
-matches the reference), `unsupported` (torch refuses, with the first line of its message and
-what to add to the Function), `fails` (runs but gives a wrong value or gradient) or `skipped`:
-
-- backward: gradcheck; double_backward: gradgradcheck (float64);
-- forward_ad: gradcheck with forward-mode AD, and torch.func.jvp against the reference;
-- func_grad: torch.func.grad against the reference's gradient;
-- vmap: batched inputs against a loop over the batch, and gradients under vmap;
-- compile: torch.compile(fullgraph=True) forward and backward against eager;
-- float32: values and gradients in float32 against float64, within a float32 tolerance;
-- noncontiguous: inputs with gaps between their elements, against contiguous ones;
-- cuda: on the GPU against the CPU (skipped without one).
-
-The reference is a plain-torch function of the same formula; without one, the Function's own
-backward (checked by gradcheck) stands in for it where a gradient is compared.
+`matrix(fn, inputs, reference)` runs one row per capability (`rows_of` names the function
+that runs each; checks.md's "What a Function supports" says what) and says, for each, `ok`
+(works and matches the reference), `unsupported` (torch refuses, with the first line of its
+message and what to add to the Function), `fails` (runs but gives a wrong value or gradient),
+`differs` (torch's compiled path against eager torch) or `skipped`. The reference is a
+plain-torch function of the same formula; without one, the Function's own backward (checked by
+gradcheck) stands in for it where a gradient is compared.
 """
 from __future__ import annotations
 
@@ -22,6 +14,7 @@ import os
 import re
 import shutil
 import warnings
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -31,12 +24,22 @@ import torch
 import torch.autograd.forward_ad as fwAD
 from torch.autograd.gradcheck import GradcheckError
 
-from demos.lab.checks.gradients import gradcheck_failure, parity, tensors, too_big
+from demos.lab.checks.gradients import (
+    ATOL32,
+    FLOAT32,  # noqa: F401  (custom_function reads it here, as RTOL32 and ATOL32)
+    RTOL32,
+    NotRun,
+    gradcheck_failure,
+    masked,
+    parity,
+    tensors,
+    torch_check,
+)
 from demos.lab.checks.repro import script
 from demos.lab.core.results import CAPABILITIES, Check
 from demos.lab.core.signals import Stopped
 from demos.lab.core.text import message, one_line
-from demos.lab.tensors import abs_error, agree, fresh
+from demos.lab.tensors import abs_error, agree, dense, fresh
 
 # torch's refusals, by the words of its message, and what to add to the Function
 REFUSALS = [
@@ -61,10 +64,11 @@ REFUSALS = [
 ]
 # exception types that are torch refusing, whatever their words (Dynamo's graph breaks)
 REFUSING_TYPES = {"Unsupported": "torch.compile (Dynamo) cannot trace this with fullgraph=True"}
-RTOL32, ATOL32 = 1e-4, 1e-5  # float32 against float64: what float32 rounding allows
 COMPILED_BACKEND = "aot_eager"  # the compiled rows' backend: Dynamo and AOTAutograd, no codegen
 # every row but inductor's, which runs only where asked for (its first compile builds C++)
 DEFAULT_ROWS = tuple(r for r in CAPABILITIES if r != "inductor")
+# a Function that computes in float32: every row judges it at float32's tolerance (matrix's)
+IN_FLOAT32: ContextVar[bool] = ContextVar("in_float32", default=False)
 
 
 @dataclass
@@ -90,25 +94,40 @@ class TorchDiffers(Exception):
 
 def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
            reference: Callable[..., Any] | None = None, device: torch.device | None = None,
-           rows: Sequence[str] = DEFAULT_ROWS, intended: bool = False) -> dict[str, Row]:
+           rows: Sequence[str] = DEFAULT_ROWS, intended: bool = False,
+           float32: bool = False) -> dict[str, Row]:
     """The support matrix of `fn` (a Function's apply) at `inputs` (their requires_grad kept).
     `intended`: the Function's backward is deliberately not its derivative, and `reference`'s
     autograd gives the intended gradient: the rows compare with it, never with finite
-    differences of the forward.
+    differences of the forward. `float32`: the Function computes in float32 (each row judges
+    it at float32's tolerance). Every row calls the reference as autograd would (as_autograd).
     A random forward draws from torch's generator: the caller's draws after this are the same
     as without it. torch's settings, the working directory and the environment are set back
     after: what a Function changed in one matrix does not reach the run."""
     before, cwd, env = settings(), os.getcwd(), dict(os.environ)
+    token = IN_FLOAT32.set(float32)
     try:
         with torch.random.fork_rng(devices=[]):
-            return dict(rows_of(fn, inputs, reference, device, rows, intended))
+            return dict(rows_of(fn, inputs, as_autograd(reference, inputs), device, rows,
+                                intended))
     finally:
+        IN_FLOAT32.reset(token)
         use(before)
         if os.getcwd() != cwd:
             os.chdir(cwd)
         if os.environ != env:
             os.environ.clear()
             os.environ.update(env)
+
+
+def as_autograd(reference: Callable[..., Any] | None, inputs: Mapping[str, torch.Tensor]) -> Any:
+    """`reference` called as autograd calls it: in grad mode, each input that requires grad in
+    `inputs` requiring grad (a row's detached copy made a leaf that does), so that checks.md's
+    hook recipe (`y = x * 1.0; y.register_hook(...)`) runs in every row."""
+    need = [x.requires_grad for x in inputs.values()]
+    return reference and (lambda *args: torch.enable_grad()(reference)(*[
+        a.detach().requires_grad_() if n and not a.requires_grad else a
+        for a, n in zip(args, need)]))
 
 
 def settings() -> tuple:
@@ -138,7 +157,7 @@ def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             reference: Callable[..., Any] | None, device: torch.device | None,
             rows: Sequence[str], intended: bool = False) -> Iterator[tuple[str, Row]]:
     xs = fresh(inputs, device or torch.device("cpu"))
-    too = too_big(fn, xs, "the Jacobian checks")
+    sparse = any(x.layout != torch.strided for x in xs.values())
     runs = {"backward": (lambda f, x: as_intended(f, x, reference)) if intended else backward,
             "double_backward": double,
             "forward_ad": lambda f, x: forward_ad(f, x, reference, numerical=not intended),
@@ -148,17 +167,16 @@ def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             "float32": lambda f, x: float32(f, x, reference),
             "noncontiguous": noncontiguous, "cuda": cuda}
     for name in rows:
-        if too and name in ("backward", "double_backward", "forward_ad"):
-            yield name, Row("skipped", too)
-        elif name in ("backward", "double_backward", "forward_ad", "func_grad") and not needing(xs):
+        if name in ("backward", "double_backward", "forward_ad", "func_grad") and not needing(xs):
             yield name, Row("skipped", "no input requires grad")
         else:  # fresh copies: a Function that changes an input in place changes only these
-            yield name, attempt(partial(runs[name], fn, fresh(xs)))
+            yield name, attempt(partial(runs[name], fn, fresh(xs)), sparse)
 
 
-def attempt(run: Callable[[], str]) -> Row:
+def attempt(run: Callable[[], str], sparse: bool = False) -> Row:
     """Run a row: its detail when it works, `fails` on a mismatch or an unexpected error,
-    `unsupported` when torch refuses."""
+    `unsupported` when torch refuses (with `sparse` inputs, any error of torch's: its
+    transforms and its compiler take few sparse tensors)."""
     try:
         with warnings.catch_warnings():  # torch's own (anomaly traces, deprecations): noise
             warnings.simplefilter("ignore")
@@ -169,6 +187,8 @@ def attempt(run: Callable[[], str]) -> Row:
         return Row("differs", message(e), e.case)
     except CompileRefused as e:
         return Row("unsupported", message(e))
+    except NotRun as e:
+        return Row(*e.args)
     except Stopped:  # Ctrl-C again, from a notebook: the run's, not the row's
         raise
     except KeyboardInterrupt:
@@ -177,7 +197,8 @@ def attempt(run: Callable[[], str]) -> Row:
         return Row("fails", f"SystemExit: the Function called sys.exit({e.code!r})")
     except Exception as e:
         hint = next((hint for pattern, hint in REFUSALS if re.search(pattern, message(e))),
-                    REFUSING_TYPES.get(type(e).__name__))
+                    REFUSING_TYPES.get(type(e).__name__)) or (sparse and "torch does not take "
+                                                              "these sparse tensors here")
         if hint:
             return Row("unsupported", f"{one_line(e, 300)} -> {hint}")
         return Row("fails", one_line(e))
@@ -197,19 +218,26 @@ def weights(outs: Sequence[torch.Tensor], seed: int = 2) -> list[torch.Tensor]:
     """Fixed random weights for each output: the scalar the gradients are taken of (with
     another seed, fixed random tangents for the inputs)."""
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(o.shape, generator=g, dtype=torch.float64).to(o.device, o.dtype)
-            for o in outs]
+    return [torch.randn(o.shape, generator=g, dtype=torch.complex128 if o.is_complex()
+                        else torch.float64).to(o.device, o.dtype) for o in outs]
 
 
 def scalar(fn: Callable, ws: Sequence[torch.Tensor]) -> Callable[..., torch.Tensor]:
-    """x -> sum_i (w_i * out_i).sum(): one number whose gradient is the weighted backward."""
+    """x -> sum_i Re(w_i * out_i).sum(): one real number whose gradient is the weighted
+    backward (a complex output's real and imaginary parts each weighted; a sparse one's dense
+    values)."""
     def f(*args):
-        return sum((o * w.to(o)).sum() for o, w in zip(tensors(fn(*args)), ws))
+        return sum((dense(o) * w.to(o.device, o.dtype)).real.sum()
+                   for o, w in zip(tensors(fn(*args)), ws))
     return f
 
 
-def same(what: str, got: Any, want: Any, rtol: float = 1e-7, atol: float = 1e-9) -> None:
-    """Raise Mismatch unless `got` and `want` (tensors or tuples of them) agree."""
+def same(what: str, got: Any, want: Any, rtol: float | None = None,
+         atol: float | None = None) -> None:
+    """Raise Mismatch unless `got` and `want` (tensors or tuples of them) agree (by default
+    within 1e-7 and 1e-9; float32's tolerance for a Function that computes in float32)."""
+    rtol, atol = (rtol, atol) if rtol is not None else (RTOL32, ATOL32) if IN_FLOAT32.get() \
+        else (1e-7, 1e-9)
     got, want = tensors(got), tensors(want)
     if len(got) != len(want):
         raise Mismatch(f"{what}: {len(got)} tensors, expected {len(want)}")
@@ -222,8 +250,8 @@ def same(what: str, got: Any, want: Any, rtol: float = 1e-7, atol: float = 1e-9)
 
 
 def matches(what: str, fn: Callable, xs: Mapping[str, torch.Tensor], base: Callable,
-            base_xs: Mapping[str, torch.Tensor], rtol: float = 1e-7, atol: float = 1e-9,
-            value: bool = True) -> str:
+            base_xs: Mapping[str, torch.Tensor], rtol: float | None = None,
+            atol: float | None = None, value: bool = True) -> str:
     """Raise Mismatch unless `fn` at `xs` gives `base`'s value at `base_xs` (with `value`) and
     its gradients, of the outputs weighted by fixed random numbers ('<what> grad of <input>'
     names one that differs). Each call gets copies of its own (see grads_of). Returns what it
@@ -239,39 +267,44 @@ def matches(what: str, fn: Callable, xs: Mapping[str, torch.Tensor], base: Calla
 
 
 def same_layout(v: torch.Tensor) -> torch.Tensor:
-    """A copy of `v` with its strides, gaps included (clone() would close the gaps)."""
-    out = torch.empty_strided(v.size(), v.stride(), dtype=v.dtype, device=v.device)
-    return out.copy_(v.detach())
+    """A copy of `v` with its strides, gaps included (clone() would close the gaps), requiring
+    grad where `v` does; a sparse one, cloned."""
+    out = v.detach().clone() if v.layout != torch.strided else torch.empty_strided(
+        v.size(), v.stride(), dtype=v.dtype, device=v.device).copy_(v.detach())
+    return out.requires_grad_(v.requires_grad)
 
 
 def grads_of(f: Callable, xs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     """d f(*xs) / d x for each input that requires grad, by backward."""
-    copies = {k: same_layout(v).requires_grad_(v.requires_grad) for k, v in xs.items()}
+    copies = {k: same_layout(v) for k, v in xs.items()}
     wrt = [copies[k] for k in needing(xs)]
     if not wrt:  # no input requires grad: no gradient to compare (the values alone)
         return ()
-    return torch.autograd.grad(f(*copies.values()), wrt, allow_unused=True)
+    return tuple(map(masked, torch.autograd.grad(f(*copies.values()), wrt, allow_unused=True),
+                     wrt))  # a sparse input's at its specified elements (masked)
 
 
 # -- the rows ---------------------------------------------------------------------------------
-def checked(check: Callable, fn, xs, **kwargs) -> None:
-    """gradcheck or gradgradcheck; a mismatch names the input (x, not 'input 0')."""
+def checked(check: Callable, fn, xs, **kwargs) -> list[str]:
+    """gradcheck or gradgradcheck, as torch_check runs it (at float32's tolerance where the
+    matrix says so); a mismatch names the input (x, not 'input 0'). Returns torch_check's how."""
     try:
-        check(fn, tuple(xs.values()), raise_exception=True, **kwargs)
+        return torch_check(check, fn, xs, IN_FLOAT32.get(), **kwargs)
     except GradcheckError as e:
         raise Mismatch(gradcheck_failure(e, needing(xs))) from None
 
 
 def backward(fn, xs) -> str:
-    checked(torch.autograd.gradcheck, fn, xs)
-    return f"gradcheck w.r.t. {', '.join(needing(xs))}"
+    how = checked(torch.autograd.gradcheck, fn, xs)
+    return "; ".join([f"gradcheck w.r.t. {', '.join(needing(xs))}", *how])
 
 
 def double(fn, xs) -> str:
     # a backward under @once_differentiable: its gradients carry a DelayedError, which only
     # fires when the incoming gradient requires grad (gradgradcheck would read zeros instead)
     outs = tensors(fn(*xs.values()))
-    seeds = [torch.ones_like(o).requires_grad_() for o in outs if o.requires_grad]
+    seeds = [torch.ones(o.shape, dtype=o.dtype, device=o.device, requires_grad=True)
+             for o in outs if o.requires_grad]  # dense, for a sparse output too
     firsts = torch.autograd.grad([o for o in outs if o.requires_grad], [xs[k] for k in needing(xs)],
                                  seeds, create_graph=True, allow_unused=True)
     if any(g is not None and type(g.grad_fn).__name__ == "Error" for g in firsts):
@@ -349,9 +382,9 @@ def func_grad(fn, xs, reference) -> str:
 
 
 def batch_of(xs) -> list[torch.Tensor]:
-    """Three different versions of each input, stacked: (3, *shape)."""
-    return [torch.stack([v.detach(), 0.9 * v.detach() + 0.05, 1.1 * v.detach() - 0.05])
-            for v in xs.values()]
+    """Three different versions of each input, stacked: (3, *shape) (a sparse one scaled)."""
+    return [torch.stack([v, 0.9 * v + 0.05, 1.1 * v - 0.05] if v.layout == torch.strided
+                        else [v, 0.9 * v, 1.1 * v]) for v in (x.detach() for x in xs.values())]
 
 
 def vmap(fn, xs) -> str:
@@ -526,9 +559,9 @@ def float32(fn, xs, reference) -> str:
 
 def noncontiguous(fn, xs) -> str:
     gapped = {k: torch.stack([v.detach(), v.detach()], -1)[..., 0].requires_grad_(v.requires_grad)
-              if v.dim() else v for k, v in xs.items()}  # every other element: stride 2
-    if all(v.is_contiguous() for v in gapped.values()):
-        return "skipped: only 0-d or empty inputs, which are contiguous whatever their strides"
+              if v.dim() and v.layout == torch.strided else v for k, v in xs.items()}  # stride 2
+    if all(v.layout != torch.strided or v.is_contiguous() for v in gapped.values()):
+        return "skipped: only 0-d, empty or sparse inputs, which have no gaps to leave"
     return f"{matches('non-contiguous', fn, gapped, fn, xs)} match contiguous inputs"
 
 
