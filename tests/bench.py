@@ -439,6 +439,49 @@ def relu_inputs(device):
             torch.randn(100, 10, generator=g).to(device).requires_grad_(), MyReLU.apply]
 
 
+def check_times(repeats: int) -> list[dict]:
+    """check_function, warm (after one call of each), on a Function of the documents' size
+    and on real sizes ([64, 128]: fast mode), every support row but inductor: median wall
+    seconds over `repeats` alternating calls, and the verdict."""
+    from demos import check_function
+    from tests.fixtures import edge_fns
+
+    sys.path.insert(0, str(ROOT / "configs" / "examples"))
+    from my_ops import MyCube, cube  # configs/examples/cube_ok.yaml's Function
+
+    def x(*shape, low=None):
+        t = torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        return (t.abs() + low if low else t).requires_grad_()
+
+    cases = {"MyCube x (5, 3), w (3,), b (3,); double_backward (cube_ok.yaml)":
+             (MyCube, lambda: [x(5, 3), x(3, low=0.5), torch.tensor([0.1, 0.2, 0.3])], cube,
+              True),
+             "SiLU (5, 3)": (edge_fns.SiLU, lambda: [x(5, 3)], edge_fns.silu, False),
+             "SiLU (64, 128)": (edge_fns.SiLU, lambda: [x(64, 128)], edge_fns.silu, False),
+             "SiLU (64, 128), half its gradient (a diagnosis)":
+             (edge_fns.SiLUHalf, lambda: [x(64, 128)], edge_fns.silu, False)}
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    verdicts = {}
+    with tempfile.TemporaryDirectory() as out:
+        for i in range(repeats + 1):
+            for name, (fn, inputs, reference, double) in cases.items():
+                start = time.perf_counter()
+                r = check_function(fn, inputs(), reference, double_backward=double,
+                                   output_dir=out, quiet=True)
+                if i:  # the first of each: warm-up
+                    times[name].append(time.perf_counter() - start)
+                verdicts[name] = r.status
+    return [{"case": k, "median_s": round(statistics.median(v), 3), "min_s": round(min(v), 3),
+             "verdict": verdicts[k]} for k, v in times.items()]
+
+
+def print_checks(rows: list[dict]) -> None:
+    print("\ncheck_function, warm (median and best of the repetitions)")
+    print("| Function and inputs | median s | best s | verdict |\n|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['case']} | {r['median_s']} | {r['min_s']} | {r['verdict']} |", flush=True)
+
+
 def machine(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
@@ -452,10 +495,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer repetitions, smaller tables")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow start)")
     p.add_argument("--out", metavar="FILE", help="also write the results as JSON")
-    p.add_argument("--only", choices=["whole-run", "single", "loops", "watch", "contention"],
+    p.add_argument("--only", choices=["whole-run", "single", "loops", "watch", "contention",
+                                      "check"],
                    help="just the whole-run ratio, one scenario's run against its document's "
                         "script, the loops at 1 and the default threads, the --watch rerun, "
-                        "or the thread contention table")
+                        "the thread contention table, or check_function at the documents' "
+                        "size and at [64, 128]")
     args = p.parse_args(argv)
     device = torch.device(args.device)
     repeats = 7 if args.quick else 15
@@ -505,6 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     print_loops(results["loops"])
     results["watch"] = watch_rerun(5 if args.quick else 9)
     print_watch(results["watch"])
+    results["check"] = check_times(5 if args.quick else 9)
+    print_checks(results["check"])
     results["contention"] = contention(device, 3 if args.quick else 5)
     print("\nlenet (5 epochs) train_s, idle and beside one busy core (median)")
     print("| threads | idle s | one busy core s | ratio |\n|---|---|---|---|")
@@ -551,7 +598,7 @@ def print_watch(w: dict) -> None:
 
 
 def only(args, device: torch.device, results: dict) -> int:
-    """--only whole-run | single | loops | watch | contention: one table, quickly."""
+    """--only whole-run | single | loops | watch | contention | check: one table, quickly."""
     if args.only == "whole-run":
         results["all_yaml"] = all_yaml(args.device, 3 if args.quick else 5,
                                        timed_command([sys.executable, "-c", "import torch"], 5))
@@ -565,6 +612,9 @@ def only(args, device: torch.device, results: dict) -> int:
     elif args.only == "watch":
         results["watch"] = watch_rerun(5 if args.quick else 9)
         print_watch(results["watch"])
+    elif args.only == "check":
+        results["check"] = check_times(5 if args.quick else 9)
+        print_checks(results["check"])
     else:
         results["contention"] = rows = contention(device, 3 if args.quick else 5)
         for r in rows:
