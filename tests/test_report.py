@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from demos.cli import main
 from demos.lab.pages.index import write_index
@@ -59,11 +60,47 @@ def test_failures_come_first_and_are_marked(tmp_path):
     text = (only_run_dir(tmp_path) / "report.html").read_text()
     verdict = text.split('<p class="verdict">')[1].split("</p>")[0]
     assert "1 of 11 checks failed</b>: expect metrics.max_grad_error." in verdict
-    checks = text.split('<details class="checks" open>')[1].split("</table>")[0]  # unfolded
-    first_row = checks.split("<tr")[2]
-    assert 'class="fail"' in first_row and "expect metrics.max_grad_error" in first_row
-    assert checks.count('class="fail"') == 1
+    failures = text.split('<div class="failures">')[1].split("</table>")[0]  # not folded
+    assert failures.count("<tr") == 2 and 'class="fail"' in failures.split("<tr")[2]
+    assert "expect metrics.max_grad_error" in failures
+    others = text.split('<details class="checks">')[1].split("</details>")[0]  # folded
+    assert "The other checks, each with what it compared (10)" in others
+    assert 'class="fail"' not in others and others.count('class="pass"') == 10
     assert '<span class="badge failed">FAILED</span>' in text
+
+
+class WrongCube(torch.autograd.Function):
+    """x ** 3 with a classic mistake: its backward forgets the 3 of 3 x^2."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, = ctx.saved_tensors
+        return grad_output * x ** 2
+
+
+def test_a_failing_entry_shows_its_verdict_and_why_above_its_pictures_and_graphs(tmp_path):
+    """What went wrong first: the verdict and each failed check with its why come before the
+    graphs (they sat below them, a screen or more down); each why once; a passing entry's
+    section keeps the pictures first (test_each_scenario_shows_its_pictures_...)."""
+    from demos import check_function
+
+    r = check_function(WrongCube, inputs={"x": torch.randn(5, 3, requires_grad=True)},
+                       reference=lambda x: x ** 3, support=[], output_dir=tmp_path, quiet=True)
+    assert not r.passed
+    page = (r.folder / "report.html").read_text()
+    part = page.split('<section class="scenario" id="WrongCube">')[1]
+    pictures = min(i for i in (part.find("<img"), part.find('class="graph"')) if i >= 0)
+    verdict, why = part.index('<p class="verdict">'), part.index('<div class="why">')
+    assert verdict < why < pictures
+    assert "2 of " in part[verdict:why] and "gradcheck; parity with the reference" in \
+        part[verdict:why]
+    assert part.count('<div class="why">') == 2  # gradcheck's and parity's, once each
+    assert "1/3 times the right one" in part[why:pictures]
 
 
 def test_index_lists_runs_newest_first(tmp_path):
@@ -416,3 +453,4 @@ def test_the_index_and_the_report_fit_a_1024_and_a_1400_px_window(dry_run, tmp_p
                 assert wide[0] <= wide[1], (page.name, width, wide)
     finally:
         driver.quit()
+
