@@ -454,3 +454,61 @@ def test_the_index_and_the_report_fit_a_1024_and_a_1400_px_window(dry_run, tmp_p
     finally:
         driver.quit()
 
+
+@pytest.mark.slow
+def test_the_steppers_panel_is_in_view_with_its_buttons_and_the_arrows_need_no_click(dry_run):
+    """At 1280 x 900 every stepper, scrolled to its top, shows its buttons and its
+    explanation panel together (the panel sat up to 736 px below its Next button); on the
+    page, without a click, the arrow keys step the stepper most in view and no other, and
+    the page stays where it is."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    driver = browser()
+    try:
+        driver.set_window_size(1280, 900)
+        driver.get((dry_run.dir / "report.html").as_uri())
+        out = driver.execute_script("""
+            var out = [], h = window.innerHeight;
+            document.querySelectorAll('.backward').forEach(function (box) {
+              window.scrollTo(0, box.getBoundingClientRect().top + window.scrollY - 8);
+              box.querySelector('[data-action=next]').click();
+              [box.querySelector('[data-action=next]'), box.querySelector('.step-detail')]
+                .forEach(function (el) {
+                  var r = el.getBoundingClientRect();
+                  if (r.top < 0 || r.bottom > h || !el.textContent.trim())
+                    out.push([box.closest('section').id, box.dataset.graph, el.className,
+                              Math.round(r.top), Math.round(r.bottom), h]);
+                });
+            });
+            return [document.querySelectorAll('.backward').length, out];""")
+        assert out[0] >= 10 and out[1] == [], out[1]
+
+        driver.get((dry_run.dir / "report.html").as_uri())  # afresh: nothing clicked
+
+        def lit():
+            """{"<section> <graph>": its lit nodes' titles} over the steppers that light one."""
+            return {k: v for k, v in map(tuple, driver.execute_script(
+                "return Array.from(document.querySelectorAll('.backward'), b => "
+                "[b.closest('section').id + ' ' + b.dataset.graph, Array.from("
+                "b.querySelectorAll('g.node.active title'), t => t.textContent).join()])"))
+                if v}
+
+        def press(key):
+            ActionChains(driver).send_keys(key).perform()
+
+        right, left = Keys.ARROW_RIGHT, Keys.ARROW_LEFT
+        for section, graph, keys, at in [("autograd_internals", "graph", [right] * 3 + [left], 2),
+                                         ("computation_graph", "graph_detach", [right], 1)]:
+            steps = json.loads((dry_run.dir / section / "backward.json").read_text())["graphs"]
+            steps = next(g for g in steps if g["graph"] == graph)["steps"]
+            box = driver.find_element(
+                "css selector", f'section#{section} .backward[data-graph="{graph}"]')
+            driver.execute_script("arguments[0].scrollIntoView()", box)
+            before, y = lit(), driver.execute_script("return window.scrollY")
+            for key in keys:
+                press(key)
+            assert lit() == {**before, f"{section} {graph}": steps[at - 1]["dot_node"]}
+            assert driver.execute_script("return window.scrollY") == y  # the page kept still
+    finally:
+        driver.quit()
