@@ -90,6 +90,26 @@ def test_a_wrong_jvp_and_a_detached_backward_are_diagnosed_too():
         found.says and found.output == "the backward's gradient of x"
 
 
+def line_of(cls, text):
+    import inspect
+
+    lines, start = inspect.getsourcelines(cls)
+    return start + next(i for i, ln in enumerate(lines) if text in ln)
+
+
+@pytest.mark.parametrize("fn, check, text, method", [
+    (d.SinNameError, "backward runs", "cos(x)", "backward"),
+    (d.SinWrongShape, "forward runs", "torch.ones(7", "forward"),
+])
+def test_an_error_in_the_users_code_names_its_file_and_line(tmp_path, fn, check, text, method):
+    r = check_function(fn, inputs={"x": x_(5)}, support=[], output_dir=tmp_path, quiet=True)
+    detail = {c.name: c.detail for c in r.failures}[check]
+    at = f"fixtures/diagnosed.py:{line_of(fn, text)} in {method})"  # relative under the cwd
+    assert detail.endswith(at) and "\n" not in detail, detail
+    log = (r.folder / "run.log").read_text()
+    assert "raised in the user's code:\nTraceback" in log and f"line {line_of(fn, text)}" in log
+
+
 def test_a_factor_is_said_as_people_say_it():
     assert [ratio(c) for c in (2, 0.5, 2 / 3, -3, 1.5, 0.70710678)] == \
         ["2", "1/2", "2/3", "-3", "3/2", "0.7071"]

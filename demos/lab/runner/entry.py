@@ -17,7 +17,7 @@ from demos.lab.core.files import write_atomic, write_csv, write_json
 from demos.lab.core.layout import BACKWARD, EXPLAIN, METRICS
 from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
 from demos.lab.core.scenario import Scenario, ScenarioConfig
-from demos.lab.core.text import one_line
+from demos.lab.core.text import one_line, where
 from demos.lab.runner.context import Context, Diverged, Findings, Interrupted, Shared
 from demos.lab.runner.recorder import Recorder
 
@@ -58,12 +58,13 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
         result = getattr(e, "result", None)  # what the scenario kept from before the stop
     except BaseException as e:  # a user's Function may call sys.exit(), or raise a
         #                          BaseException of its own (asyncio.CancelledError, ...)
-        status, error = "error", one_line(e)
+        status, error = "error", one_line(e)  # from the user's code: its traceback logged
         if s.world.active and s.stop.requested:  # torchrun stopped every rank: a peer that
             status = "interrupted"              # left its collective first failed this one
             error = f"interrupted by {s.stop.requested} (the other ranks stopped: {error})"
-        log.error("%s raised:\n%s", entry.id, traceback.format_exc(),
-                  extra={"console": False})  # run.log only: the console says one line
+        if not where(e):  # run.log only: the console says one line
+            log.error("%s raised:\n%s", entry.id, traceback.format_exc(),
+                      extra={"console": False})
         if s.device.type == "cuda":
             torch.cuda.empty_cache()  # after an out-of-memory error, for the next scenario
     if result is not None:  # each failed gradient check's why, after the graph walks
