@@ -125,7 +125,8 @@ def test_the_diagnosis_reaches_every_place_a_failure_is_shown(tmp_path):
     assert all(v["kind"] == "factor" and v["input"] == "x" for v in failed.values())
     folder = r.entries[0].folder
     explain = (folder / "explain.txt").read_text()
-    assert "Why 'gradcheck' failed (factor): the output, w.r.t. x" in explain
+    assert "Why 'gradcheck' and 'parity with the reference' failed (factor): the output, " \
+        "w.r.t. x" in explain
     summary = json.loads((r.folder / "summary.json").read_text())
     checks = {c["name"]: c for c in summary["scenarios"][0]["checks"]}
     assert checks["gradcheck"]["diagnosis"]["says"].startswith("x's gradient is 3 times")
@@ -146,7 +147,26 @@ def test_the_console_says_why_for_a_config(tmp_path, monkeypatch):
     code, out, _ = cli("--config", config, "--output-dir", tmp_path / "o", "--no-progress")
     assert code == 1
     why = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("WHY")]
-    assert why == ["WHY x's gradient has the wrong sign: a minus too many or too few"] * 2
+    assert why == ["WHY x's gradient has the wrong sign: a minus too many or too few"]
+    fails = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("FAIL ")]
+    assert [f.split(":")[0] for f in fails] == ["FAIL gradcheck", "FAIL parity with the reference"]
+    assert out.index(fails[1]) < out.index(why[0])  # under both checks it explains
+    explain = next((tmp_path / "o").glob("*/custom_function/explain.txt")).read_text()
+    assert explain.count("Why ") == 1 and \
+        "Why 'gradcheck' and 'parity with the reference' failed (sign)" in explain
+
+
+def test_one_exception_in_several_checks_is_one_fail_line(tmp_path):
+    r = check_function(d.MulMissingNone, inputs={"x": x_(3), "w": x_(3, seed=1)},
+                       reference=d.mul, support=[], output_dir=tmp_path, quiet=True)
+    from demos.lab.core.console import entry_lines
+
+    lines = [ln.strip() for ln in entry_lines(r.entries[0].summary, 10)[1:]]
+    assert lines == [
+        "FAIL backward returns one grad per input: returned 1 for 2 inputs (x, w)",
+        "FAIL autograd accepts the backward, gradcheck, parity with the reference (one error "
+        "stopped them): RuntimeError: function MulMissingNoneBackward returned an incorrect "
+        "number of gradients (expected 2, got 1)"], lines
 
 
 def test_a_wrong_jvp_says_why_in_forward_mode_agrees(tmp_path):
