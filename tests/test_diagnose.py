@@ -1,7 +1,8 @@
-"""Why a gradient is wrong (issue 35): each kind of the catalogue, held by a deliberately wrong
-Function that gets exactly that diagnosis, from finite differences and from a reference; the
-right Functions get none; and the diagnosis reaches the console, summary.json, explain.txt,
-the report and check_function's result."""
+"""Why a gradient is wrong (issues 35, 43): each kind of the catalogue, held by a deliberately
+wrong Function that gets exactly that diagnosis, from finite differences and from a reference;
+the right Functions get none; the diagnosis reaches the console (each WHY once), summary.json,
+explain.txt, the report and check_function's result; an error in the user's code names its
+file and line; one exception in several checks is one FAIL line."""
 from __future__ import annotations
 
 import json
@@ -47,13 +48,31 @@ CATALOGUE = [  # (wrong Function, its inputs, reference, kind, words the sentenc
      "grad_output over the 4 elements b is broadcast over, where it should sum them)"),
     (w.MyExpSavesInput, {"x": x_(5)}, torch.exp, "input for output",
      "by the input where the derivative needs the output"),
-    (d.HalfSquareUsesOutput, {"x": x_(5)}, d.half_square, "output for input",
-     "by the output where the derivative needs the input"),
+    (d.HalfSquareUsesOutput, {"x": x_(5)}, d.half_square, "transformed input",
+     "x's gradient is the right one at the output in place of x: the formula uses the output "
+     "where x is meant (save x for backward)"),
     (d.SinZero, {"x": x_(6)}, d.sin, "zero", "zero where one is needed"),
     (d.Clamp, {"x": CLAMPED.clone().requires_grad_()}, d.clamp, "some elements",
-     "wrong at 2 of 8 elements only ((0,), (7,))"),
+     "wrong only at 2 of 8 elements ((0,), (7,))"),
     (w.ReLUWrongMask, {"x": x_(8)}, torch.relu, "inverted condition", "inverted"),
     (d.SinNoPattern, {"x": x_(6)}, d.sin, "no simple pattern", "no simple pattern"),
+    # issue 43: batch transposes, the right gradient at a transformed input, NaN and inf
+    (d.BatchMatMulTransposed, {"a": x_(2, 3, 3), "b": x_(2, 3, 3, seed=1)}, d.matmul,
+     "transposed", "a's gradient is the right one transposed (its last two dimensions)"),
+    (d.BatchMatMulTransposed, {"a": x_(1, 3, 3), "b": x_(1, 3, 3, seed=1)}, d.matmul,
+     "transposed", "a's gradient is the right one transposed"),
+    (d.BatchMatMulUntransposed, {"a": x_(2, 3, 3), "b": x_(2, 3, 3, seed=1)}, d.matmul,
+     "transformed input", "b's gradient is the right one with a transposed"),
+    (d.SoftplusAtMinusX, {"x": x_(6)}, d.softplus, "transformed input",
+     "x's gradient is the right one at -x"),
+    (d.SquareTimesSwapped, {"x": x_(5), "y": x_(5, seed=1)}, d.square_times,
+     "transformed input", "y's gradient is the right one with x and y swapped"),
+    (d.SinAtOutput, {"x": x_(6)}, d.sin, "transformed input",
+     "x's gradient is the right one at the output in place of x"),
+    (d.SinNanBelowZero, {"x": x_(6)}, d.sin, "not finite",
+     "x's gradient is NaN at 4 of 6 elements ((1,), (2,), (4,), ...) where the right one is "
+     "finite"),
+    (d.SinInfBelowZero, {"x": x_(6)}, d.sin, "not finite", "x's gradient is inf at 4 of 6"),
 ]
 
 
@@ -65,6 +84,27 @@ def test_each_kind_of_mistake_gets_its_diagnosis(fn, xs, reference, kind, says):
         assert says in found.says, found.says
         assert found.elements and all(e["got"] != e["expected"] for e in found.elements)
 
+
+
+def test_nan_and_inf_lead_the_table_of_elements_and_reach_json_as_such():
+    found = against_numbers(d.SinNanBelowZero.apply, {"x": x_(6)}).to_json()
+    assert [e["got"] for e in found["elements"]][:4] == ["nan"] * 4
+    assert all(isinstance(e["got"], float) for e in found["elements"][4:])
+    found = against_reference(d.SinInfBelowZero.apply, d.sin, {"x": x_(6)}).to_json()
+    assert {e["got"] for e in found["elements"][:4]} <= {"inf", "-inf"}
+
+
+@pytest.mark.parametrize("fn, xs, reference", [
+    (d.SinNoPattern, {"x": x_(6)}, d.sin),
+    (d.SinNoPattern, {"x": x_(3, 3)}, d.sin),
+])
+def test_no_simple_pattern_names_only_the_kinds_tried_on_its_shape(fn, xs, reference):
+    for found in (against_numbers(fn.apply, xs), against_reference(fn.apply, reference, xs)):
+        assert found.kind == "no simple pattern", found
+        tried = found.says.split("(tried: ")[1].split("): ")[0]
+        assert ("a transpose" in tried) == (xs["x"].dim() == 2), tried  # square: tried
+        assert "swap" not in tried and "broadcast" not in tried, tried  # one input, no batch
+        assert "a factor, a sign" in tried and "-x" in tried, tried
 
 
 @pytest.mark.parametrize("fn, xs", [
