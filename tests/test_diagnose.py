@@ -85,7 +85,6 @@ def test_each_kind_of_mistake_gets_its_diagnosis(fn, xs, reference, kind, says):
         assert found.elements and all(e["got"] != e["expected"] for e in found.elements)
 
 
-
 def test_nan_and_inf_lead_the_table_of_elements_and_reach_json_as_such():
     found = against_numbers(d.SinNanBelowZero.apply, {"x": x_(6)}).to_json()
     assert [e["got"] for e in found["elements"]][:4] == ["nan"] * 4
@@ -105,6 +104,52 @@ def test_no_simple_pattern_names_only_the_kinds_tried_on_its_shape(fn, xs, refer
         assert ("a transpose" in tried) == (xs["x"].dim() == 2), tried  # square: tried
         assert "swap" not in tried and "broadcast" not in tried, tried  # one input, no batch
         assert "a factor, a sign" in tried and "-x" in tried, tried
+
+
+def test_a_backward_that_is_not_reentrant_is_said_so():
+    from demos.lab.checks.gradients import gradcheck
+
+    c = gradcheck("gradcheck", d.SinCountsCalls.apply, {"x": x_(5)}, torch.device("cpu"))
+    assert not c.passed and "not reentrant" in c.detail and "NOTE" not in c.detail
+    assert c.diagnosis["kind"] == "not reentrant", c.diagnosis
+    assert "gives different values when run twice on the same input" in c.diagnosis["says"]
+    assert "Besides" not in c.diagnosis["says"] and not c.diagnosis["elements"]
+    c = gradcheck("gradcheck", d.SinCountsCallsTripled.apply, {"x": x_(5)}, torch.device("cpu"))
+    assert c.diagnosis["kind"] == "not reentrant" and c.diagnosis["says"].endswith(
+        "Besides, x's gradient is 3 times the right one: a constant factor is off; multiply it "
+        "by 1/3"), c.diagnosis
+
+
+def test_a_deliberate_gradient_checked_without_intended_gets_the_hint(tmp_path):
+    r = check_function(d.Identity, inputs={"x": 3 * x_(6)}, reference=d.clipped, support=[],
+                       output_dir=tmp_path, quiet=True)
+    assert [c.name for c in r.failures] == ["gradcheck"]
+    why = r.failures[0].diagnosis
+    assert why["kind"] == "matches the reference" and why["input"] == "x", why
+    assert "a deliberate gradient" in why["says"] and "`intended: true`" in why["says"]
+    assert check_function(d.Identity, inputs={"x": 3 * x_(6)}, reference=d.clipped,
+                          intended=True, support=[], output_dir=tmp_path, quiet=True).passed
+
+
+def line_of(cls, text):
+    import inspect
+
+    lines, start = inspect.getsourcelines(cls)
+    return start + next(i for i, ln in enumerate(lines) if text in ln)
+
+
+@pytest.mark.parametrize("fn, check, text, method", [
+    (d.SinNameError, "backward runs", "cos(x)", "backward"),
+    (d.SinWrongShape, "forward runs", "torch.ones(7", "forward"),
+])
+def test_an_error_in_the_users_code_names_its_file_and_line(tmp_path, fn, check, text, method):
+    r = check_function(fn, inputs={"x": x_(5)}, support=[], output_dir=tmp_path, quiet=True)
+    detail = {c.name: c.detail for c in r.failures}[check]
+    at = f"fixtures/diagnosed.py:{line_of(fn, text)} in {method})"  # relative under the cwd
+    assert detail.endswith(at) and "\n" not in detail, detail
+    log = (r.folder / "run.log").read_text()
+    assert "raised in the user's code:\nTraceback" in log and f"line {line_of(fn, text)}" in log
+
 
 
 @pytest.mark.parametrize("fn, xs", [
@@ -128,26 +173,6 @@ def test_a_wrong_jvp_and_a_detached_backward_are_diagnosed_too():
     found = second_against_numbers(d.CubeDetached.apply, {"x": x_(5)})
     assert found.kind == "zero" and "the backward detaches something it depends on" in \
         found.says and found.output == "the backward's gradient of x"
-
-
-def line_of(cls, text):
-    import inspect
-
-    lines, start = inspect.getsourcelines(cls)
-    return start + next(i for i, ln in enumerate(lines) if text in ln)
-
-
-@pytest.mark.parametrize("fn, check, text, method", [
-    (d.SinNameError, "backward runs", "cos(x)", "backward"),
-    (d.SinWrongShape, "forward runs", "torch.ones(7", "forward"),
-])
-def test_an_error_in_the_users_code_names_its_file_and_line(tmp_path, fn, check, text, method):
-    r = check_function(fn, inputs={"x": x_(5)}, support=[], output_dir=tmp_path, quiet=True)
-    detail = {c.name: c.detail for c in r.failures}[check]
-    at = f"fixtures/diagnosed.py:{line_of(fn, text)} in {method})"  # relative under the cwd
-    assert detail.endswith(at) and "\n" not in detail, detail
-    log = (r.folder / "run.log").read_text()
-    assert "raised in the user's code:\nTraceback" in log and f"line {line_of(fn, text)}" in log
 
 
 def test_a_factor_is_said_as_people_say_it():

@@ -22,6 +22,8 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 from demos.lab.core.files import strict
+from demos.lab.core.results import Check
+from demos.lab.core.text import message
 from demos.lab.tensors import abs_error, agree, close, fresh, outputs
 
 
@@ -528,3 +530,39 @@ def second_against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diag
         return d
     except Exception:
         return None
+
+
+def failed_check(e: BaseException, fn: Callable, xs: Mapping[str, torch.Tensor],
+                 second: bool = False) -> Diagnosis | None:
+    """Why gradcheck (`second`: gradgradcheck) failed with `e`: a backward that is not
+    reentrant (two runs differ, which one run's numbers cannot show), or the numbers'."""
+    numbers = second_against_numbers if second else against_numbers
+    if "forward AD" in message(e):
+        return None  # forward mode's own check says why
+    if "not reentrant" not in message(e):
+        return numbers(fn, xs)
+    also = numbers(fn, xs)  # torch checks reentrancy before the values: they may differ too
+    return Diagnosis("not reentrant", (
+        f"the {'double ' if second else ''}backward gives different values when run twice on "
+        f"the same input and grad_output (gradcheck runs it twice): something random or "
+        f"stateful in it (torch.rand, a counter, a buffer it changes, a nondeterministic "
+        f"kernel); make it a function of its inputs, or pass gradcheck a nondet_tol" +
+        (f". Besides, {also.says}" if also and also.kind != "no simple pattern" else "")),
+        "the output", ", ".join(k for k, x in xs.items() if x.requires_grad),
+        also.elements if also else [])
+
+
+def deliberate(gradcheck: Check) -> Check:
+    """A failed gradcheck of a Function whose parity with its reference holds: the hint that a
+    deliberate gradient (clipping, straight-through) needs `intended: true`."""
+    d = gradcheck.diagnosis or {"output": "the outputs", "input": "every input", "elements": [],
+                                "probe": "grad_output"}
+    if d.get("kind") == "not reentrant":
+        return gradcheck
+    says = (f"{d['input']}'s gradient is not the forward's derivative, but it is exactly the "
+            f"reference's (parity holds): a deliberate gradient (clipping, a straight-through "
+            f"estimator, a reversal layer) needs `intended: true` (check_function: "
+            f"intended=True), which checks it against the reference instead of finite "
+            f"differences; if it is not deliberate, the reference makes the same mistake")
+    return Check(gradcheck.name, False, gradcheck.detail,
+                 {**d, "kind": "matches the reference", "says": says})
