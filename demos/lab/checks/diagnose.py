@@ -376,20 +376,14 @@ def output_names(n: int) -> list[str]:
     return ["the output"] if n == 1 else [f"output {i}" for i in range(n)]
 
 
-def point(fn: Callable, xs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """fn's outputs at xs (float64, detached), by name."""
-    with torch.no_grad():
-        outs = outputs(fn(*fresh(xs).values()))
-    return dict(zip(output_names(len(outs)), (t.detach() for t in outs)))
-
-
-def differentiable(fn: Callable, xs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """fn's outputs that a gradient flows back through (not an index marked
-    non-differentiable, not an integer), by name."""
-    with torch.enable_grad():
+def point(fn: Callable, xs: Mapping[str, torch.Tensor],
+          differentiable: bool = False) -> dict[str, torch.Tensor]:
+    """fn's outputs at xs (float64, detached), by name; `differentiable`: those a gradient
+    flows back through alone (not an index marked non-differentiable, not an integer)."""
+    with torch.set_grad_enabled(differentiable):
         outs = outputs(fn(*fresh(xs).values()))
     return {name: t.detach() for name, t in zip(output_names(len(outs)), outs)
-            if t.requires_grad and t.is_floating_point()}
+            if not differentiable or (t.requires_grad and t.is_floating_point())}
 
 
 def pullback(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
@@ -468,7 +462,7 @@ def against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diagnosis |
         if expected is None:
             return None
         wrt = {k: x for k, x in xs.items() if x.requires_grad}
-        return diagnose(Maps(pullback(fn, xs), expected, differentiable(fn, xs), wrt,
+        return diagnose(Maps(pullback(fn, xs), expected, point(fn, xs, True), wrt,
                              at=lambda ys: numerical(fn, ys), point=xs))
     except Exception:  # the check's own detail says what failed; no diagnosis then
         return None
@@ -479,7 +473,7 @@ def against_reference(fn: Callable, reference: Callable,
     """fn's backward against the reference's autograd, at xs (float64 leaves)."""
     try:
         wrt = {k: x for k, x in xs.items() if x.requires_grad}
-        return diagnose(Maps(pullback(fn, xs), pullback(reference, xs), differentiable(fn, xs),
+        return diagnose(Maps(pullback(fn, xs), pullback(reference, xs), point(fn, xs, True),
                              wrt, tolerance=EXACT, at=lambda ys: pullback(reference, ys),
                              point=xs))
     except Exception:
