@@ -222,16 +222,20 @@ def test_the_console_says_why_for_a_config(tmp_path, monkeypatch):
 
 
 def test_one_exception_in_several_checks_is_one_fail_line(tmp_path):
+    """A backward one gradient short: five checks stopped by one RuntimeError (one of them
+    saying it after words of its own), one FAIL line."""
     r = check_function(d.MulMissingNone, inputs={"x": x_(3), "w": x_(3, seed=1)},
-                       reference=d.mul, support=[], output_dir=tmp_path, quiet=True)
+                       reference=d.mul, support=[], double_backward=True, output_dir=tmp_path,
+                       quiet=True)
     from demos.lab.core.console import entry_lines
 
     lines = [ln.strip() for ln in entry_lines(r.entries[0].summary, 10)[1:]]
     assert lines == [
         "FAIL backward returns one grad per input: returned 1 for 2 inputs (x, w)",
-        "FAIL autograd accepts the backward, gradcheck, parity with the reference (one error "
-        "stopped them): RuntimeError: function MulMissingNoneBackward returned an incorrect "
-        "number of gradients (expected 2, got 1)"], lines
+        "FAIL autograd accepts the backward, gradcheck, gradgradcheck, parity with the "
+        "reference, second backward agrees: second_backward (one error stopped them): "
+        "RuntimeError: function MulMissingNoneBackward returned an incorrect number of "
+        "gradients (expected 2, got 1)"], lines
 
 
 def test_a_wrong_jvp_says_why_in_forward_mode_agrees(tmp_path):

@@ -174,8 +174,8 @@ def entry_lines(e: EntrySummary, width: int) -> list[str]:
     return lines
 
 
-# a check's detail that is an exception raised in it (one_line's), not a finding of the check
-STOPPED = re.compile(r"(?!GradcheckError)[A-Z]\w*(Error|Exception|Exit|Interrupt)\b")
+# the exception a check's detail ends with (one_line's), not a finding of the check
+STOPPED = re.compile(r"\b(?!GradcheckError\b)[A-Z]\w*(Error|Exception|Exit|Interrupt)\b.*")
 
 
 def failure_lines(failures: list[Check]) -> list[str]:
@@ -183,13 +183,14 @@ def failure_lines(failures: list[Check]) -> list[str]:
     them); each WHY once, under the last of the checks in a row that it explains."""
     groups: dict[object, list[Check]] = {}
     for c in failures:
-        stopped = STOPPED.match(c.detail) and not c.diagnosis
-        groups.setdefault(c.detail if stopped else id(c), []).append(c)
+        stopped = None if c.diagnosis else STOPPED.search(c.detail)
+        groups.setdefault(stopped[0] if stopped else id(c), []).append(c)
     whys = [cs[0].diagnosis and cs[0].diagnosis["says"] for cs in groups.values()] + [None]
     lines, said = [], set()
-    for i, cs in enumerate(groups.values()):
-        lines.append(f"            FAIL {', '.join(c.name for c in cs)}"
-                     f"{' (one error stopped them)' if len(cs) > 1 else ''}: {cs[0].detail}")
+    for i, (key, cs) in enumerate(groups.items()):
+        lines.append(f"            FAIL {cs[0].name}: {cs[0].detail}" if len(cs) == 1 else
+                     f"            FAIL {', '.join(c.name for c in cs)} (one error stopped "
+                     f"them): {key}")
         if whys[i] and whys[i] not in said and whys[i + 1] != whys[i]:
             said.add(whys[i])
             lines.append(f"            WHY {whys[i]}")
