@@ -68,6 +68,9 @@ LAZY = {  # name: (module, attribute), or (module, None) for the module itself
     "changes_a_leaf": ("demos.lab.checks.gradients", "changes_a_leaf"),
     # what a custom backward returns (one grad per input, shapes, dtypes): Checks
     "backward_structure": ("demos.lab.checks.structure", "backward_structure"),
+    # a failed gradcheck whose parity holds, with the hint that a deliberate gradient needs
+    # intended: true
+    "deliberate": ("demos.lab.checks.diagnose", "deliberate"),
     # torch.autograd.gradgradcheck in float64, as a Check
     "gradgradcheck": ("demos.lab.checks.structure", "gradgradcheck"),
     # the support matrix: support.classic_and_twin, support.matrix, .checks, .to_json
@@ -82,6 +85,7 @@ LAZY = {  # name: (module, attribute), or (module, None) for the module itself
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_api.py compares)
     from demos.lab.checks import support
+    from demos.lab.checks.diagnose import deliberate
     from demos.lab.checks.gradients import (
         changes_a_leaf,
         check,
@@ -104,7 +108,7 @@ __all__ = [  # what a scenario file may import: the names above, LAZY's, and run
     "param", "pass_files", "split_spec", "support_param",
     "Context", "Interrupted", "backward_structure", "check", "close", "compare_to_reference",
     "gradcheck", "gradgradcheck", "leaves", "node_name", "parity", "same_everywhere",
-    "support", "tensors", "floating", "with_fixed", "changes_a_leaf",
+    "support", "tensors", "floating", "with_fixed", "changes_a_leaf", "deliberate",
     "run_alone"]
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
-from demos.lab.checks.diagnose import Diagnosis, against_numbers, against_reference, index
+from demos.lab.checks.diagnose import Diagnosis, against_reference, failed_check, index
 from demos.lab.core.results import Check
 from demos.lab.core.scenario import Expect
 from demos.lab.core.signals import Stopped, StopRequest
@@ -70,8 +70,7 @@ def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, t
     wrt = ", ".join(k for k, v in inputs.items() if v.requires_grad)
     opts = "".join(f", {k}={v}" for k, v in kwargs.items())
     return jacobian_check(name, torch.autograd.gradcheck, fn, inputs, device, stop,
-                          lambda e, f, xs: None if "forward AD" in message(e) else
-                          against_numbers(f, xs),  # a wrong backward: why
+                          failed_check,  # a wrong backward: why
                           f"analytic == numerical Jacobian w.r.t. {wrt} (float64{opts})",
                           **kwargs)
 
@@ -105,8 +104,9 @@ def jacobian_check(name: str, check: Callable, fn: Callable, inputs: Mapping[str
 
 
 def gradcheck_failure(e: BaseException, wrt: list[str]) -> str:
-    """gradcheck's error as one line naming the input (its Jacobians, after 'numerical:', cut)."""
-    text = one_line(e).split("numerical:")[0].rstrip(" ,")
+    """gradcheck's error as one line naming the input (its Jacobians, after 'numerical:', and
+    its note on nondeterministic ops cut)."""
+    text = one_line(e).split("numerical:")[0].split(" NOTE: ")[0].rstrip(" ,")
     # gradcheck numbers the inputs that require grad; say which one that is
     return re.sub(r"input (\d+)", lambda m: f"input {m[1]} ({wrt[int(m[1])]})"
                   if int(m[1]) < len(wrt) else m[0], text)

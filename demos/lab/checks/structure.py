@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 import torch
 
-from demos.lab.checks.diagnose import second_against_numbers
+from demos.lab.checks.diagnose import failed_check
 from demos.lab.checks.gradients import (
     Check,
     Fixed,
@@ -171,5 +171,5 @@ def gradgradcheck(name: str, fn, inputs: Mapping[str, torch.Tensor],
     """torch.autograd.gradgradcheck in float64: the backward's own gradients are right.
     `stop`: the run's stop request (ctx.stop), as gradcheck takes it."""
     return jacobian_check(name, torch.autograd.gradgradcheck, fn, inputs, device, stop,
-                          lambda e, f, xs: second_against_numbers(f, xs),
+                          lambda e, f, xs: failed_check(e, f, xs, second=True),
                           "second derivatives match numerical ones (float64)")
