@@ -36,6 +36,7 @@ from demos.lab.checks.repro import script
 from demos.lab.core.results import CAPABILITIES, Check
 from demos.lab.core.signals import Stopped
 from demos.lab.core.text import message, one_line
+from demos.lab.state import global_state, restore_global_state
 from demos.lab.tensors import abs_error, agree, fresh
 
 # torch's refusals, by the words of its message, and what to add to the Function
@@ -96,42 +97,15 @@ def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
     autograd gives the intended gradient: the rows compare with it, never with finite
     differences of the forward.
     A random forward draws from torch's generator: the caller's draws after this are the same
-    as without it. torch's settings, the working directory and the environment are set back
-    after: what a Function changed in one matrix does not reach the run."""
-    before, cwd, env = settings(), os.getcwd(), dict(os.environ)
+    as without it. torch's settings (its compiler's too), the working directory and the
+    environment are set back after: what a Function changed in one matrix does not reach the
+    run."""
+    before = global_state()
     try:
         with torch.random.fork_rng(devices=[]):
             return dict(rows_of(fn, inputs, reference, device, rows, intended))
     finally:
-        use(before)
-        if os.getcwd() != cwd:
-            os.chdir(cwd)
-        if os.environ != env:
-            os.environ.clear()
-            os.environ.update(env)
-
-
-def settings() -> tuple:
-    """torch's settings that a matrix's rows depend on, as they are now."""
-    return (torch.get_default_dtype(), torch.get_default_device(), torch.is_grad_enabled(),
-            torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled(),
-            torch.get_float32_matmul_precision(), torch.are_deterministic_algorithms_enabled(),
-            torch.is_deterministic_algorithms_warn_only_enabled())
-
-
-def use(values: tuple) -> None:
-    """Set torch's settings to `values` (from settings()), each only where it differs (a
-    default device set, even the CPU, puts a mode in front of every torch call)."""
-    if values == settings():
-        return
-    dtype, device, grad, anomaly, nan, precision, deterministic, warn_only = values
-    torch.set_default_dtype(dtype)
-    if device != torch.get_default_device():
-        torch.set_default_device(None if device.type == "cpu" else device)
-    torch.set_grad_enabled(grad)
-    torch.set_anomaly_enabled(anomaly, nan)
-    torch.set_float32_matmul_precision(precision)
-    torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        restore_global_state(before)
 
 
 def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
