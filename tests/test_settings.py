@@ -63,3 +63,80 @@ def test_compiler_settings_an_entry_changes_are_set_back_for_the_next(tmp_path, 
                "cube")[0] == 0
     whole, alone = (summary(tmp_path / "o" / n)["scenarios"][-1] for n in ("all", "alone"))
     assert whole["support"] == alone["support"]
+
+
+# -- forward mode ------------------------------------------------------------------------------
+def test_compile_jvp_is_unsupported_where_eager_forward_mode_is():
+    """A custom op with no forward-mode rule: torch.func.jvp gives zeros, compiled and eager,
+    and compile_jvp said ok."""
+    xs = {"x": torch.linspace(-2, 2, 5, dtype=D, requires_grad=True)}
+    rows = support.matrix(fns.softsign, xs, fns.softsign_reference,
+                          rows=["backward", "forward_ad", "compile_jvp"])
+    assert rows["backward"].status == "ok", rows
+    for row in ("forward_ad", "compile_jvp"):
+        assert rows[row].status == "unsupported" and "no forward-mode rule" in rows[row].detail
+
+
+@pytest.mark.parametrize("function, reference, inputs", [
+    (fns.ExpInPlace, fns.exp, [torch.linspace(-1, 1, 4, dtype=D, requires_grad=True)]),
+    (fns.SortWithIndices, fns.sort, [torch.tensor([[0.3, -1.0, 2.0], [1.5, 0.2, -0.7]],
+                                                  dtype=D, requires_grad=True)]),
+], ids=["mark_dirty", "integer output"])
+def test_forward_mode_runs_each_pass_fresh_and_takes_no_tangent_as_zeros(function, reference,
+                                                                         inputs, tmp_path):
+    """Right, and torch's gradcheck passes them: an in-place exp with mark_dirty and a jvp was
+    run twice on the same input (the second pass at exp(x)); a sort's integer indices carry no
+    tangent where torch.func.jvp gives zeros. Their wrong twins still fail forward mode."""
+    assert torch.autograd.gradcheck(lambda x: function.apply(x.clone()), inputs,
+                                    check_forward_ad=True)
+    r = check_function(function, inputs, reference, output_dir=tmp_path, quiet=True,
+                       support=["forward_ad", "vmap", "compile_jvp"])
+    assert r.passed, r.failures
+    wrong = {fns.ExpInPlace: fns.ExpInPlaceJvpHalved,
+             fns.SortWithIndices: fns.SortWithIndicesJvpUnsorted}[function]
+    r = check_function(wrong, inputs, reference, output_dir=tmp_path, quiet=True,
+                       support=["forward_ad"])
+    failed = {c.name: c.detail for c in r.failures}  # (tangents of 1 are sorted already:
+    assert set(failed) <= {"forward mode agrees: forward_mode", "support matrix"}, failed
+    assert "fails: forward_ad" in failed["support matrix"]  # the row's gradcheck sees it)
+
+
+# -- torch's own test Functions ----------------------------------------------------------------
+CLASSES = {  # each OpInfo of torch's autograd_function_db: its Function (the op is its apply,
+    # or a lambda around it); the db is imported by the test (1.2 s: torch's test machinery)
+    "NumpyCubeAutogradFunction": "NumpyCube", "NumpyExpMarkDirtyAutogradFunction": "NumpyExp_",
+    "NumpyMulAutogradFunction": "NumpyMul",
+    "NumpyCubeNotComposableAutogradFunction": "NumpyCubeNotComposable",
+    "NumpySortAutogradFunction": "NumpySort", "NumpyTakeAutogradFunction": "NumpyTake",
+    "SelectAutogradFunction": "Select", "CubeGenVmapAutogradFunction": "CubeGenVmap",
+    "MulGenVmapAutogradFunction": "MulGenVmap", "SortGenVmapAutogradFunction": "SortGenVmap",
+    "SelectGenVmapAutogradFunction": "SelectGenVmap",
+    "ScaleGradGenVmapAutogradFunction": "ScaleGradGenVmap",
+    "ZeroGradientsGenVmapAutogradFunction": "ZeroGradientsGenVmap",
+    "ForwardHasDefaultArgsAutogradFunction": "ForwardHasDefaultArgs"}
+
+
+@pytest.mark.parametrize("name", CLASSES)
+def test_torchs_own_functions_are_judged_as_torchs_gradcheck_judges_them(name, tmp_path):
+    """torch.testing's autograd_function_db (14 Functions: numpy inside, mark_dirty,
+    mark_non_differentiable, integer outputs and arguments, non-tensor arguments, deliberately
+    wrong gradients) on its first float64 sample: check_function, every support row but
+    inductor, passes exactly where torch's gradcheck of the OpInfo's op passes, and gradcheck
+    is the check that fails where it fails."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torch.testing._internal import autograd_function_db as db
+    assert [info.name for info in db.autograd_function_db] == list(CLASSES)
+    info = next(info for info in db.autograd_function_db if info.name == name)
+    sample = next(iter(info.sample_inputs("cpu", D, requires_grad=True)))
+    args = (sample.input, *sample.args)
+    try:
+        theirs = torch.autograd.gradcheck(info.op, args)
+    except Exception:  # ZeroGradients' too-large gradient: autograd refuses it
+        theirs = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy's, of the Functions themselves
+        r = check_function(getattr(db, CLASSES[name]), list(args), output_dir=tmp_path,
+                           quiet=True)
+    assert r.passed == theirs, (theirs, r.failures)
+    assert theirs == ("gradcheck" not in {c.name for c in r.failures}), r.failures

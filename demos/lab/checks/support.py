@@ -263,12 +263,8 @@ def as_intended(fn, xs, reference) -> str:
 
 
 def forward_ad(fn, xs, reference, numerical: bool = True) -> str:
-    with fwAD.dual_level():  # torch gives no tangent where there is no rule, and no error
-        duals = [fwAD.make_dual(v.detach(), torch.ones_like(v)) if v.requires_grad else v
-                 for v in xs.values()]
-        outs = [o for o in tensors(fn(*duals)) if o.is_floating_point()]
-        if outs and all(fwAD.unpack_dual(o).tangent is None for o in outs):
-            raise RuntimeError("no output carries a tangent in forward mode")
+    fn = cloning(fn)
+    forward_rule(fn, xs, needing(xs))
     if numerical:  # an intended gradient has no numerical twin: the reference's alone
         checked(torch.autograd.gradcheck, fn, xs, check_forward_ad=True,
                 check_backward_ad=False, check_undefined_grad=False, check_batched_grad=False)
@@ -280,6 +276,23 @@ def forward_ad(fn, xs, reference, numerical: bool = True) -> str:
     same("jvp value", got[0], reference(*primals))
     same("jvp tangent", got[1], jvp_by_reverse(reference, primals, tangents))
     return "gradcheck with forward AD; torch.func.jvp matches the reference"
+
+
+def cloning(fn: Callable) -> Callable:
+    """`fn` on copies of its tensors (x.clone(), in the graph, under any transform): each call
+    of a mark_dirty Function gets inputs and tangents of its own, as in torch's own tests."""
+    return lambda *args: fn(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
+
+
+def forward_rule(fn, xs, names: Sequence[str]) -> None:
+    """Raise where eager forward mode, inputs `names` carrying tangents, gives no output one:
+    torch says nothing where there is no rule, and torch.func.jvp gives zeros."""
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(v.detach().clone(), torch.ones_like(v)) if k in names else v
+                 for k, v in xs.items()]
+        outs = [o for o in tensors(fn(*duals)) if o.is_floating_point()]
+        if outs and all(fwAD.unpack_dual(o).tangent is None for o in outs):
+            raise RuntimeError("no output carries a tangent in forward mode")
 
 
 def jvp_by_reverse(f: Callable, primals: Sequence[torch.Tensor],
@@ -329,6 +342,7 @@ def batch_of(xs) -> list[torch.Tensor]:
 
 
 def vmap(fn, xs) -> str:
+    fn = cloning(fn)  # a mark_dirty Function changes no batch that another call reads
     batched = batch_of(xs)
     got = torch.func.vmap(fn)(*batched)
     loop = [tensors(fn(*[b[i] for b in batched])) for i in range(3)]
@@ -384,10 +398,10 @@ def against_eager(transform: str, f: Callable, args: Sequence[Any], fn, xs, back
     refusing the Function (CompileRefused: `unsupported`); other numbers than eager's are
     torch's disagreement (TorchDiffers, with what a reproduction needs); neither is the
     Function's mistake."""
-    eager = f(*args)
     fresh_compiler()
+    eager = cloning(f)(*args)  # each call on copies of its own (a mark_dirty Function)
     try:
-        compiled = torch.compile(f, backend=backend)(*args)
+        compiled = cloning(torch.compile(f, backend=backend))(*args)
     except Exception as e:
         raise CompileRefused(f"{one_line(e, 300)} -> torch.compile cannot "
                              f"take {transform} of this Function (eager {transform} runs it)"
@@ -442,12 +456,15 @@ def compiled_grad(fn, xs, backend: str = COMPILED_BACKEND) -> str:
 
 
 def compiled_jvp(fn, xs, backend: str = COMPILED_BACKEND) -> str:
-    """torch.compile of torch.func.jvp against eager torch.func.jvp (a Function with a jvp)."""
+    """torch.compile of torch.func.jvp against eager torch.func.jvp (a Function with a jvp):
+    `unsupported` where eager forward mode is (no rule: no tangent, zeros on both sides)."""
     primals = tuple(v.detach() for v in xs.values())  # float64, as rows_of made them
     tangents = tuple(weights(primals, seed=4))
+    fresh_compiler()  # a compiler switched off is said first, as in the other compiled rows
+    forward_rule(fn, xs, list(xs))
 
     def jvp(*args):
-        return torch.func.jvp(fn, args[:len(primals)], args[len(primals):])
+        return torch.func.jvp(cloning(fn), args[:len(primals)], args[len(primals):])
 
     against_eager("torch.func.jvp", jvp, (*primals, *tangents), fn, xs, backend,
                   tangents=tangents)
