@@ -39,6 +39,47 @@ def rows_of(result, function):
         function].items()}
 
 
+# -- torch's compiler switched off -------------------------------------------------------------
+def test_a_compiler_switched_off_makes_the_compiled_rows_unsupported_naming_why(tmp_path,
+                                                                                monkeypatch):
+    """TORCHDYNAMO_DISABLE=1 makes torch.compile run eagerly: compiled against eager said `ok`
+    and the reversal layer's `differs` vanished. TORCH_COMPILE_DISABLE=1 (torch's config
+    `disable`, read when torch._dynamo loads) made fullgraph fail: cube_ok exited 1."""
+    import torch._dynamo.config
+
+    monkeypatch.setenv("TORCHDYNAMO_DISABLE", "1")
+    r = run(CONFIGS / "examples" / "reversal_ok.yaml", output_dir=tmp_path, quiet=True,
+            set={"scenarios.reversal_ok.support": COMPILED})
+    assert r.passed, r.failures
+    for row, (status, detail) in rows_of(r, "GradientReversal").items():  # differs, before
+        assert status == "unsupported" and detail.startswith(
+            "TORCHDYNAMO_DISABLE=1 in the environment: torch.compile compiles nothing"), row
+    monkeypatch.delenv("TORCHDYNAMO_DISABLE")
+    monkeypatch.setenv("TORCH_COMPILE_DISABLE", "1")
+    with torch._dynamo.config.patch(disable=True):  # as the variable sets it at import
+        r = run(CONFIGS / "examples" / "cube_ok.yaml", output_dir=tmp_path, quiet=True,
+                set={"scenarios.cube_ok.support": ["backward", *COMPILED]})
+        assert r.passed and r.exit_code == 0, r.failures
+        rows = rows_of(r, "MyCube")
+        assert rows["backward"][0] == "ok"
+        assert rows["compile"] == ("unsupported", "TORCH_COMPILE_DISABLE=1 in the environment: "
+                                   "torch.compile compiles nothing in this process -> unset it "
+                                   "to check this row")
+        monkeypatch.delenv("TORCH_COMPILE_DISABLE")  # set in code, not by the variable
+        xs = {"x": torch.ones(3, dtype=D, requires_grad=True)}
+        row = support.matrix(fns.ExpInPlace.apply, xs, rows=["compile_vmap"])["compile_vmap"]
+        assert row.status == "unsupported" and row.detail.startswith(
+            "torch._dynamo.config.disable = True"), row
+
+
+@pytest.mark.slow
+def test_the_shipped_cube_passes_with_torchs_compiler_switched_off():
+    for variable in ("TORCH_COMPILE_DISABLE", "TORCHDYNAMO_DISABLE"):
+        done = run_cli("--config", CONFIGS / "examples" / "cube_ok.yaml", "--no-progress",
+                       "--dry-run", env={variable: "1"})
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
 # -- what an entry leaves behind -------------------------------------------------------------
 def test_compiler_settings_an_entry_changes_are_set_back_for_the_next(tmp_path, monkeypatch):
     """A Function that sets torch._dynamo.config.recompile_limit = 1 made the next entry's
