@@ -142,6 +142,17 @@ def test_forward_mode_runs_each_pass_fresh_and_takes_no_tangent_as_zeros(functio
     assert "fails: forward_ad" in failed["support matrix"]  # the row's gradcheck sees it)
 
 
+# -- inputs a float cannot hold ----------------------------------------------------------------
+def test_an_input_range_wider_than_a_float_is_a_config_error(tmp_path):
+    path = config(tmp_path, {**function_entry("ExpInPlace", "exp"), "inputs": [
+        {"name": "x", "shape": [3], "low": -1e308, "high": 1e308}]})
+    code, out, err = cli("--config", path, "--print-config")
+    assert code == 2 and not out
+    assert err == (f"error: {path}: scenarios[0].inputs[0].high: [low, high] = [-1e+308, "
+                   f"1e+308] is wider than a float64 holds (high - low overflows: every input "
+                   f"would be inf or nan); narrow it\n")
+
+
 # -- torch's own test Functions ----------------------------------------------------------------
 CLASSES = {  # each OpInfo of torch's autograd_function_db: its Function (the op is its apply,
     # or a lambda around it); the db is imported by the test (1.2 s: torch's test machinery)

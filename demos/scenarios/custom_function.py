@@ -94,6 +94,10 @@ class InputSpec:
                 raise ConfigError(f"{where}: give both low and high, or neither")
             if self.low is not None and not self.low < self.high:
                 raise ConfigError(f"{where}: low {self.low} must be below high {self.high}")
+            if self.low is not None and not math.isfinite(self.high - self.low):
+                raise ConfigError(f"{where}.high: [low, high] = [{self.low:g}, {self.high:g}] "
+                                  f"is wider than a float64 holds (high - low overflows: every "
+                                  f"input would be inf or nan); narrow it")
         else:
             if self.low is not None or self.high is not None:
                 raise ConfigError(f"{where}: low/high go with shape, not with value")
