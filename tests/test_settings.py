@@ -106,6 +106,126 @@ def test_compiler_settings_an_entry_changes_are_set_back_for_the_next(tmp_path, 
     assert whole["support"] == alone["support"]
 
 
+# -- one name, one op --------------------------------------------------------------------------
+OP = '''
+import torch
+
+@torch.library.custom_op("demos_settings::twice", mutates_args=())
+def twice(x: torch.Tensor) -> torch.Tensor:
+    return 2 * x
+
+@twice.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+twice.register_autograd(lambda ctx, g: {factor} * g)
+
+def reference(x):
+    return 2 * x
+'''
+
+
+def test_a_custom_op_name_two_files_define_is_refused_naming_both(tmp_path, monkeypatch):
+    """torch lets a second definition replace the first: both entries ran the second file's
+    backward, the right op failed and the wrong one's verdict hung on the order. One line,
+    exit 2; in runs of one process after another, each file's op is its own."""
+    for folder, factor in (("right", 2), ("wrong", 3)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "ops.py").write_text(OP.format(factor=factor))
+    entries = [{"scenario": "custom_function", "id": folder, "function": f"{folder}/ops.py:twice",
+                "reference": f"{folder}/ops.py:reference", "support": [],
+                "inputs": [{"name": "x", "shape": [3]}]} for folder in ("right", "wrong")]
+    path = config(tmp_path, *entries)
+    code, out, err = cli("--config", path, "--output-dir", tmp_path / "o")
+    assert code == 2 and not out, out + err
+    assert err == (f"error: {path}: scenarios[1].function: the custom op demos_settings::twice "
+                   f"is defined by both {tmp_path / 'right' / 'ops.py'} and "
+                   f"{tmp_path / 'wrong' / 'ops.py'}: the process keeps the last one defined, "
+                   f"and the other's checks would run its code; give them different names\n")
+    monkeypatch.chdir(tmp_path)
+    verdicts = [run({"scenarios": [entries[i]]}, output_dir="o", quiet=True).passed
+                for i in (0, 1, 0)]
+    assert verdicts == [True, False, True]
+
+
+def test_check_function_refuses_a_custom_op_defined_again_since(tmp_path, monkeypatch):
+    from demos import ConfigError
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "first_op.py").write_text(OP.format(factor=2))
+    (tmp_path / "second_op.py").write_text(OP.format(factor=3))
+    import first_op
+    import second_op  # noqa: F401 (defines demos_settings::twice again)
+
+    with pytest.raises(ConfigError, match=r"^check_function: the custom op demos_settings::"
+                       r"twice was defined again since this one was made \(by \S+second_op.py\)"):
+        check_function(first_op.twice, [torch.ones(3)], output_dir=tmp_path, quiet=True)
+
+
+# -- a file edited between two runs of one process -------------------------------------------
+RIGHT = '''
+import torch
+
+class Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * 3 * x ** 2
+
+def cube(x):
+    return x ** 3
+'''
+WRONG = RIGHT.replace("g * 3 * x ** 2", "g * x ** 2  # the 3 dropped")
+
+
+def edit(path, text):
+    """Write `text` over `path`, its time a second later (a save within the second is seen)."""
+    stat = path.stat()
+    path.write_text(text)
+    os.utime(path, (stat.st_atime + 1, stat.st_mtime + 1))
+
+
+def test_run_and_check_function_load_a_file_edited_since_it_was_loaded(tmp_path, monkeypatch,
+                                                                        capsys):
+    """run() again after the Function's file was edited checked the old class and passed;
+    check_function with a class whose file changed since its import, the same."""
+    monkeypatch.chdir(tmp_path)
+    ops = tmp_path / "edited_ops.py"
+    ops.write_text(RIGHT)
+    entry = {"scenario": "custom_function", "function": "edited_ops.py:Cube",
+             "reference": "edited_ops.py:cube", "support": [],
+             "inputs": [{"name": "x", "shape": [3]}]}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"scenarios": [entry]}))
+    assert run("c.yaml", output_dir="o").passed
+    edit(ops, WRONG)
+    capsys.readouterr()
+    r = run("c.yaml", output_dir="o")
+    assert not r.passed and "gradcheck" in {c.name for c in r.failures}
+    said = capsys.readouterr().out
+    assert "edited_ops.py changed since loaded: the user's code loads anew" in said
+    edit(ops, RIGHT)
+    assert run("c.yaml", output_dir="o", quiet=True).passed
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "imported_ops.py").write_text(RIGHT)
+    import imported_ops
+
+    x = torch.randn(3, dtype=D, requires_grad=True)
+    assert check_function(imported_ops.Cube, [x], imported_ops.cube, support=[],
+                          output_dir="o", quiet=True).passed
+    edit(tmp_path / "imported_ops.py", WRONG)
+    with pytest.warns(UserWarning, match=r"imported_ops.py changed since it was loaded: "
+                                         r"checking Cube as the file defines it now"):
+        r = check_function(imported_ops.Cube, [x], imported_ops.cube, support=[],
+                           output_dir="o", quiet=True)
+    assert not r.passed and "gradcheck" in {c.name for c in r.failures}
+
+
 # -- forward mode ------------------------------------------------------------------------------
 def test_compile_jvp_is_unsupported_where_eager_forward_mode_is():
     """A custom op with no forward-mode rule: torch.func.jvp gives zeros, compiled and eager,
