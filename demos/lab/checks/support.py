@@ -436,27 +436,19 @@ def brief(ts: Sequence[torch.Tensor]) -> str:
 
 
 def fresh_compiler() -> None:
-    """torch's compiler, caches emptied; CompileRefused where it is switched off (compiled
-    against eager would compare eager with itself, or fullgraph fail)."""
-    import torch._dynamo
-
-    off = compiler_off()
-    if off:
-        raise CompileRefused(f"{off}: torch.compile compiles nothing in this process -> unset "
-                             f"it to check this row")
-    torch._dynamo.reset()
-
-
-def compiler_off() -> str | None:
-    """What switches torch's compiler off here, named (a variable torch reads); None: nothing."""
+    """torch's compiler, caches emptied; CompileRefused, naming the switch, where it is switched
+    off (compiled against eager would compare eager with itself, or fullgraph fail)."""
     import torch._dynamo.config
 
-    if os.environ.get("TORCHDYNAMO_DISABLE") == "1":  # read by each torch.compile call
-        return "TORCHDYNAMO_DISABLE=1 in the environment"
-    if torch._dynamo.config.disable:  # TORCH_COMPILE_DISABLE=1 when torch._dynamo loaded
-        return ("TORCH_COMPILE_DISABLE=1 in the environment" if os.environ.get(
-            "TORCH_COMPILE_DISABLE") == "1" else "torch._dynamo.config.disable = True")
-    return None
+    env, off = os.environ.get, torch._dynamo.config.disable  # TORCH_COMPILE_DISABLE's, at load
+    said = ("TORCHDYNAMO_DISABLE=1 in the environment" if env("TORCHDYNAMO_DISABLE") == "1" else
+            "TORCH_COMPILE_DISABLE=1 in the environment" if off and
+            env("TORCH_COMPILE_DISABLE") == "1" else "torch._dynamo.config.disable = True" if off
+            else None)
+    if said:
+        raise CompileRefused(f"{said}: torch.compile compiles nothing in this process -> unset "
+                             f"it to check this row")
+    torch._dynamo.reset()
 
 
 def compiled_grad(fn, xs, backend: str = COMPILED_BACKEND) -> str:

@@ -41,8 +41,7 @@ def is_path(module: str, base: str = "") -> bool:
 # every file of the user's code loaded in this process, with a digest of what was read from it
 # (--watch: a file saved while the first run that loaded it went on is a change after it)
 loaded: dict[str, str | None] = {}
-# what the user's code of this run defines for the whole process (a torch.library custom op's
-# name): {name: the file}; another file's definition of it is refused, never shadowed
+# names the user's code of this run defines process-wide (custom ops): {name: its file}
 claimed: dict[str, str] = {}
 
 
@@ -64,9 +63,8 @@ def forget_all() -> None:
 
 
 def new_run() -> list[str]:
-    """A run starts in this process (demos.run, check_function): nothing claimed yet, and where
-    a file of the user's code changed since it was loaded, all of it loads anew, as --watch
-    does (a neighbour changed reaches the modules that imported it). The files changed."""
+    """A run starts in this process (demos.run): nothing claimed yet; a file of the user's code
+    changed since it loaded, all of it loads anew, as --watch does. The files changed."""
     claimed.clear()
     changed = [path for path, read in loaded.items() if digest(path) != read]
     if changed:
@@ -76,8 +74,8 @@ def new_run() -> list[str]:
 
 
 def claim(name: str, path: str, where: str) -> None:
-    """`path` defines `name` for the whole process (torch keeps one custom op of a name): a
-    ConfigError naming both files where another file of this run defined it."""
+    """`path` defines `name` for the whole process: a ConfigError naming both files where
+    another file of this run did (torch keeps one custom op of a name: never shadowed)."""
     first = claimed.setdefault(name, path)
     if first != path:
         raise ConfigError(f"{where}: {name} is defined by both {first} and {path}: the process "
