@@ -36,7 +36,6 @@ from typing import Any, Callable, Iterator
 import yaml
 
 from demos.lab.core import user_code
-from demos.lab.core.console import say
 from demos.lab.core.files import write_atomic, write_json
 from demos.lab.core.layout import (
     BACKWARD,
@@ -617,10 +616,6 @@ def perform(request: RunRequest, quiet: bool) -> RunResult:
     command line's own path (demos.lab.runner.cli.perform) from here on."""
     made: list[Any] = []
     with LOCK, caller_kept(quiet):  # another thread's run first: they would share torch, stdout
-        changed = user_code.new_run()  # a file of the user's code edited since: loaded anew
-        if changed:
-            say(f"{', '.join(map(os.path.basename, changed))} changed since loaded: the user's "
-                f"code loads anew")
         stop = StopRequest()
         stop.embedded = True  # Ctrl-C alone; Ctrl-C again raises here, never ends the process
         code = cli.perform(request, cli.Call(registry, stop, made.append))

@@ -142,6 +142,8 @@ def test_a_custom_op_name_two_files_define_is_refused_naming_both(tmp_path, monk
                    f"is defined by both {tmp_path / 'right' / 'ops.py'} and "
                    f"{tmp_path / 'wrong' / 'ops.py'}: the process keeps the last one defined, "
                    f"and the other's checks would run its code; give them different names\n")
+    alone = config(tmp_path, entries[1], name="wrong.yaml")  # the next run: its own claims
+    assert cli("--config", alone, "--output-dir", tmp_path / "o")[0] == 1
     monkeypatch.chdir(tmp_path)
     verdicts = [run({"scenarios": [entries[i]]}, output_dir="o", quiet=True).passed
                 for i in (0, 1, 0)]

@@ -63,8 +63,9 @@ def forget_all() -> None:
 
 
 def new_run() -> list[str]:
-    """A run starts in this process (demos.run): nothing claimed yet; a file of the user's code
-    changed since it loaded, all of it loads anew, as --watch does. The files changed."""
+    """A run starts (of the command line or demos.run, in a process that ran others): nothing
+    claimed yet; a file of the user's code changed since it loaded, all of it loads anew, as
+    --watch does. The files changed."""
     claimed.clear()
     changed = [path for path, read in loaded.items() if digest(path) != read]
     if changed:
