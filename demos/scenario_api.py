@@ -37,6 +37,7 @@ from demos.lab.core.schema import (
 )
 from demos.lab.core.text import one_line  # an exception as one short line: "ValueError: ..."
 from demos.lab.core.user_code import (
+    claim,  # a name the user's code defines for the whole process (a custom op's), by one file
     load_object,  # the user's module:Attr, loaded
     split_spec,  # "module:Attr" checked and split
 )
@@ -104,8 +105,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_a
 
 __all__ = [  # what a scenario file may import: the names above, LAZY's, and run_alone
     "Capability", "Check", "ConfigError", "Result", "Scenario", "ScenarioConfig", "Scenarios",
-    "TRAINING_FILES", "convert", "did_you_mean", "graph_files", "load_object", "one_line",
-    "param", "pass_files", "split_spec", "support_param",
+    "TRAINING_FILES", "claim", "convert", "did_you_mean", "graph_files", "load_object",
+    "one_line", "param", "pass_files", "split_spec", "support_param",
     "Context", "Interrupted", "backward_structure", "check", "close", "compare_to_reference",
     "gradcheck", "gradgradcheck", "leaves", "node_name", "parity", "same_everywhere",
     "support", "tensors", "floating", "with_fixed", "changes_a_leaf", "deliberate",
