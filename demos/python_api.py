@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
+from demos.lab.core import user_code
 from demos.lab.core.files import write_atomic, write_json
 from demos.lab.core.layout import (
     BACKWARD,
@@ -338,6 +339,7 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
                           f"torch.autograd.Function subclass or a torch.library.custom_op")
     if reference is not None and not callable(reference):
         raise ConfigError(f"check_function: reference {short(reference)} is not callable")
+    function, reference = (on_disk(f) for f in (function, reference))
     specs, given = input_specs(inputs)
     entry: dict[str, Any] = {"scenario": "custom_function",
                              "id": text_of("id", options.pop("id", None) or
@@ -359,6 +361,24 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
     request.objects = {entry["id"]: {"function_object": function,
                                      "reference_object": reference, "given": given}}
     return perform(request, quiet)
+
+
+def on_disk(obj: Any) -> Any:
+    """check_function's function or reference as its file defines it now: loaded again where
+    the file changed since it was loaded (as --watch does), said in a warning. A custom op
+    defined again since (another file's, a cell run again) is refused: torch runs the last."""
+    from torch._library.custom_ops import OPDEFS, CustomOpDef
+
+    if isinstance(obj, CustomOpDef) and OPDEFS.get(obj._qualname) is not obj:
+        last = getattr(getattr(OPDEFS.get(obj._qualname), "_init_fn", None), "__code__", None)
+        raise ConfigError(f"check_function: the custom op {obj._qualname} was defined again "
+                          f"since this one was made{f' (by {last.co_filename})' if last else ''}"
+                          f": torch runs the last one defined; pass that one")
+    now, path = (obj, None) if obj is None else user_code.current(obj, "check_function")
+    if path:
+        warnings.warn(f"{path} changed since it was loaded: checking {obj.__qualname__} as the "
+                      f"file defines it now (loaded again, as --watch does)", stacklevel=3)
+    return now
 
 
 def graph(output: Any, names: Mapping[str, Any] | None = None, *, name: str = "graph",

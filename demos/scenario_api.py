@@ -37,6 +37,7 @@ from demos.lab.core.schema import (
 )
 from demos.lab.core.text import one_line  # an exception as one short line: "ValueError: ..."
 from demos.lab.core.user_code import (
+    claim,  # a name the user's code defines for the whole process (a custom op's), by one file
     load_object,  # the user's module:Attr, loaded
     split_spec,  # "module:Attr" checked and split
 )
@@ -68,6 +69,9 @@ LAZY = {  # name: (module, attribute), or (module, None) for the module itself
     "changes_a_leaf": ("demos.lab.checks.gradients", "changes_a_leaf"),
     # what a custom backward returns (one grad per input, shapes, dtypes): Checks
     "backward_structure": ("demos.lab.checks.structure", "backward_structure"),
+    # a failed gradcheck whose parity holds, with the hint that a deliberate gradient needs
+    # intended: true
+    "deliberate": ("demos.lab.checks.diagnose", "deliberate"),
     # torch.autograd.gradgradcheck in float64, as a Check
     "gradgradcheck": ("demos.lab.checks.structure", "gradgradcheck"),
     # the support matrix: support.classic_and_twin, support.matrix, .checks, .to_json
@@ -82,6 +86,7 @@ LAZY = {  # name: (module, attribute), or (module, None) for the module itself
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_api.py compares)
     from demos.lab.checks import support
+    from demos.lab.checks.diagnose import deliberate
     from demos.lab.checks.gradients import (
         changes_a_leaf,
         check,
@@ -100,11 +105,11 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_a
 
 __all__ = [  # what a scenario file may import: the names above, LAZY's, and run_alone
     "Capability", "Check", "ConfigError", "Result", "Scenario", "ScenarioConfig", "Scenarios",
-    "TRAINING_FILES", "convert", "did_you_mean", "graph_files", "load_object", "one_line",
-    "param", "pass_files", "split_spec", "support_param",
+    "TRAINING_FILES", "claim", "convert", "did_you_mean", "graph_files", "load_object",
+    "one_line", "param", "pass_files", "split_spec", "support_param",
     "Context", "Interrupted", "backward_structure", "check", "close", "compare_to_reference",
     "gradcheck", "gradgradcheck", "leaves", "node_name", "parity", "same_everywhere",
-    "support", "tensors", "floating", "with_fixed", "changes_a_leaf",
+    "support", "tensors", "floating", "with_fixed", "changes_a_leaf", "deliberate",
     "run_alone"]
 
 

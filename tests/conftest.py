@@ -5,6 +5,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,13 @@ class Run:
         return summary(self.dir)
 
 
+
+
+def raised_in(text: str, message: str, file: str, function: str) -> bool:
+    """Whether `text` is `message` as one_line says an error raised in the user's code: with
+    where, the file (its path ends so), a line and the function."""
+    return bool(re.fullmatch(re.escape(message) + rf" \(at \S*{re.escape(file)}:\d+ in "
+                             rf"{re.escape(function)}\)", text))
 
 
 def cli(*args):

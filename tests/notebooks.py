@@ -162,6 +162,68 @@ LOOK = {
 }
 
 
+@dataclass
+class Checked:
+    """How a notebook checks its tutorial's Function, as the notebook defines it (issue 43):
+    check_function's inputs and reference, and an edit it invites, which must fail there and
+    in the lab's run (tests/test_notebooks.py makes it)."""
+    inputs: str              # check_function's inputs, as code (the tutorial's tensors, or new)
+    reference: str           # its plain-torch twin, in demos.documents.functions
+    edit: tuple[str, str]    # a line of the Function: as the tutorial writes it, as edited
+    says: str                # the edit, in words
+
+
+CHECKED: dict[str, Checked] = {
+    "legendre_fit": Checked('{"x": torch.linspace(-1.5, 1.5, 7, requires_grad=True)}',
+                            "legendre_p3_reference", ("1.5 * (5 * input ** 2", "(5 * input ** 2"),
+                            "drop P3's 1.5"),
+    "my_relu": Checked('{"x": torch.tensor([[-2.0, -0.5, 0.5], [1.0, -1.5, 2.5]], '
+                       'requires_grad=True)}',  # away from the kink at 0
+                       "relu_reference", ("[input < 0] = 0", "[input > 0] = 0"),
+                       "turn `input < 0` into `input > 0`"),
+    "my_exp": Checked('{"x": inputs}', "exp_reference",
+                      ("return grad_output * y", "return grad_output"),
+                      "return `grad_output` alone"),
+    "multiply_add": Checked('{"w": w, "x": x, "b": b}', "multiply_add_reference",
+                            ("return grad_w, None, grad_b", "return grad_b, None, grad_w"),
+                            "swap `grad_w` and `grad_b`"),
+    "linear_function": Checked('{"input": input, "weight": weight, "bias": bias}',
+                               "linear_reference", ("grad_output.sum(0)", "grad_output.mean(0)"),
+                               "take `grad_bias`'s mean for its sum"),
+}
+
+
+def function_of(name: str) -> str | None:
+    """The name of the autograd Function that scenario `name`'s tutorial defines, if any."""
+    import ast
+
+    source = (ROOT / "demos" / "scenarios" / f"{name}.py").read_text(encoding="utf-8")
+    if TUTORIAL_START not in source:
+        return None
+    tutorial = source[source.index(TUTORIAL_START):source.index(LAB_START)]
+    found = [n.name for n in ast.parse(tutorial).body if isinstance(n, ast.ClassDef)
+             and any(ast.unparse(b).endswith("autograd.Function") for b in n.bases)]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def check_cells(name: str) -> list[dict]:
+    """After the tutorial's cells: its Function, as the notebook defines it, checked."""
+    function, c = function_of(name), CHECKED.get(name)
+    if function is None:
+        return []
+    return [cell("markdown", "check-intro", f"## `{function}`, checked\n\n`check_function` "
+                 f"checks the class as the cell above defines it now: gradcheck, parity with "
+                 f"the same formula in plain torch (`{c.reference}`), what its backward "
+                 f"returns, what else it supports. The lab's run below uses it too. Try a "
+                 f"mistake ({c.says}) and run the cells again: both fail, and say why."),
+            cell("code", "check", f"from demos import check_function\n"
+                 f"from demos.documents.functions import {c.reference}\n\n"
+                 f"checked = check_function(\n    {function},\n    inputs={c.inputs},\n"
+                 f"    reference={c.reference}, dry_run=dry_run, output_dir=output_dir)\n"
+                 f"checked.passed")]
+
+
 def plain(code: str, defaults: Any, small: dict) -> str:
     """The tutorial's code without the lab's words: `cfg.<key>` is the key's default (the
     tutorial's number), or a variable of the notebook's first cell where a dry run makes it
@@ -249,9 +311,10 @@ def tutorial_cells(name: str) -> list[dict]:
     scenario = registry()[name]
     defaults = scenario.config(scenario=name, id=name)
     lines = source.splitlines()
+    edit = f" ({CHECKED[name].says}, say)" if name in CHECKED else ""
     cells = [cell("markdown", "tutorial-intro", "## The tutorial's code\n\nAs the tutorial "
                   f"writes it: the same code the scenario runs (`demos/scenarios/{name}.py`), "
-                  "without the lab's hooks. Change a line and run the cells again.")]
+                  f"without the lab's hooks. Change a line{edit} and run the cells again.")]
     start = source[:source.index(TUTORIAL_START)].count("\n")
     end = source[:source.index(LAB_START)].count("\n")
     tree = ast.parse(source)
@@ -313,7 +376,7 @@ def cell(kind: str, cell_id: str, source: str, **extra) -> dict:
 
 
 def notebook(name: str) -> dict:
-    s, w = registry()[name], WALKS[name]
+    s, w, function = registry()[name], WALKS[name], function_of(name)
     change = ", ".join(f"{k}={v!r}" for k, v in w.change.items())
     cells = [
         cell("markdown", "intro", f"# {name}: {s.about}\n\n{w.intro}\n\nRun it, step through "
@@ -323,11 +386,15 @@ def notebook(name: str) -> dict:
              'the notebook in seconds\noutput_dir = "outputs"  # where the runs go: a folder '
              'per run, as the command line makes', metadata={"tags": ["parameters"]}),
         *tutorial_cells(name),
+        *check_cells(name),
         *([cell("markdown", "run-intro", "## The lab's run\n\nThe scenario: the same code, "
-                "run and checked by the runner, as `python runner.py " + name + "` does.")]
-          if tutorial_cells(name) else []),
-        cell("code", "run", f"from demos import run\n\nr = run({name!r}, dry_run=dry_run, "
-             f"output_dir=output_dir)\nr.passed"),
+                "run and checked by the runner, as `python runner.py " + name + "` does" +
+                (f", with this notebook's `{function}` in place of the scenario file's."
+                 if function else "."))] if tutorial_cells(name) else []),
+        cell("code", "run", (f"import demos.scenarios.{name} as lab\n" if function else "") +
+             "from demos import run\n\n" + (f"lab.{function} = {function}  # the lab runs the "
+                                              f"class above, as it is now\n" if function else "")
+             + f"r = run({name!r}, dry_run=dry_run, output_dir=output_dir)\nr.passed"),
         cell("markdown", "numbers-intro", "What the run found: the entry's metrics and params "
              "(its summary.json, typed)."),
         cell("code", "numbers", f"e = r[{name!r}]\ne.metrics, e.params"),
@@ -391,8 +458,9 @@ def kernel(tmp_path_factory):
         yield
 
 
-def execute(name: str, folder):
-    """The notebook `name`, executed in `folder` with dry_run on (its parameters cell)."""
+def execute(name: str, folder, edit: tuple[str, str] | None = None):
+    """The notebook `name`, executed in `folder` with dry_run on (its parameters cell), after
+    `edit` (old, new) of its Function's cell, as a student makes it."""
     import nbclient
     import nbformat
 
@@ -400,9 +468,14 @@ def execute(name: str, folder):
     parameters = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(parameters) == 1 and "dry_run = False" in parameters[0].source
     parameters[0].source = 'dry_run = True\noutput_dir = "outputs"'
+    if edit:
+        function = next(c for c in nb.cells if c.get("id") == f"tutorial-{function_of(name)}")
+        assert function.source.count(edit[0]) == 1, edit
+        function.source = function.source.replace(*edit)
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
                             resources={"metadata": {"path": str(folder)}}).execute()
-    executed[name] = nb
+    if not edit:
+        executed[name] = nb
     return nb
 
 
@@ -433,6 +506,11 @@ def walks_its_example(name: str, folder) -> None:
         assert ran and all(c.execution_count for c in ran)  # each ran, without an error
         assert 'class="backward" data-graph="tutorial"' in html_of(nb, "instruments")
     runs = sorted(p for p in (folder / "outputs").iterdir() if re.fullmatch(r"\d{4}-.*", p.name))
+    if function_of(name):  # its Function, as the notebook defines it, checked first: passed
+        assert result_of(nb, "check") == "True"
+        checked = json.loads((runs.pop(0) / "summary.json").read_text())
+        assert checked["command"][0].startswith("demos.check_function(")
+        assert [e["id"] for e in checked["scenarios"]] == [function_of(name)]
     first = json.loads((runs[0] / "summary.json").read_text())
     assert first["status"] == "passed" and first["dry_run"] is True
     assert first["command"][0].startswith(f"demos.run({name!r}")  # the call that made it
@@ -460,6 +538,19 @@ def walks_its_example(name: str, folder) -> None:
 
 
 
+def judges_an_edit(name: str, folder) -> None:
+    """Execute the notebook `name` in `folder` after the edit of its Function that it invites:
+    the check of its class and the lab's run fail, the check saying why."""
+    nb = execute(name, folder, CHECKED[name].edit)
+    assert [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"] == []
+    assert result_of(nb, "check") == "False" and result_of(nb, "run") == "False"
+    runs = sorted(p for p in (folder / "outputs").iterdir() if re.fullmatch(r"\d{4}-.*", p.name))
+    checked, lab = (json.loads((p / "summary.json").read_text())["scenarios"][0]
+                    for p in runs[:2])
+    failed = {c["name"]: c for c in checked["checks"] if c["passed"] is False}
+    assert "gradcheck" in failed and failed["gradcheck"]["diagnosis"]["says"], failed
+    assert lab["id"] == name and lab["status"] == "failed"
+    assert "gradcheck" in {c["name"] for c in lab["checks"] if c["passed"] is False}
 
 
 def main() -> None:

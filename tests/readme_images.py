@@ -72,16 +72,16 @@ def browser():
 
 
 def section_shot(driver, report: Path, target: Path, tmp: Path) -> None:
-    """An entry's head, its verdict and its checks, unfolded: the rest of the section (its
-    graph, numbers and folded details) hidden for the picture. The element fits the window,
-    so the picture is all page, no band beyond it."""
+    """An entry's head, its verdict and its checks (its failed ones first), unfolded: the rest
+    of the section (its graph, numbers and folded details) hidden for the picture. The element
+    fits the window, so the picture is all page, no band beyond it."""
     driver.get(report.as_uri())
     section = driver.find_element("css selector", "section.scenario")
     driver.execute_script(
         "var s = arguments[0];"
         "s.querySelector('details.checks').open = true;"
         "Array.from(s.children).forEach(function (c) {"
-        "  if (!c.matches('h2, p.doc, p.verdict, p.error-text, details.checks'))"
+        "  if (!c.matches('h2, p.doc, p.verdict, p.error-text, div.failures, details.checks'))"
         "    c.style.display = 'none'; });", section)
     section.screenshot(str(tmp / "section.png"))
     stamped(tmp / "section.png", target)

@@ -124,8 +124,10 @@ def test_a_function_that_changes_its_input_in_place_is_said_and_harms_no_other_c
     ("broken_syntax:F", "scenarios[0].function: importing module 'broken_syntax.py' raised "
                         "SyntaxError: invalid syntax (broken_syntax.py, line 1)"),
     ("raises_on_import:F", "scenarios[0].function: importing module 'raises_on_import.py' "
-                           "raised RuntimeError: no GPU here"),
-    ("exits:F", "scenarios[0].function: importing module 'exits.py' raised SystemExit: 3"),
+                           "raised RuntimeError: no GPU here (at {dir}/raises_on_import.py:1 in "
+                           "<module>)"),
+    ("exits:F", "scenarios[0].function: importing module 'exits.py' raised SystemExit: 3 (at "
+                "{dir}/exits.py:2 in <module>)"),
     ("folder.py:F", "scenarios[0].function: {dir}/folder.py: is a folder, not a .py file"),
     ("notes.txt:F", "scenarios[0].function: {dir}/notes.txt: not a .py file"),
     ("user_fns.py:", "scenarios[0].function: expected module:attribute (e.g. my_ops:MyCube), "

@@ -1,7 +1,8 @@
-"""Why a gradient is wrong (issue 35): each kind of the catalogue, held by a deliberately wrong
-Function that gets exactly that diagnosis, from finite differences and from a reference; the
-right Functions get none; and the diagnosis reaches the console, summary.json, explain.txt,
-the report and check_function's result."""
+"""Why a gradient is wrong (issues 35, 43): each kind of the catalogue, held by a deliberately
+wrong Function that gets exactly that diagnosis, from finite differences and from a reference;
+the right Functions get none; the diagnosis reaches the console (each WHY once), summary.json,
+explain.txt, the report and check_function's result; an error in the user's code names its
+file and line; one exception in several checks is one FAIL line."""
 from __future__ import annotations
 
 import json
@@ -47,13 +48,31 @@ CATALOGUE = [  # (wrong Function, its inputs, reference, kind, words the sentenc
      "grad_output over the 4 elements b is broadcast over, where it should sum them)"),
     (w.MyExpSavesInput, {"x": x_(5)}, torch.exp, "input for output",
      "by the input where the derivative needs the output"),
-    (d.HalfSquareUsesOutput, {"x": x_(5)}, d.half_square, "output for input",
-     "by the output where the derivative needs the input"),
+    (d.HalfSquareUsesOutput, {"x": x_(5)}, d.half_square, "transformed input",
+     "x's gradient is the right one at the output in place of x: the formula uses the output "
+     "where x is meant (save x for backward)"),
     (d.SinZero, {"x": x_(6)}, d.sin, "zero", "zero where one is needed"),
     (d.Clamp, {"x": CLAMPED.clone().requires_grad_()}, d.clamp, "some elements",
-     "wrong at 2 of 8 elements only ((0,), (7,))"),
+     "wrong only at 2 of 8 elements ((0,), (7,))"),
     (w.ReLUWrongMask, {"x": x_(8)}, torch.relu, "inverted condition", "inverted"),
     (d.SinNoPattern, {"x": x_(6)}, d.sin, "no simple pattern", "no simple pattern"),
+    # issue 43: batch transposes, the right gradient at a transformed input, NaN and inf
+    (d.BatchMatMulTransposed, {"a": x_(2, 3, 3), "b": x_(2, 3, 3, seed=1)}, d.matmul,
+     "transposed", "a's gradient is the right one transposed (its last two dimensions)"),
+    (d.BatchMatMulTransposed, {"a": x_(1, 3, 3), "b": x_(1, 3, 3, seed=1)}, d.matmul,
+     "transposed", "a's gradient is the right one transposed"),
+    (d.BatchMatMulUntransposed, {"a": x_(2, 3, 3), "b": x_(2, 3, 3, seed=1)}, d.matmul,
+     "transformed input", "b's gradient is the right one with a transposed"),
+    (d.SoftplusAtMinusX, {"x": x_(6)}, d.softplus, "transformed input",
+     "x's gradient is the right one at -x"),
+    (d.SquareTimesSwapped, {"x": x_(5), "y": x_(5, seed=1)}, d.square_times,
+     "transformed input", "y's gradient is the right one with x and y swapped"),
+    (d.SinAtOutput, {"x": x_(6)}, d.sin, "transformed input",
+     "x's gradient is the right one at the output in place of x"),
+    (d.SinNanBelowZero, {"x": x_(6)}, d.sin, "not finite",
+     "x's gradient is NaN at 4 of 6 elements ((1,), (2,), (4,), ...) where the right one is "
+     "finite"),
+    (d.SinInfBelowZero, {"x": x_(6)}, d.sin, "not finite", "x's gradient is inf at 4 of 6"),
 ]
 
 
@@ -64,6 +83,72 @@ def test_each_kind_of_mistake_gets_its_diagnosis(fn, xs, reference, kind, says):
         assert found is not None and found.kind == kind, found
         assert says in found.says, found.says
         assert found.elements and all(e["got"] != e["expected"] for e in found.elements)
+
+
+def test_nan_and_inf_lead_the_table_of_elements_and_reach_json_as_such():
+    found = against_numbers(d.SinNanBelowZero.apply, {"x": x_(6)}).to_json()
+    assert [e["got"] for e in found["elements"]][:4] == ["nan"] * 4
+    assert all(isinstance(e["got"], float) for e in found["elements"][4:])
+    found = against_reference(d.SinInfBelowZero.apply, d.sin, {"x": x_(6)}).to_json()
+    assert {e["got"] for e in found["elements"][:4]} <= {"inf", "-inf"}
+
+
+@pytest.mark.parametrize("fn, xs, reference", [
+    (d.SinNoPattern, {"x": x_(6)}, d.sin),
+    (d.SinNoPattern, {"x": x_(3, 3)}, d.sin),
+])
+def test_no_simple_pattern_names_only_the_kinds_tried_on_its_shape(fn, xs, reference):
+    for found in (against_numbers(fn.apply, xs), against_reference(fn.apply, reference, xs)):
+        assert found.kind == "no simple pattern", found
+        tried = found.says.split("(tried: ")[1].split("): ")[0]
+        assert ("a transpose" in tried) == (xs["x"].dim() == 2), tried  # square: tried
+        assert "swap" not in tried and "broadcast" not in tried, tried  # one input, no batch
+        assert "a factor, a sign" in tried and "-x" in tried, tried
+
+
+def test_a_backward_that_is_not_reentrant_is_said_so():
+    from demos.lab.checks.gradients import gradcheck
+
+    c = gradcheck("gradcheck", d.SinCountsCalls.apply, {"x": x_(5)}, torch.device("cpu"))
+    assert not c.passed and "not reentrant" in c.detail and "NOTE" not in c.detail
+    assert c.diagnosis["kind"] == "not reentrant", c.diagnosis
+    assert "gives different values when run twice on the same input" in c.diagnosis["says"]
+    assert "Besides" not in c.diagnosis["says"] and not c.diagnosis["elements"]
+    c = gradcheck("gradcheck", d.SinCountsCallsTripled.apply, {"x": x_(5)}, torch.device("cpu"))
+    assert c.diagnosis["kind"] == "not reentrant" and c.diagnosis["says"].endswith(
+        "Besides, x's gradient is 3 times the right one: a constant factor is off; multiply it "
+        "by 1/3"), c.diagnosis
+
+
+def test_a_deliberate_gradient_checked_without_intended_gets_the_hint(tmp_path):
+    r = check_function(d.Identity, inputs={"x": 3 * x_(6)}, reference=d.clipped, support=[],
+                       output_dir=tmp_path, quiet=True)
+    assert [c.name for c in r.failures] == ["gradcheck"]
+    why = r.failures[0].diagnosis
+    assert why["kind"] == "matches the reference" and why["input"] == "x", why
+    assert "a deliberate gradient" in why["says"] and "`intended: true`" in why["says"]
+    assert check_function(d.Identity, inputs={"x": 3 * x_(6)}, reference=d.clipped,
+                          intended=True, support=[], output_dir=tmp_path, quiet=True).passed
+
+
+def line_of(cls, text):
+    import inspect
+
+    lines, start = inspect.getsourcelines(cls)
+    return start + next(i for i, ln in enumerate(lines) if text in ln)
+
+
+@pytest.mark.parametrize("fn, check, text, method", [
+    (d.SinNameError, "backward runs", "cos(x)", "backward"),
+    (d.SinWrongShape, "forward runs", "torch.ones(7", "forward"),
+])
+def test_an_error_in_the_users_code_names_its_file_and_line(tmp_path, fn, check, text, method):
+    r = check_function(fn, inputs={"x": x_(5)}, support=[], output_dir=tmp_path, quiet=True)
+    detail = {c.name: c.detail for c in r.failures}[check]
+    at = f"fixtures/diagnosed.py:{line_of(fn, text)} in {method})"  # relative under the cwd
+    assert detail.endswith(at) and "\n" not in detail, detail
+    log = (r.folder / "run.log").read_text()
+    assert "raised in the user's code:\nTraceback" in log and f"line {line_of(fn, text)}" in log
 
 
 
@@ -105,7 +190,8 @@ def test_the_diagnosis_reaches_every_place_a_failure_is_shown(tmp_path):
     assert all(v["kind"] == "factor" and v["input"] == "x" for v in failed.values())
     folder = r.entries[0].folder
     explain = (folder / "explain.txt").read_text()
-    assert "Why 'gradcheck' failed (factor): the output, w.r.t. x" in explain
+    assert "Why 'gradcheck' and 'parity with the reference' failed (factor): the output, " \
+        "w.r.t. x" in explain
     summary = json.loads((r.folder / "summary.json").read_text())
     checks = {c["name"]: c for c in summary["scenarios"][0]["checks"]}
     assert checks["gradcheck"]["diagnosis"]["says"].startswith("x's gradient is 3 times")
@@ -126,7 +212,30 @@ def test_the_console_says_why_for_a_config(tmp_path, monkeypatch):
     code, out, _ = cli("--config", config, "--output-dir", tmp_path / "o", "--no-progress")
     assert code == 1
     why = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("WHY")]
-    assert why == ["WHY x's gradient has the wrong sign: a minus too many or too few"] * 2
+    assert why == ["WHY x's gradient has the wrong sign: a minus too many or too few"]
+    fails = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("FAIL ")]
+    assert [f.split(":")[0] for f in fails] == ["FAIL gradcheck", "FAIL parity with the reference"]
+    assert out.index(fails[1]) < out.index(why[0])  # under both checks it explains
+    explain = next((tmp_path / "o").glob("*/custom_function/explain.txt")).read_text()
+    assert explain.count("Why ") == 1 and \
+        "Why 'gradcheck' and 'parity with the reference' failed (sign)" in explain
+
+
+def test_one_exception_in_several_checks_is_one_fail_line(tmp_path):
+    """A backward one gradient short: five checks stopped by one RuntimeError (one of them
+    saying it after words of its own), one FAIL line."""
+    r = check_function(d.MulMissingNone, inputs={"x": x_(3), "w": x_(3, seed=1)},
+                       reference=d.mul, support=[], double_backward=True, output_dir=tmp_path,
+                       quiet=True)
+    from demos.lab.core.console import entry_lines
+
+    lines = [ln.strip() for ln in entry_lines(r.entries[0].summary, 10)[1:]]
+    assert lines == [
+        "FAIL backward returns one grad per input: returned 1 for 2 inputs (x, w)",
+        "FAIL autograd accepts the backward, gradcheck, gradgradcheck, parity with the "
+        "reference, second backward agrees: second_backward (one error stopped them): "
+        "RuntimeError: function MulMissingNoneBackward returned an incorrect number of "
+        "gradients (expected 2, got 1)"], lines
 
 
 def test_a_wrong_jvp_says_why_in_forward_mode_agrees(tmp_path):

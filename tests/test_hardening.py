@@ -5,6 +5,7 @@ import datetime
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -34,6 +35,7 @@ from tests.conftest import (
     entry,
     only_run_dir,
     patch_run,
+    raised_in,
     summary,
 )
 
@@ -240,7 +242,8 @@ def test_an_out_of_memory_error_fails_that_scenario_only(tmp_path, monkeypatch):
     data = summary(only_run_dir(tmp_path))
     lenet = entry(data, "lenet")
     assert lenet["status"] == "error"
-    assert lenet["error"] == "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB"
+    assert raised_in(lenet["error"], "OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                     "20.00 GiB", "test_hardening.py", "oom")
     assert entry(data, "my_exp")["status"] == "passed"
 
 
@@ -357,7 +360,8 @@ def test_a_scenario_calling_sys_exit_is_an_error_of_that_scenario(tmp_path, monk
     assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT, "--dry-run",
                     "--only", "my_exp,linear_function") == 1
     data = summary(only_run_dir(tmp_path))
-    assert entry(data, "my_exp")["error"] == "SystemExit: 3"
+    assert raised_in(entry(data, "my_exp")["error"], "SystemExit: 3", "test_hardening.py",
+                     "leaves")
     assert entry(data, "linear_function")["status"] == "passed"
 
 
@@ -475,7 +479,8 @@ def test_a_scenario_that_raises_shows_one_line_not_a_traceback(tmp_path, monkeyp
     patch_run(monkeypatch, "my_exp", boom)
     assert run_main(tmp_path, "--config", QUICK) == 1
     out, err = capsys.readouterr()
-    assert "ERROR RuntimeError: boom (details in run.log)" in out
+    assert re.search(r"ERROR RuntimeError: boom \(at \S*test_hardening.py:\d+ in boom\) "
+                     r"\(details in run.log\)", out), out
     assert "Traceback" not in out + err
     assert "Traceback" in (only_run_dir(tmp_path) / "run.log").read_text()
 

@@ -11,9 +11,12 @@ import pytest
 
 from tests import notebooks
 from tests.notebooks import (  # noqa: F401 (kernel: a fixture)
+    CHECKED,
     FIRST_HALF,
     FOLDER,
     WALKS,
+    function_of,
+    judges_an_edit,
     kernel,
     tiered,
     walks_its_example,
@@ -36,6 +39,32 @@ def test_the_notebooks_are_as_the_table_writes_them():
 @pytest.mark.parametrize("name", tiered(FIRST_HALF))
 def test_a_notebook_walks_its_example(name, tmp_path, kernel):  # noqa: F811
     walks_its_example(name, tmp_path)
+
+
+def test_every_notebook_with_a_function_checks_its_own_class():
+    """Each tutorial's Function is checked in its notebook, as the notebook defines it, by
+    check_function and by the lab's run, and has an edit to try (issue 43)."""
+    with_one = sorted(n for n in WALKS if function_of(n))
+    assert with_one == sorted(CHECKED) == ["legendre_fit", "linear_function", "multiply_add",
+                                           "my_exp", "my_relu"]
+    for name in with_one:
+        cells = {c["id"]: "".join(c["source"]) for c in json.loads(
+            (FOLDER / f"{name}.ipynb").read_text(encoding="utf-8"))["cells"]}
+        ids, function = list(cells), function_of(name)
+        assert ids.index("instruments") < ids.index("check") < ids.index("run")
+        assert f"check_function(\n    {function}," in cells["check"]
+        assert f"lab.{function} = {function}" in cells["run"]
+        assert CHECKED[name].edit[0] in cells[f"tutorial-{function}"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CHECKED))
+def test_an_edit_of_a_notebooks_function_fails_its_check_and_the_labs_run(name, tmp_path,
+                                                                           kernel):  # noqa: F811
+    """The edit each notebook invites (P3 without its 1.5, ...), made in its cell and run
+    headless: check_function on the notebook's class fails, saying why, and so does the lab's
+    run (it checked the scenario file's class, and said PASSED)."""
+    judges_an_edit(name, tmp_path)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from demos.cli import main
 from demos.lab.pages.index import write_index
@@ -59,11 +60,47 @@ def test_failures_come_first_and_are_marked(tmp_path):
     text = (only_run_dir(tmp_path) / "report.html").read_text()
     verdict = text.split('<p class="verdict">')[1].split("</p>")[0]
     assert "1 of 11 checks failed</b>: expect metrics.max_grad_error." in verdict
-    checks = text.split('<details class="checks" open>')[1].split("</table>")[0]  # unfolded
-    first_row = checks.split("<tr")[2]
-    assert 'class="fail"' in first_row and "expect metrics.max_grad_error" in first_row
-    assert checks.count('class="fail"') == 1
+    failures = text.split('<div class="failures">')[1].split("</table>")[0]  # not folded
+    assert failures.count("<tr") == 2 and 'class="fail"' in failures.split("<tr")[2]
+    assert "expect metrics.max_grad_error" in failures
+    others = text.split('<details class="checks">')[1].split("</details>")[0]  # folded
+    assert "The other checks, each with what it compared (10)" in others
+    assert 'class="fail"' not in others and others.count('class="pass"') == 10
     assert '<span class="badge failed">FAILED</span>' in text
+
+
+class WrongCube(torch.autograd.Function):
+    """x ** 3 with a classic mistake: its backward forgets the 3 of 3 x^2."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, = ctx.saved_tensors
+        return grad_output * x ** 2
+
+
+def test_a_failing_entry_shows_its_verdict_and_why_above_its_pictures_and_graphs(tmp_path):
+    """What went wrong first: the verdict and each failed check with its why come before the
+    graphs (they sat below them, a screen or more down); each why once; a passing entry's
+    section keeps the pictures first (test_each_scenario_shows_its_pictures_...)."""
+    from demos import check_function
+
+    r = check_function(WrongCube, inputs={"x": torch.randn(5, 3, requires_grad=True)},
+                       reference=lambda x: x ** 3, support=[], output_dir=tmp_path, quiet=True)
+    assert not r.passed
+    page = (r.folder / "report.html").read_text()
+    part = page.split('<section class="scenario" id="WrongCube">')[1]
+    pictures = min(i for i in (part.find("<img"), part.find('class="graph"')) if i >= 0)
+    verdict, why = part.index('<p class="verdict">'), part.index('<div class="why">')
+    assert verdict < why < pictures
+    assert "2 of " in part[verdict:why] and "gradcheck; parity with the reference" in \
+        part[verdict:why]
+    assert part.count('<div class="why">') == 2  # gradcheck's and parity's, once each
+    assert "1/3 times the right one" in part[why:pictures]
 
 
 def test_index_lists_runs_newest_first(tmp_path):
@@ -414,5 +451,64 @@ def test_the_index_and_the_report_fit_a_1024_and_a_1400_px_window(dry_run, tmp_p
                 wide = driver.execute_script(
                     "var d = document.documentElement; return [d.scrollWidth, d.clientWidth];")
                 assert wide[0] <= wide[1], (page.name, width, wide)
+    finally:
+        driver.quit()
+
+
+@pytest.mark.slow
+def test_the_steppers_panel_is_in_view_with_its_buttons_and_the_arrows_need_no_click(dry_run):
+    """At 1280 x 900 every stepper, scrolled to its top, shows its buttons and its
+    explanation panel together (the panel sat up to 736 px below its Next button); on the
+    page, without a click, the arrow keys step the stepper most in view and no other, and
+    the page stays where it is."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    driver = browser()
+    try:
+        driver.set_window_size(1280, 900)
+        driver.get((dry_run.dir / "report.html").as_uri())
+        out = driver.execute_script("""
+            var out = [], h = window.innerHeight;
+            document.querySelectorAll('.backward').forEach(function (box) {
+              window.scrollTo(0, box.getBoundingClientRect().top + window.scrollY - 8);
+              box.querySelector('[data-action=next]').click();
+              [box.querySelector('[data-action=next]'), box.querySelector('.step-detail')]
+                .forEach(function (el) {
+                  var r = el.getBoundingClientRect();
+                  if (r.top < 0 || r.bottom > h || !el.textContent.trim())
+                    out.push([box.closest('section').id, box.dataset.graph, el.className,
+                              Math.round(r.top), Math.round(r.bottom), h]);
+                });
+            });
+            return [document.querySelectorAll('.backward').length, out];""")
+        assert out[0] >= 10 and out[1] == [], out[1]
+
+        driver.get((dry_run.dir / "report.html").as_uri())  # afresh: nothing clicked
+
+        def lit():
+            """{"<section> <graph>": its lit nodes' titles} over the steppers that light one."""
+            return {k: v for k, v in map(tuple, driver.execute_script(
+                "return Array.from(document.querySelectorAll('.backward'), b => "
+                "[b.closest('section').id + ' ' + b.dataset.graph, Array.from("
+                "b.querySelectorAll('g.node.active title'), t => t.textContent).join()])"))
+                if v}
+
+        def press(key):
+            ActionChains(driver).send_keys(key).perform()
+
+        right, left = Keys.ARROW_RIGHT, Keys.ARROW_LEFT
+        for section, graph, keys, at in [("autograd_internals", "graph", [right] * 3 + [left], 2),
+                                         ("computation_graph", "graph_detach", [right], 1)]:
+            steps = json.loads((dry_run.dir / section / "backward.json").read_text())["graphs"]
+            steps = next(g for g in steps if g["graph"] == graph)["steps"]
+            box = driver.find_element(
+                "css selector", f'section#{section} .backward[data-graph="{graph}"]')
+            driver.execute_script("arguments[0].scrollIntoView()", box)
+            before, y = lit(), driver.execute_script("return window.scrollY")
+            for key in keys:
+                press(key)
+            assert lit() == {**before, f"{section} {graph}": steps[at - 1]["dot_node"]}
+            assert driver.execute_script("return window.scrollY") == y  # the page kept still
     finally:
         driver.quit()

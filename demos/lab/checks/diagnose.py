@@ -6,8 +6,9 @@ gradient of each input. `diagnose` probes the backward under test and the right 
 differences of the forward, or a reference's autograd) with the same random grad_outputs, one
 output at a time, and tries the catalogue on the first (output, input) pair where they differ.
 Each kind is a fact about the numbers: `got` is `c * expected` for one c, `got` does not change
-when grad_output does, `got` is `expected` transposed, ... The first that holds is the
-diagnosis; "no simple pattern" when none does.
+when grad_output does, `got` is `expected` transposed, `got` is the right map at inputs
+transformed (one negated), ... The first that holds is the diagnosis; "no simple pattern", naming
+the kinds tried, when none does.
 """
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from typing import Any, Callable, Mapping
 import torch
 import torch.autograd.forward_ad as fwAD
 
+from demos.lab.core.files import strict
+from demos.lab.core.results import Check
+from demos.lab.core.text import message
 from demos.lab.tensors import abs_error, agree, close, fresh, outputs
 
 
@@ -48,7 +52,7 @@ class Diagnosis:
     probe: str = "grad_output"  # what the elements were computed for: one random one
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return strict(asdict(self))  # a NaN or inf element as "nan", "inf", even in JSON
 
 
 Pull = Callable[[str, torch.Tensor], Mapping[str, torch.Tensor | None]]
@@ -68,6 +72,9 @@ class Maps:
     results: Mapping[str, torch.Tensor]
     forward: bool = False
     tolerance: tuple[float, float] = NUMERICAL  # (rtol, atol): as the check that failed
+    # the right map at other inputs (`point`, the inputs here, transformed): None, not tried
+    at: Callable[[Mapping[str, torch.Tensor]], Pull | None] | None = None
+    point: Mapping[str, torch.Tensor] = field(default_factory=dict)
 
     def same(self, got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
         """got equals expected at this tolerance (None is zero; a gradient of a shape that
@@ -112,6 +119,7 @@ class Pair:
     probes: list[torch.Tensor]
     all_got: list[Mapping[str, torch.Tensor | None]]
     all_expected: list[Mapping[str, torch.Tensor | None]]
+    tried: list[str] = field(default_factory=list)  # the kinds this shape allowed, in order
 
     def diagnosis(self) -> Diagnosis:
         kind, says = self.kind()
@@ -125,11 +133,20 @@ class Pair:
         return aligned(self.all_got[i].get(self.name), self.all_expected[i].get(self.name))
 
     def kind(self) -> tuple[str, str]:
-        m, x, it = self.m, self.name, self.m.it(self.name)
+        m, x, it, tried = self.m, self.name, self.m.it(self.name), self.tried
         (g1, e1), (g2, e2) = self.pair(0), self.pair(1)
         if g1.shape != e1.shape:
             return "shape", (f"{it} has shape {tuple(g1.shape)}, which autograd cannot sum "
                              f"to {tuple(e1.shape)}")
+        bad = (~g1.isfinite() & e1.isfinite()) | (~g2.isfinite() & e2.isfinite())
+        if bad.any():
+            nan = bool((g1.isnan() | g2.isnan())[bad].any())
+            inf = bool((g1.isinf() | g2.isinf())[bad].any())
+            what = "NaN or inf" if nan and inf else "NaN" if nan else "inf"
+            return "not finite", (f"{it} is {what} at {at(bad)} where the right one is "
+                                  f"finite: a 0/0, a log or sqrt of a negative, inf - inf or "
+                                  f"0 * inf there (torch.where computes both branches: keep "
+                                  f"the input of the one not taken in its domain)")
         if not any(t.abs().max().item() > 0 for t in (g1, g2) if t.numel()):
             if len(m.spaces) > 1 and self.others_fine():
                 return "one contribution missing", (
@@ -140,26 +157,32 @@ class Pair:
             none = self.all_got[0].get(x) is None
             return "zero", (f"{it} is {'None' if none else 'zero'} where one is needed: "
                             f"return the derivative times {m.incoming} for {x}")
-        if self.m.same(g1, g2) and not self.m.same(e1, e2):
+        if m.same(g1, g2) and not m.same(e1, e2):
             return "not multiplied", (f"{it} does not change with {m.incoming}: it is the "
                                       f"local derivative, not multiplied by {m.incoming}")
+        tried += ["a factor", "a sign"]
         c = factor(g1, e1)
-        if c is not None and self.m.same(g2, c * e2):
+        if c is not None and m.same(g2, c * e2):
             return self.factor_kind(c)
         for other in m.results:
             theirs = [w.get(other) for w in self.all_expected]
             mine = [w.get(other) for w in self.all_got]  # and the other got this one's
-            if other != x and all(t is not None and t.shape == g.shape and self.m.same(g, t)
-                                  for g, t in zip((g1, g2), theirs)) and \
-                    all(self.m.same(o, e) for o, e in zip(mine, (e1, e2))):
+            if other == x or m.results[other].shape != m.results[x].shape:
+                continue
+            tried.append(f"a swap with {other}")
+            if all(t is not None and t.shape == g.shape and m.same(g, t)
+                   for g, t in zip((g1, g2), theirs)) and \
+                    all(m.same(o, e) for o, e in zip(mine, (e1, e2))):
                 what, per = ("tangents", "output") if m.forward else \
                     ("gradients", "input of forward")
                 return "swapped", (f"{it} is {other}'s: the {what} of {x} and {other} come in "
                                    f"the wrong order (one per {per}, in order)")
-        if e1.dim() == 2 and e1.shape[0] == e1.shape[1] and self.m.same(g1, e1.t()) and \
-                self.m.same(g2, e2.t()):
-            return "transposed", (f"{it} is the right one transposed: a .t() (or a matmul's "
-                                  f"operands) the wrong way round")
+        if e1.dim() >= 2 and e1.shape[-1] == e1.shape[-2]:
+            tried.append("a transpose")
+            if m.same(g1, e1.transpose(-1, -2)) and m.same(g2, e2.transpose(-1, -2)):
+                return "transposed", (f"{it} is the right one transposed (its last two "
+                                      f"dimensions): a .t() or .transpose(-1, -2) (or a "
+                                      f"matmul's operands) the wrong way round")
         sliced = "" if m.forward else self.broadcast_slice(g1, g2)
         if sliced:
             return "broadcast sum", (f"{it} takes {m.incoming}'s first slice along the "
@@ -168,17 +191,33 @@ class Pair:
         local = self.elementwise(g1, g2, e1, e2)
         if local:
             return local
-        wrong = ~(close(g1, e1, *self.m.tolerance) & close(g2, e2, *self.m.tolerance))
+        wrong = ~(close(g1, e1, *m.tolerance) & close(g2, e2, *m.tolerance))
         n, k = wrong.numel(), int(wrong.sum())
+        tried.append("a few elements")
         if 0 < k <= n // 3:
-            at = ", ".join(str(index(int(i), tuple(e1.shape)))
-                           for i in wrong.flatten().nonzero().flatten()[:3])
-            return "some elements", (f"{it} is wrong at {k} of {n} elements only ({at}"
-                                     f"{', ...' if k > 3 else ''}): a kink or a branch (where, "
-                                     f"clamp, abs, max) takes the wrong side there")
-        return "no simple pattern", (f"{it} differs with no simple pattern (not a factor, a "
-                                     f"sign, a transpose, a swap or a few elements): compare "
-                                     f"the formula with the forward's derivative")
+            return "some elements", (f"{it} is wrong only at {at(wrong)}: a kink or a branch "
+                                     f"(where, clamp, abs, max) takes the wrong side there")
+        moved = self.transformed(g1, g2)
+        if moved:
+            return moved
+        return "no simple pattern", (f"{it} differs with no simple pattern (tried: "
+                                     f"{', '.join(tried)}): compare the formula with the "
+                                     f"forward's derivative")
+
+    def transformed(self, g1: torch.Tensor, g2: torch.Tensor) -> tuple[str, str] | None:
+        """Whether got is the right map at the inputs transformed (`transforms`): the right
+        formula at the wrong point."""
+        m = self.m
+        moved = [] if m.at is None else list(transforms(m.point, m.results if m.forward
+                                                         else m.spaces))
+        self.tried += [f"the right one at {', '.join(t[0] for t in moved)}"] if moved else []
+        for _, says, ys in moved:
+            with contextlib.suppress(Exception):  # the forward may refuse that point
+                right = m.at(ys)  # type: ignore[misc]
+                if right and all(m.same(g, right(self.space, v).get(self.name))
+                                 for g, v in zip((g1, g2), self.probes)):
+                    return "transformed input", f"{m.it(self.name)} is the right one {says}"
+        return None
 
     def factor_kind(self, c: float) -> tuple[str, str]:
         it = self.m.it(self.name)
@@ -215,6 +254,7 @@ class Pair:
         dims = broadcast_dims(x.shape, out.shape)
         if not dims:
             return ""
+        self.tried.append("a broadcast slice")
         for g, v in zip((g1, g2), self.probes):
             first = torch.zeros_like(v)
             keep = tuple(slice(0, 1) if d in dims else slice(None) for d in range(v.dim()))
@@ -225,30 +265,25 @@ class Pair:
 
     def elementwise(self, g1, g2, e1, e2) -> tuple[str, str] | None:
         """Where the output has the input's shape and each gradient is the incoming one times a
-        local derivative: the input used for the output (or the other way), or a condition
-        inverted."""
+        local derivative: the input used where the derivative is the output (exp), or a
+        condition inverted. (The output for the input is a `transformed` input.)"""
         s, r = self.m.spaces[self.space], self.m.results[self.name]
         # x the input's value, y the output's (the spaces are the inputs in forward mode)
         x, y = (t.detach().double() for t in ((s, r) if self.m.forward else (r, s)))
-        v1, v2 = self.probes
+        v1, v2, same = *self.probes, self.m.same
         if x.shape != y.shape or (v1.abs() < 1e-3).any() or (v2.abs() < 1e-3).any():
             return None
+        self.tried += ["the input for the output", "an inverted condition"]
         d_got, d_want = g1 / v1, e1 / v1
-        if not (self.m.same(g2 / v2, d_got) and self.m.same(e2 / v2, d_want)):
+        if not (same(g2 / v2, d_got) and same(e2 / v2, d_want)):
             return None  # not elementwise
-        it, incoming = self.m.it(self.name), self.m.incoming
-        for used, meant, was, needs in ((x, y, "input", "output"), (y, x, "output", "input")):
-            c = factor(d_want, meant)
-            same = self.m.same
-            if c is not None and same(d_want, c * meant) and same(d_got, c * used) and \
-                    not same(d_want, d_got):
-                return f"{was} for {needs}", (
-                    f"{it} multiplies {incoming} by the {was} where the derivative needs the "
-                    f"{needs}" + (" (for exp(x), the derivative is the output: save it for "
-                                  "backward)" if needs == "output" else
-                                  " (save the input for backward)"))
+        it, c = self.m.it(self.name), factor(d_want, y)
+        if c is not None and same(d_want, c * y) and same(d_got, c * x):
+            return "input for output", (f"{it} multiplies {self.m.incoming} by the input where "
+                                        f"the derivative needs the output (for exp(x), the "
+                                        f"derivative is the output: save it for backward)")
         binary = ((d_want.abs() < 1e-6) | ((d_want - 1).abs() < 1e-6)).all()
-        if binary and self.m.same(d_got, 1 - d_want):
+        if binary and same(d_got, 1 - d_want):
             return "inverted condition", (f"{it} flows where it should be blocked and is "
                                           f"blocked where it should flow: the condition is "
                                           f"inverted (> where <= is meant)")
@@ -267,11 +302,41 @@ def aligned(got: torch.Tensor | None,
     return got, expected
 
 
+def at(mask: torch.Tensor) -> str:
+    """Where `mask` holds, as a sentence says it: '2 of 8 elements ((0,), (7,))'."""
+    k, shape = int(mask.sum()), tuple(mask.shape)
+    first = ", ".join(str(index(int(i), shape)) for i in mask.flatten().nonzero().flatten()[:3])
+    return f"{k} of {mask.numel()} elements ({first}{', ...' if k > 3 else ''})"
+
+
+def transforms(xs: Mapping[str, torch.Tensor], outs: Mapping[str, torch.Tensor]):
+    """The inputs `xs` as a formula mixes them up: (what, what it says when it holds, the
+    inputs) for one negated, transposed over its last two dims, two swapped, an output for it."""
+    def moved(**new: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {k: new.get(k, x).detach().to(x.dtype).contiguous().requires_grad_(
+            x.requires_grad) for k, x in xs.items()}
+
+    for i, (k, x) in enumerate(xs.items()):
+        yield f"-{k}", (f"at -{k}: {k} stands where -{k} is meant, or the other way round "
+                        f"(sigmoid(-x) for sigmoid(x))"), moved(**{k: -x})
+        if x.dim() >= 2 and x.shape[-1] == x.shape[-2]:
+            yield f"{k} transposed", (f"with {k} transposed: {k} stands where {k}.transpose(-1, "
+                                      f"-2) is meant, or the other way round (a @ g for "
+                                      f"a.transpose(-1, -2) @ g)"), moved(**{k: x.mT})
+        yield from ((f"{k} and {j} swapped", f"with {k} and {j} swapped: the formula uses each "
+                     f"where the other is meant", moved(**{k: y, j: x}))
+                    for j, y in list(xs.items())[i + 1:] if y.shape == x.shape)
+        yield from ((f"{o} for {k}", f"at {o} in place of {k}: the formula uses {o} where {k} is "
+                     f"meant (save {k} for backward)", moved(**{k: y}))
+                    for o, y in outs.items() if y.shape == x.shape)
+
+
 def elements(got: torch.Tensor, expected: torch.Tensor) -> list[dict[str, Any]]:
-    """The elements where got and expected differ most (index, expected, got)."""
+    """The elements where got and expected differ most (index, expected, got); a NaN or inf
+    first."""
     if got.shape != expected.shape:
         return []
-    diff = abs_error(got, expected).flatten()
+    diff = abs_error(got, expected).flatten().nan_to_num(nan=math.inf)
     worst = diff.argsort(descending=True)[:MOST_ELEMENTS]
     return [{"at": list(index(int(i), tuple(expected.shape))),
              "expected": expected.flatten()[i].item(), "got": got.flatten()[i].item()}
@@ -311,20 +376,14 @@ def output_names(n: int) -> list[str]:
     return ["the output"] if n == 1 else [f"output {i}" for i in range(n)]
 
 
-def point(fn: Callable, xs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """fn's outputs at xs (float64, detached), by name."""
-    with torch.no_grad():
-        outs = outputs(fn(*fresh(xs).values()))
-    return dict(zip(output_names(len(outs)), (t.detach() for t in outs)))
-
-
-def differentiable(fn: Callable, xs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """fn's outputs that a gradient flows back through (not an index marked
-    non-differentiable, not an integer), by name."""
-    with torch.enable_grad():
+def point(fn: Callable, xs: Mapping[str, torch.Tensor],
+          differentiable: bool = False) -> dict[str, torch.Tensor]:
+    """fn's outputs at xs (float64, detached), by name; `differentiable`: those a gradient
+    flows back through alone (not an index marked non-differentiable, not an integer)."""
+    with torch.set_grad_enabled(differentiable):
         outs = outputs(fn(*fresh(xs).values()))
     return {name: t.detach() for name, t in zip(output_names(len(outs)), outs)
-            if t.requires_grad and t.is_floating_point()}
+            if not differentiable or (t.requires_grad and t.is_floating_point())}
 
 
 def pullback(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
@@ -403,7 +462,8 @@ def against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diagnosis |
         if expected is None:
             return None
         wrt = {k: x for k, x in xs.items() if x.requires_grad}
-        return diagnose(Maps(pullback(fn, xs), expected, differentiable(fn, xs), wrt))
+        return diagnose(Maps(pullback(fn, xs), expected, point(fn, xs, True), wrt,
+                             at=lambda ys: numerical(fn, ys), point=xs))
     except Exception:  # the check's own detail says what failed; no diagnosis then
         return None
 
@@ -413,8 +473,9 @@ def against_reference(fn: Callable, reference: Callable,
     """fn's backward against the reference's autograd, at xs (float64 leaves)."""
     try:
         wrt = {k: x for k, x in xs.items() if x.requires_grad}
-        return diagnose(Maps(pullback(fn, xs), pullback(reference, xs), differentiable(fn, xs),
-                             wrt, tolerance=EXACT))
+        return diagnose(Maps(pullback(fn, xs), pullback(reference, xs), point(fn, xs, True),
+                             wrt, tolerance=EXACT, at=lambda ys: pullback(reference, ys),
+                             point=xs))
     except Exception:
         return None
 
@@ -424,7 +485,7 @@ def forward_against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Dia
     try:
         wrt = {k: x for k, x in xs.items() if x.is_floating_point()}
         return diagnose(Maps(pushforward(fn, xs), directional(fn, xs), wrt, point(fn, xs),
-                             forward=True))
+                             forward=True, at=lambda ys: directional(fn, ys), point=wrt))
     except Exception:
         return None
 
@@ -463,3 +524,39 @@ def second_against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diag
         return d
     except Exception:
         return None
+
+
+def failed_check(e: BaseException, fn: Callable, xs: Mapping[str, torch.Tensor],
+                 second: bool = False) -> Diagnosis | None:
+    """Why gradcheck (`second`: gradgradcheck) failed with `e`: a backward that is not
+    reentrant (two runs differ, which one run's numbers cannot show), or the numbers'."""
+    numbers = second_against_numbers if second else against_numbers
+    if "forward AD" in message(e):
+        return None  # forward mode's own check says why
+    if "not reentrant" not in message(e):
+        return numbers(fn, xs)
+    also = numbers(fn, xs)  # torch checks reentrancy before the values: they may differ too
+    return Diagnosis("not reentrant", (
+        f"the {'double ' if second else ''}backward gives different values when run twice on "
+        f"the same input and grad_output (gradcheck runs it twice): something random or "
+        f"stateful in it (torch.rand, a counter, a buffer it changes, a nondeterministic "
+        f"kernel); make it a function of its inputs, or pass gradcheck a nondet_tol" +
+        (f". Besides, {also.says}" if also and also.kind != "no simple pattern" else "")),
+        "the output", ", ".join(k for k, x in xs.items() if x.requires_grad),
+        also.elements if also else [])
+
+
+def deliberate(gradcheck: Check) -> Check:
+    """A failed gradcheck of a Function whose parity with its reference holds: the hint that a
+    deliberate gradient (clipping, straight-through) needs `intended: true`."""
+    d = gradcheck.diagnosis or {"output": "the outputs", "input": "every input", "elements": [],
+                                "probe": "grad_output"}
+    if d.get("kind") == "not reentrant":
+        return gradcheck
+    says = (f"{d['input']}'s gradient is not the forward's derivative, but it is exactly the "
+            f"reference's (parity holds): a deliberate gradient (clipping, a straight-through "
+            f"estimator, a reversal layer) needs `intended: true` (check_function: "
+            f"intended=True), which checks it against the reference instead of finite "
+            f"differences; if it is not deliberate, the reference makes the same mistake")
+    return Check(gradcheck.name, False, gradcheck.detail,
+                 {**d, "kind": "matches the reference", "says": says})

@@ -18,7 +18,7 @@ import torch
 from torch.autograd.gradcheck import GradcheckError
 
 from demos.lab.checks import diagnose
-from demos.lab.checks.diagnose import Diagnosis, against_numbers, against_reference, index
+from demos.lab.checks.diagnose import Diagnosis, against_reference, failed_check, index
 from demos.lab.core.results import Check
 from demos.lab.core.scenario import Expect
 from demos.lab.core.signals import Stopped, StopRequest
@@ -112,9 +112,9 @@ def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, t
     wrt = ", ".join(k for k, v in inputs.items() if v.requires_grad)
     opts = "".join(f", {k}={v}" for k, v in kwargs.items())
     return jacobian_check(name, torch.autograd.gradcheck, fn, inputs, device, stop,
-                          lambda e, f, xs: None if "forward AD" in message(e) else
-                          float32_diagnosis(f, xs) if float32 else
-                          against_numbers(f, xs),  # a wrong backward: why
+                          lambda e, f, xs: failed_check(e, f, xs) if not float32 else
+                          None if "forward AD" in message(e) else
+                          float32_diagnosis(f, xs),  # a wrong backward: why
                           f"analytic == numerical Jacobian w.r.t. {wrt} (float64{opts})",
                           float32, **kwargs)
 
@@ -205,8 +205,9 @@ def float32_diagnosis(fn: Callable, xs: Mapping[str, torch.Tensor],
 
 
 def gradcheck_failure(e: BaseException, wrt: list[str]) -> str:
-    """gradcheck's error as one line naming the input (its Jacobians, after 'numerical:', cut)."""
-    text = one_line(e).split("numerical:")[0].rstrip(" ,")
+    """gradcheck's error as one line naming the input (its Jacobians, after 'numerical:', and
+    its note on nondeterministic ops cut)."""
+    text = one_line(e).split("numerical:")[0].split(" NOTE: ")[0].rstrip(" ,")
     # gradcheck numbers the inputs that require grad; say which one that is
     return re.sub(r"input (\d+)", lambda m: f"input {m[1]} ({wrt[int(m[1])]})"
                   if int(m[1]) < len(wrt) else m[0], text)

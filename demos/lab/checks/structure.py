@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 import torch
 
-from demos.lab.checks.diagnose import second_against_numbers
+from demos.lab.checks.diagnose import failed_check
 from demos.lab.checks.gradients import (
     FLOAT32,
     Check,
@@ -181,5 +181,6 @@ def gradgradcheck(name: str, fn, inputs: Mapping[str, torch.Tensor], device: tor
     `stop` and `float32` as gradcheck takes them (a float32 Function's failure: no diagnosis,
     which would be its rounding's)."""
     return jacobian_check(name, torch.autograd.gradgradcheck, fn, inputs, device, stop,
-                          lambda e, f, xs: None if float32 else second_against_numbers(f, xs),
+                          lambda e, f, xs: None if float32 else
+                          failed_check(e, f, xs, second=True),
                           "second derivatives match numerical ones (float64)", float32)

@@ -39,6 +39,7 @@ from demos.lab.checks.repro import script
 from demos.lab.core.results import CAPABILITIES, Check
 from demos.lab.core.signals import Stopped
 from demos.lab.core.text import message, one_line
+from demos.lab.state import global_state, restore_global_state
 from demos.lab.tensors import abs_error, agree, dense, fresh
 
 # torch's refusals, by the words of its message, and what to add to the Function
@@ -102,9 +103,10 @@ def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
     differences of the forward. `float32`: the Function computes in float32 (each row judges
     it at float32's tolerance). Every row calls the reference as autograd would (as_autograd).
     A random forward draws from torch's generator: the caller's draws after this are the same
-    as without it. torch's settings, the working directory and the environment are set back
-    after: what a Function changed in one matrix does not reach the run."""
-    before, cwd, env = settings(), os.getcwd(), dict(os.environ)
+    as without it. torch's settings (its compiler's too), the working directory and the
+    environment are set back after: what a Function changed in one matrix does not reach the
+    run."""
+    before = global_state()
     token = IN_FLOAT32.set(float32)
     try:
         with torch.random.fork_rng(devices=[]):
@@ -112,12 +114,7 @@ def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
                                 intended))
     finally:
         IN_FLOAT32.reset(token)
-        use(before)
-        if os.getcwd() != cwd:
-            os.chdir(cwd)
-        if os.environ != env:
-            os.environ.clear()
-            os.environ.update(env)
+        restore_global_state(before)
 
 
 def as_autograd(reference: Callable[..., Any] | None, inputs: Mapping[str, torch.Tensor]) -> Any:
@@ -128,29 +125,6 @@ def as_autograd(reference: Callable[..., Any] | None, inputs: Mapping[str, torch
     return reference and (lambda *args: torch.enable_grad()(reference)(*[
         a.detach().requires_grad_() if n and not a.requires_grad else a
         for a, n in zip(args, need)]))
-
-
-def settings() -> tuple:
-    """torch's settings that a matrix's rows depend on, as they are now."""
-    return (torch.get_default_dtype(), torch.get_default_device(), torch.is_grad_enabled(),
-            torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled(),
-            torch.get_float32_matmul_precision(), torch.are_deterministic_algorithms_enabled(),
-            torch.is_deterministic_algorithms_warn_only_enabled())
-
-
-def use(values: tuple) -> None:
-    """Set torch's settings to `values` (from settings()), each only where it differs (a
-    default device set, even the CPU, puts a mode in front of every torch call)."""
-    if values == settings():
-        return
-    dtype, device, grad, anomaly, nan, precision, deterministic, warn_only = values
-    torch.set_default_dtype(dtype)
-    if device != torch.get_default_device():
-        torch.set_default_device(None if device.type == "cpu" else device)
-    torch.set_grad_enabled(grad)
-    torch.set_anomaly_enabled(anomaly, nan)
-    torch.set_float32_matmul_precision(precision)
-    torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
 
 
 def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
@@ -322,12 +296,8 @@ def as_intended(fn, xs, reference) -> str:
 
 
 def forward_ad(fn, xs, reference, numerical: bool = True) -> str:
-    with fwAD.dual_level():  # torch gives no tangent where there is no rule, and no error
-        duals = [fwAD.make_dual(v.detach(), torch.ones_like(v)) if v.requires_grad else v
-                 for v in xs.values()]
-        outs = [o for o in tensors(fn(*duals)) if o.is_floating_point()]
-        if outs and all(fwAD.unpack_dual(o).tangent is None for o in outs):
-            raise RuntimeError("no output carries a tangent in forward mode")
+    fn = cloning(fn)
+    forward_rule(fn, xs, needing(xs))
     if numerical:  # an intended gradient has no numerical twin: the reference's alone
         checked(torch.autograd.gradcheck, fn, xs, check_forward_ad=True,
                 check_backward_ad=False, check_undefined_grad=False, check_batched_grad=False)
@@ -339,6 +309,23 @@ def forward_ad(fn, xs, reference, numerical: bool = True) -> str:
     same("jvp value", got[0], reference(*primals))
     same("jvp tangent", got[1], jvp_by_reverse(reference, primals, tangents))
     return "gradcheck with forward AD; torch.func.jvp matches the reference"
+
+
+def cloning(fn: Callable) -> Callable:
+    """`fn` on copies of its tensors (x.clone(), in the graph, under any transform): each call
+    of a mark_dirty Function gets inputs and tangents of its own, as in torch's own tests."""
+    return lambda *args: fn(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
+
+
+def forward_rule(fn, xs, names: Sequence[str]) -> None:
+    """Raise where eager forward mode, inputs `names` carrying tangents, gives no output one:
+    torch says nothing where there is no rule, and torch.func.jvp gives zeros."""
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(v.detach().clone(), torch.ones_like(v)) if k in names else v
+                 for k, v in xs.items()]
+        outs = [o for o in tensors(fn(*duals)) if o.is_floating_point()]
+        if outs and all(fwAD.unpack_dual(o).tangent is None for o in outs):
+            raise RuntimeError("no output carries a tangent in forward mode")
 
 
 def jvp_by_reverse(f: Callable, primals: Sequence[torch.Tensor],
@@ -388,6 +375,7 @@ def batch_of(xs) -> list[torch.Tensor]:
 
 
 def vmap(fn, xs) -> str:
+    fn = cloning(fn)  # a mark_dirty Function changes no batch that another call reads
     batched = batch_of(xs)
     got = torch.func.vmap(fn)(*batched)
     loop = [tensors(fn(*[b[i] for b in batched])) for i in range(3)]
@@ -443,10 +431,10 @@ def against_eager(transform: str, f: Callable, args: Sequence[Any], fn, xs, back
     refusing the Function (CompileRefused: `unsupported`); other numbers than eager's are
     torch's disagreement (TorchDiffers, with what a reproduction needs); neither is the
     Function's mistake."""
-    eager = f(*args)
     fresh_compiler()
+    eager = cloning(f)(*args)  # each call on copies of its own (a mark_dirty Function)
     try:
-        compiled = torch.compile(f, backend=backend)(*args)
+        compiled = cloning(torch.compile(f, backend=backend))(*args)
     except Exception as e:
         raise CompileRefused(f"{one_line(e, 300)} -> torch.compile cannot "
                              f"take {transform} of this Function (eager {transform} runs it)"
@@ -481,8 +469,18 @@ def brief(ts: Sequence[torch.Tensor]) -> str:
 
 
 def fresh_compiler() -> None:
-    import torch._dynamo
+    """torch's compiler, caches emptied; CompileRefused, naming the switch, where it is switched
+    off (compiled against eager would compare eager with itself, or fullgraph fail)."""
+    import torch._dynamo.config
 
+    env, off = os.environ.get, torch._dynamo.config.disable  # TORCH_COMPILE_DISABLE's, at load
+    said = ("TORCHDYNAMO_DISABLE=1 in the environment" if env("TORCHDYNAMO_DISABLE") == "1" else
+            "TORCH_COMPILE_DISABLE=1 in the environment" if off and
+            env("TORCH_COMPILE_DISABLE") == "1" else "torch._dynamo.config.disable = True" if off
+            else None)
+    if said:
+        raise CompileRefused(f"{said}: torch.compile compiles nothing in this process -> unset "
+                             f"it to check this row")
     torch._dynamo.reset()
 
 
@@ -501,12 +499,15 @@ def compiled_grad(fn, xs, backend: str = COMPILED_BACKEND) -> str:
 
 
 def compiled_jvp(fn, xs, backend: str = COMPILED_BACKEND) -> str:
-    """torch.compile of torch.func.jvp against eager torch.func.jvp (a Function with a jvp)."""
+    """torch.compile of torch.func.jvp against eager torch.func.jvp (a Function with a jvp):
+    `unsupported` where eager forward mode is (no rule: no tangent, zeros on both sides)."""
     primals = tuple(v.detach() for v in xs.values())  # float64, as rows_of made them
     tangents = tuple(weights(primals, seed=4))
+    fresh_compiler()  # a compiler switched off is said first, as in the other compiled rows
+    forward_rule(fn, xs, list(xs))
 
     def jvp(*args):
-        return torch.func.jvp(fn, args[:len(primals)], args[len(primals):])
+        return torch.func.jvp(cloning(fn), args[:len(primals)], args[len(primals):])
 
     against_eager("torch.func.jvp", jvp, (*primals, *tangents), fn, xs, backend,
                   tangents=tangents)

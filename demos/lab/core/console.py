@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from demos.lab.core.layout import LOG
-from demos.lab.core.results import EntrySummary, RunSummary
+from demos.lab.core.results import Check, EntrySummary, RunSummary
 from demos.lab.core.scenario import FINAL_LOSS
 
 RUN_LOGGER = "demos.run"
@@ -161,10 +161,7 @@ def entry_lines(e: EntrySummary, width: int) -> list[str]:
     passed = sum(bool(c.passed) for c in e.counted)
     lines = [f"{e.status.upper():<11} {e.id:<{width}}  checks {passed}/{len(e.counted)}  "
              f"{steps}{f'  final_loss {loss:.6g}' if loss is not None else ''}".rstrip()]
-    for c in e.failures:
-        lines.append(f"            FAIL {c.name}: {c.detail}")
-        if c.diagnosis:
-            lines.append(f"            WHY {c.diagnosis['says']}")
+    lines += failure_lines(e.failures)
     lines += [f"            TORCH DIFFERS {function} {row}: {r.get('detail')}"
               for function, rows in e.support.items() for row, r in rows.items()
               if r.get("status") == "differs"]  # torch's own disagreement: said, not failed
@@ -174,6 +171,29 @@ def entry_lines(e: EntrySummary, width: int) -> list[str]:
         lines.append(f"            NOT EVALUATED {len(unlike)} expect target(s): {why}")
     if e.status == "error":
         lines.append(f"            ERROR {e.error} (details in run.log)")
+    return lines
+
+
+# the exception a check's detail ends with (one_line's), not a finding of the check
+STOPPED = re.compile(r"\b(?!GradcheckError\b)[A-Z]\w*(Error|Exception|Exit|Interrupt)\b.*")
+
+
+def failure_lines(failures: list[Check]) -> list[str]:
+    """A FAIL line per failed check, one for the checks the same exception stopped (naming
+    them); each WHY once, under the last of the checks in a row that it explains."""
+    groups: dict[object, list[Check]] = {}
+    for c in failures:
+        stopped = None if c.diagnosis else STOPPED.search(c.detail)
+        groups.setdefault(stopped[0] if stopped else id(c), []).append(c)
+    whys = [cs[0].diagnosis and cs[0].diagnosis["says"] for cs in groups.values()] + [None]
+    lines, said = [], set()
+    for i, (key, cs) in enumerate(groups.items()):
+        lines.append(f"            FAIL {cs[0].name}: {cs[0].detail}" if len(cs) == 1 else
+                     f"            FAIL {', '.join(c.name for c in cs)} (one error stopped "
+                     f"them): {key}")
+        if whys[i] and whys[i] not in said and whys[i + 1] != whys[i]:
+            said.add(whys[i])
+            lines.append(f"            WHY {whys[i]}")
     return lines
 
 

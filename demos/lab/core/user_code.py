@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -40,6 +41,8 @@ def is_path(module: str, base: str = "") -> bool:
 # every file of the user's code loaded in this process, with a digest of what was read from it
 # (--watch: a file saved while the first run that loaded it went on is a change after it)
 loaded: dict[str, str | None] = {}
+# names the user's code of this run defines process-wide (custom ops): {name: its file}
+claimed: dict[str, str] = {}
 
 
 def digest(path: str) -> str | None:
@@ -53,16 +56,91 @@ def digest(path: str) -> str | None:
 
 def forget_all() -> None:
     """Unload the user's code loaded from files, so that the next run loads it anew from disk
-    (--watch): the folders' packages and every module in them."""
+    (--watch): the folders' packages and every module in them; what it claimed with them."""
     for name in [n for n in sys.modules if n.startswith("_user_")]:
         del sys.modules[name]
+    claimed.clear()
 
 
-def load_object(spec: str, where: str) -> Any:
-    """The object named by `spec` ('file.py:Attr.sub' or 'pkg.module:Attr'), loading its module."""
+def new_run() -> list[str]:
+    """A run starts (of the command line or demos.run, in a process that ran others): nothing
+    claimed yet; a file of the user's code changed since it loaded, all of it loads anew, as
+    --watch does. The files changed."""
+    claimed.clear()
+    changed = [path for path, read in loaded.items() if digest(path) != read]
+    if changed:
+        forget_all()
+        loaded.clear()
+    return changed
+
+
+def claim(name: str, path: str, where: str) -> None:
+    """`path` defines `name` for the whole process: a ConfigError naming both files where
+    another file of this run did (torch keeps one custom op of a name: never shadowed)."""
+    first = claimed.setdefault(name, path)
+    if first != path:
+        raise ConfigError(f"{where}: {name} is defined by both {first} and {path}: the process "
+                          f"keeps the last one defined, and the other's checks would run its "
+                          f"code; give them different names")
+
+
+def current(obj: Any, where: str) -> tuple[Any, str | None]:
+    """`obj` (a class or function given to check_function) as its file defines it now: where a
+    user's module `changed` since it loaded, it loads again (as --watch does) and the object of
+    the same name is taken from it; with the file (None: unchanged)."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    name = getattr(obj, "__qualname__", "")
+    if module is None or "<locals>" in name or not changed(module):
+        return obj, None
+    path = module.__file__ or ""
+    try:
+        module = load_file(path, where, again=True) if module.__name__.startswith("_user_") \
+            else importlib.reload(module)
+        for part in name.split("."):
+            module = getattr(module, part)
+    except AttributeError:
+        raise ConfigError(f"{where}: {path} changed since it was loaded and no longer defines "
+                          f"{name}") from None
+    except BaseException as e:
+        raise failure(e, os.path.basename(path), where) from None
+    return module, path
+
+
+LAB = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+def changed(module: types.ModuleType) -> bool:
+    """Whether the file of `module`, a user's (not __main__, Python's, an installed package's,
+    this lab's, or compiled by an import hook), no longer holds what it was loaded from: the
+    digest of what this lab read; for a module imported otherwise, its functions and methods
+    against the file compiled again (a change made in memory since is not the file's)."""
+    path = os.path.abspath(getattr(module, "__file__", None) or "")
+    if module.__name__.startswith("_user_"):
+        return path in loaded and digest(path) != loaded[path]
+    loader = getattr(module, "__loader__", None)  # pytest's own, for a test: rewritten code
+    if module.__name__ == "__main__" or "-packages" + os.sep in path or not isinstance(
+            loader, importlib.machinery.SourceFileLoader) or path.startswith(
+            (sys.prefix + os.sep, sys.base_prefix + os.sep, LAB)):
+        return False
+    try:
+        with open(path, "rb") as f:
+            codes = [compile(f.read(), path, "exec", dont_inherit=True)]
+    except (OSError, SyntaxError, ValueError):
+        return True  # gone, or no longer Python: loading it again says so
+    for code in codes:  # every function and class body in the file, nested ones too
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    held = [getattr(getattr(f, "__func__", f), "__code__", None) for c in vars(module).values()
+            if getattr(c, "__module__", None) == module.__name__
+            for f in (vars(c).values() if isinstance(c, type) else [c])]
+    return any(c is not None and c.co_filename == path and c not in codes for c in held)
+
+
+def load_object(spec: str, where: str, again: bool = False) -> Any:
+    """The object named by `spec` ('file.py:Attr.sub' or 'pkg.module:Attr'), loading its module;
+    `again`: its file loads anew, even if loaded before."""
     module_part, attribute = split_spec(spec, where)
     if is_path(module_part):
-        module, shown = load_file(module_part, where), os.path.basename(module_part)
+        module, shown = load_file(module_part, where, again), os.path.basename(module_part)
     else:
         module, shown = import_module(module_part, where), module_part
     obj = module
@@ -76,8 +154,8 @@ def load_object(spec: str, where: str) -> Any:
     return obj
 
 
-def load_file(path: str, where: str) -> types.ModuleType:
-    """The module in the file `path`, loaded once per path."""
+def load_file(path: str, where: str, again: bool = False) -> types.ModuleType:
+    """The module in the file `path`, loaded once per path (`again`: anew)."""
     path = os.path.abspath(path)
     if os.path.isdir(path):
         raise ConfigError(f"{where}: {path}: is a folder, not a .py file")
@@ -89,7 +167,7 @@ def load_file(path: str, where: str) -> types.ModuleType:
     package = folder_package(folder)
     stem = os.path.splitext(os.path.basename(path))[0]
     name = f"{package}.{''.join(c if c.isalnum() else '_' for c in stem)}"
-    if name in sys.modules:
+    if name in sys.modules and not again:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None  # a .py file always has both

@@ -100,8 +100,10 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
     vs = {k: torch.ones_like(x) for k, x in xs.items() if x.is_floating_point()}
     trace = ForwardTrace(title, xs, vs)
     try:
-        with fwAD.dual_level():
-            duals = {k: fwAD.make_dual(x, vs[k]) if k in vs else x for k, x in xs.items()}
+        with fwAD.dual_level():  # xs and vs kept for agrees: what a mark_dirty Function, or a
+            # jvp scaling its tangent in place, changes is a copy (a leaf: autograd's refusal)
+            duals = {k: fwAD.make_dual(x if x.requires_grad else x.clone(), vs[k].clone())
+                     if k in vs else x for k, x in xs.items()}
             with Recorder(trace, {id(d): k for k, d in duals.items()}) as recorder:
                 outs = outputs(run(*duals.values()))
             for o in outs:
@@ -125,12 +127,15 @@ def agrees(trace: ForwardTrace, run: Callable[..., Any]) -> Check:
     compared = []
     for by, jvp in (("torch.func.jvp", torch.func.jvp),
                     ("reverse mode", torch.autograd.functional.jvp)):
-        try:  # J·v of `run` at the traced inputs and tangents
-            _, want = jvp(lambda *a: run(*a), primals, tangents)
+        try:  # J·v of `run` at the traced inputs and tangents, each call on copies of its own
+            _, want = jvp(lambda *a: run(*a), tuple(p.clone() for p in primals),
+                          tuple(t.clone() for t in tangents))
         except Exception as e:  # torch.func refuses a classic Function; a backward that is
             compared.append(f"not {by} ({type(e).__name__})")  # not differentiable
             continue
         for i, (got, exp) in enumerate(zip(trace.jv, outputs(want))):
+            if got is None and not trace.outputs[i].requires_grad:  # no tangent: torch.func's
+                got = torch.zeros_like(exp)  # zeros (integer indices, mark_non_differentiable)
             if got is None or not agree(got, exp, rtol=1e-7, atol=1e-9):
                 return Check(name, False, f"output {i}: the traced J·v is {brief(got)}, {by} "
                                           f"gives {brief(exp)}")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from demos.lab.core import config as config_mod
+from demos.lab.core import user_code
 from demos.lab.core.console import say, silence
 from demos.lab.core.layout import check_output_dir
 from demos.lab.core.results import EXIT_INTERRUPTED, EXIT_USAGE
@@ -140,6 +141,10 @@ def perform(request: RunRequest, call: Call) -> int:
     signal outside the run's own handler), for main to say, or for demos.run to raise in its
     caller."""
     stop = call.stop
+    changed = user_code.new_run()  # a run again in this process: a file edited since loads anew
+    if changed:
+        say(f"{', '.join(map(os.path.basename, changed))} changed since loaded: the user's code "
+            f"loads anew")
     with signal_handler(StartUp(stop), stop.signals):  # the run installs its own when it starts
         code = run_request(request, call)
         if stop.requested and code != EXIT_INTERRUPTED:  # came after the run's handler

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Callable, Iterator
+from typing import Iterator
 
 import torch
 
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.threads import auto_threads, available_cores  # noqa: F401 (re-exported)
+from demos.lab.state import SETTINGS, global_state, restore_global_state  # noqa: F401 (the same)
 
 
 def resolve_device(spec: str) -> tuple[torch.device, str]:
@@ -73,62 +74,3 @@ def torch_settings(threads: int | str, deterministic: bool, share: int = 1) -> I
         if before is not None:
             torch.use_deterministic_algorithms(before[0])
             torch.backends.cudnn.benchmark = before[1]
-
-
-# variables torch adds by itself on first use (torch.compile's cache folder): set back, unsaid
-TORCH_SETS = ("TORCHINDUCTOR_", "TRITON_")
-
-# The process-wide settings that user code may change behind a run's back (at import, or in a
-# forward), besides the environment: {name: (read it, set it)}.
-SETTINGS: dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]] = {
-    "torch's default dtype": (torch.get_default_dtype, torch.set_default_dtype),
-    "torch's default device": (torch.get_default_device, lambda device: torch.set_default_device(
-        None if device.type == "cpu" else device)),
-    "torch's CPU threads": (torch.get_num_threads, torch.set_num_threads),
-    "torch's grad mode": (torch.is_grad_enabled, torch.set_grad_enabled),
-    "torch's anomaly detection": (
-        lambda: (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
-        lambda on: torch.autograd.set_detect_anomaly(*on)),
-    "torch's float32 matmul precision": (torch.get_float32_matmul_precision,
-                                         torch.set_float32_matmul_precision),
-    "torch's deterministic algorithms": (
-        lambda: (torch.are_deterministic_algorithms_enabled(),
-                 torch.is_deterministic_algorithms_warn_only_enabled()),
-        lambda on: torch.use_deterministic_algorithms(on[0], warn_only=on[1])),
-    "the working directory": (os.getcwd, os.chdir),
-}
-
-
-def global_state() -> dict[str, Any]:
-    """SETTINGS and the environment, as they are now. Each entry starts with the run's own, so
-    that an entry's numbers do not depend on the entries around it (--only gives the same
-    numbers), and relative paths keep their meaning."""
-    return {**{name: read() for name, (read, _) in SETTINGS.items()},
-            "the environment": dict(os.environ)}
-
-
-def restore_global_state(before: dict[str, Any]) -> list[str]:
-    """Set back what changed since `before` (global_state()); say what it was, as
-    "torch's default dtype torch.float64 (the run's: torch.float32)"."""
-    now, said = global_state(), []
-    for name, value in before.items():
-        if now[name] == value:
-            continue
-        if name != "the environment":
-            said.append(f"{name} {show_setting(now[name])} (the run's: {show_setting(value)})")
-            SETTINGS[name][1](value)
-            continue
-        keys = sorted(k for k in set(value) | set(now[name])  # names only: values may be secrets
-                      if value.get(k) != now[name].get(k)
-                      and not (k not in value and k.startswith(TORCH_SETS)))
-        if keys:
-            said.append(f"the environment variable(s) {', '.join(keys)}")
-        os.environ.clear()
-        os.environ.update(value)
-    return said
-
-
-def show_setting(value: Any) -> str:
-    if isinstance(value, tuple):  # (enabled, a second flag)
-        return "on" if value[0] else "off"
-    return str(value)

@@ -17,7 +17,7 @@ from demos.lab.core.files import write_atomic, write_csv, write_json
 from demos.lab.core.layout import BACKWARD, EXPLAIN, METRICS
 from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
 from demos.lab.core.scenario import Scenario, ScenarioConfig
-from demos.lab.core.text import one_line
+from demos.lab.core.text import one_line, where
 from demos.lab.runner.context import Context, Diverged, Findings, Interrupted, Shared
 from demos.lab.runner.recorder import Recorder
 
@@ -58,16 +58,17 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
         result = getattr(e, "result", None)  # what the scenario kept from before the stop
     except BaseException as e:  # a user's Function may call sys.exit(), or raise a
         #                          BaseException of its own (asyncio.CancelledError, ...)
-        status, error = "error", one_line(e)
+        status, error = "error", one_line(e)  # from the user's code: its traceback logged
         if s.world.active and s.stop.requested:  # torchrun stopped every rank: a peer that
             status = "interrupted"              # left its collective first failed this one
             error = f"interrupted by {s.stop.requested} (the other ranks stopped: {error})"
-        log.error("%s raised:\n%s", entry.id, traceback.format_exc(),
-                  extra={"console": False})  # run.log only: the console says one line
+        if not where(e):  # run.log only: the console says one line
+            log.error("%s raised:\n%s", entry.id, traceback.format_exc(),
+                      extra={"console": False})
         if s.device.type == "cuda":
             torch.cuda.empty_cache()  # after an out-of-memory error, for the next scenario
     if result is not None:  # each failed gradient check's why, after the graph walks
-        findings.explanations += [why_section(c) for c in result.checks if c.diagnosis]
+        findings.explanations += why_sections(result.checks)
     try:
         write_files(ctx, findings)
     except OSError as e:  # what was computed is still reported below, with the failure
@@ -91,24 +92,34 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
         timing=timing, error=error, inspection=r.inspection, support=r.support)
 
 
-def why_section(c: Check) -> str:
-    """A failed gradient check's diagnosis, for explain.txt: what is wrong, and the elements
-    that differ most."""
-    d = c.diagnosis or {}
-    rows = [f"  {str(tuple(e['at'])):<16} {e['expected']:>14.6g} {e['got']:>14.6g}"
-            for e in d.get("elements", [])]
-    return "\n".join([f"Why '{c.name}' failed ({d['kind']}): {d['output']}, w.r.t. "
-                      f"{d['input']}", f"  {d['says']}",
-                      f"  where they differ most, for one random {d['probe']}:",
-                      f"  {'element':<16} {'expected':>14} {'got':>14}", *rows, ""])
+def why_sections(checks: list[Check]) -> list[str]:
+    """The failed gradient checks' diagnoses, for explain.txt, each once with the checks it
+    explains: what is wrong, and the elements that differ most (NaN, inf as 'nan', 'inf')."""
+    by_says: dict[str, list[Check]] = {}
+    for c in (c for c in checks if c.diagnosis):
+        by_says.setdefault(c.diagnosis["says"], []).append(c)
+    sections = []
+    for cs in by_says.values():
+        d = cs[0].diagnosis or {}
+        rows = [f"  {str(tuple(e['at'])):<16}" + "".join(
+            f" {v:>14.6g}" if isinstance(v, float) else f" {v:>14}"
+            for v in (e["expected"], e["got"])) for e in d["elements"]]
+        sections.append("\n".join([
+            f"Why {' and '.join(repr(c.name) for c in cs)} failed ({d['kind']}): "
+            f"{d['output']}, w.r.t. {d['input']}", f"  {d['says']}",
+            *([f"  where they differ most, for one random {d['probe']}:",
+               f"  {'element':<16} {'expected':>14} {'got':>14}"] if rows else []), *rows, ""]))
+    return sections
 
 
 def log_checks(log: logging.Logger, found: list[Check]) -> None:
-    """Each check, one line, into run.log."""
+    """Each check, one line, into run.log; each diagnosis once."""
+    said = set()
     for c in found:
         log.info("check %s: %s: %s", {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed],
                  c.name, c.detail)
-        if c.diagnosis:
+        if c.diagnosis and c.diagnosis["says"] not in said:
+            said.add(c.diagnosis["says"])
             log.info("why %s: %s", c.name, c.diagnosis["says"])
 
 

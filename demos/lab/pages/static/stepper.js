@@ -31,6 +31,7 @@ function describeGrad(g) {
   var shape = '(' + g.shape.join(', ') + (g.shape.length === 1 ? ',' : '') + ')';
   return shape + ' in [' + num(g.min, 4) + ', ' + num(g.max, 4) + '], norm ' + num(g.norm, 4);
 }
+var steppers = [];  /* this page's or view's: {box, step(d)}, for the arrow keys */
 root.querySelectorAll('.backward').forEach(function (box) {
   if (box.dataset.ready) return;  /* once, should this script run twice over its view */
   box.dataset.ready = '1';
@@ -79,8 +80,7 @@ root.querySelectorAll('.backward').forEach(function (box) {
       return;
     }
     mark(nodes[s.dot_node], 'active');  /* and the edges a gradient really travels */
-    if (nodes[s.dot_node] && nodes[s.dot_node].scrollIntoView)  /* zoomed in: keep it in view */
-      nodes[s.dot_node].scrollIntoView({block: 'nearest', inline: 'nearest'});
+    if (nodes[s.dot_node]) reveal(nodes[s.dot_node]);
     s.sent.forEach(function (e) { if (e.dot_edge && e.grad) mark(edges[e.dot_edge], 'active'); });
     line('step ' + k + ':', s.node);
     if (s.pass) line('made by:', s.pass);  /* the second backward: which pass made the node */
@@ -104,6 +104,13 @@ root.querySelectorAll('.backward').forEach(function (box) {
       detail.appendChild(heldCurve(steps, k));
     }
   }
+  function reveal(el) {  /* zoomed in: the lit node into its frame's view, the page still */
+    var f = svg.parentNode, a = el.getBoundingClientRect(), b = f.getBoundingClientRect();
+    if (a.top < b.top || a.bottom > b.bottom)
+      f.scrollTop += (a.top + a.bottom - b.top - b.bottom) / 2;
+    if (a.left < b.left || a.right > b.right)
+      f.scrollLeft += (a.left + a.right - b.left - b.right) / 2;
+  }
   function go(d) { k = Math.max(0, Math.min(steps.length, k + d)); show(); }
   function stop() { clearInterval(timer); timer = null; play.textContent = 'Play'; }
   box.querySelectorAll('button[data-action]').forEach(function (b) {
@@ -119,14 +126,32 @@ root.querySelectorAll('.backward').forEach(function (box) {
       }
     });
   });
-  /* the arrow keys while the stepper has focus: taken at the window, before a notebook's own
-     shortcuts see them (Notebook 7 binds the arrows in its capture phase); gone with the box */
-  function keys(ev) {
-    if (!box.isConnected) { window.removeEventListener('keydown', keys, true); return; }
-    if (!box.contains(document.activeElement)) return;
-    var d = ev.key === 'ArrowRight' ? 1 : ev.key === 'ArrowLeft' ? -1 : 0;
-    if (d) { stop(); go(d); ev.preventDefault(); ev.stopPropagation(); }
-  }
-  window.addEventListener('keydown', keys, true);
+  steppers.push({box: box, step: function (d) { stop(); go(d); }});
   show();
 });
+/* The arrow keys step the stepper that has the focus while half of it is in view; on a page
+   (not in a notebook, whose arrows move between cells), without a click, the one most in
+   view, which takes the focus. Taken at the window, before a notebook's own shortcuts see
+   them (Notebook 7 binds the arrows in its capture phase); gone with the view. */
+function inView(box) {  /* the share of the box on the screen (of the screen, for a tall one) */
+  var r = box.getBoundingClientRect(), h = window.innerHeight;
+  return Math.max(0, Math.min(r.bottom, h) - Math.max(r.top, 0)) /
+         Math.max(1, Math.min(r.height, h));
+}
+function keys(ev) {
+  var live = steppers.filter(function (s) { return s.box.isConnected; }), target = null;
+  if (!live.length) { window.removeEventListener('keydown', keys, true); return; }
+  var d = ev.key === 'ArrowRight' ? 1 : ev.key === 'ArrowLeft' ? -1 : 0;
+  if (!d || ev.altKey || ev.ctrlKey || ev.metaKey || ev.shiftKey) return;
+  live.forEach(function (s) {
+    if (s.box.contains(document.activeElement) && (root !== document || inView(s.box) >= 0.5))
+      target = s;
+  });
+  if (!target && root === document) {
+    live.forEach(function (s) {
+      if (inView(s.box) > (target ? inView(target.box) : 0)) target = s; });
+    if (target) target.box.focus({preventScroll: true});
+  }
+  if (target) { target.step(d); ev.preventDefault(); ev.stopPropagation(); }
+}
+if (steppers.length) window.addEventListener('keydown', keys, true);
