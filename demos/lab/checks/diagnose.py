@@ -455,26 +455,28 @@ def directional(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6)
     return push
 
 
-def against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diagnosis | None:
-    """fn's backward against finite differences of its forward, at xs (float64 leaves)."""
+def against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6,
+                    tolerance: tuple[float, float] = NUMERICAL) -> Diagnosis | None:
+    """fn's backward against finite differences of its forward (step `eps`), at xs (float64
+    leaves)."""
     try:
-        expected = numerical(fn, xs)
+        expected = numerical(fn, xs, eps)
         if expected is None:
             return None
         wrt = {k: x for k, x in xs.items() if x.requires_grad}
-        return diagnose(Maps(pullback(fn, xs), expected, point(fn, xs, True), wrt,
-                             at=lambda ys: numerical(fn, ys), point=xs))
+        return diagnose(Maps(pullback(fn, xs), expected, point(fn, xs, True), wrt, tolerance=
+                             tolerance, at=lambda ys: numerical(fn, ys, eps), point=xs))
     except Exception:  # the check's own detail says what failed; no diagnosis then
         return None
 
 
-def against_reference(fn: Callable, reference: Callable,
-                      xs: Mapping[str, torch.Tensor]) -> Diagnosis | None:
+def against_reference(fn: Callable, reference: Callable, xs: Mapping[str, torch.Tensor],
+                      tolerance: tuple[float, float] = EXACT) -> Diagnosis | None:
     """fn's backward against the reference's autograd, at xs (float64 leaves)."""
     try:
         wrt = {k: x for k, x in xs.items() if x.requires_grad}
         return diagnose(Maps(pullback(fn, xs), pullback(reference, xs), point(fn, xs, True),
-                             wrt, tolerance=EXACT, at=lambda ys: pullback(reference, ys),
+                             wrt, tolerance=tolerance, at=lambda ys: pullback(reference, ys),
                              point=xs))
     except Exception:
         return None

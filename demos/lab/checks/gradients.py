@@ -193,15 +193,9 @@ def sliced(block: torch.Tensor) -> str:
 def float32_diagnosis(fn: Callable, xs: Mapping[str, torch.Tensor],
                       reference: Callable | None = None) -> Diagnosis | None:
     """Why a Function that computes in float32 is wrong, at float32's step and tolerance."""
-    try:
-        right = diagnose.pullback(reference, xs) if reference else \
-            diagnose.numerical(fn, xs, GRADCHECK32["eps"])
-        return diagnose.diagnose(diagnose.Maps(
-            diagnose.pullback(fn, xs), right, diagnose.differentiable(fn, xs),
-            {k: x for k, x in xs.items() if x.requires_grad}, tolerance=(RTOL32, ATOL32)
-            if reference else (GRADCHECK32["rtol"], GRADCHECK32["atol"])))
-    except Exception:  # the check's own detail says what failed; no diagnosis then
-        return None
+    return against_reference(fn, reference, xs, (RTOL32, ATOL32)) if reference else \
+        diagnose.against_numbers(fn, xs, GRADCHECK32["eps"],
+                                 (GRADCHECK32["rtol"], GRADCHECK32["atol"]))
 
 
 def gradcheck_failure(e: BaseException, wrt: list[str]) -> str:
