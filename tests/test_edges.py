@@ -161,3 +161,61 @@ def test_a_complex_output_gets_torchs_verdict(fn, tmp_path):
     assert rows["backward"]["status"] == ("ok" if expected else "fails")
     if expected:
         assert not any(r["status"] == "fails" for r in rows.values()), rows
+
+
+def test_a_wrong_complex_output_is_diagnosed_on_its_real_and_imaginary_parts(tmp_path):
+    """The diagnosis compares a complex output as its real and imaginary parts (it cast the
+    output to float64 and dropped the imaginary part, with torch's 'Casting complex values to
+    real' warning)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        _, c = checked(tmp_path, fns.PolarConjugated, [x_(4, 3)], fns.polar, support=[])
+    assert c["gradcheck"].diagnosis and c["parity with the reference"].diagnosis
+
+
+# -- one WHY per mistake, whichever checks find it ------------------------------------------
+@pytest.mark.parametrize("fn, inputs, reference, why", [
+    (fns.Square32Thrice, [(4, 3)], fns.square, "x0's gradient is 3/2 times the right one"),
+    (fns.SiLUHalf, [(64, 128)], fns.silu, "x0's gradient is 1/2 times the right one")])
+def test_a_mistake_found_by_two_checks_in_their_own_words_is_one_why(
+        fn, inputs, reference, why, tmp_path):
+    """gradcheck (at float32's step, or on the block fast mode affords) and parity with the
+    reference name one mistake in words of their own ('1.5 times' and '3/2 times'); the
+    console, run.log and explain.txt say it once, in the reference's words."""
+    from demos.lab.core.console import entry_lines
+
+    e, c = checked(tmp_path, fn, [x_(*s) for s in inputs], reference, support=[])
+    assert c["gradcheck"].diagnosis["says"] != c["parity with the reference"].diagnosis["says"]
+    whys = [ln.strip() for ln in entry_lines(e.summary, 10) if ln.strip().startswith("WHY")]
+    assert len(whys) == 1 and whys[0].startswith("WHY " + why), whys
+    explain = (e.folder / "explain.txt").read_text()
+    assert explain.count("Why ") == 1 and "'gradcheck' and 'parity with the reference'" in explain
+    log = (e.folder.parent / "run.log").read_text()
+    assert log.count("why gradcheck and parity with the reference: " + why) == 1
+
+
+def test_not_reentrant_is_the_why_where_parity_finds_the_drift_too(tmp_path):
+    """A backward that adds a growing counter: gradcheck says not reentrant; parity, run after,
+    finds a drift at a few elements. The one WHY is the reentrancy (the parity's 'a kink or a
+    branch' misled)."""
+    from demos.lab.core.console import entry_lines
+    from tests.fixtures import diagnosed as d
+
+    e, c = checked(tmp_path, d.SinDrifts, [x_(4, 5)], d.sin, support=[])
+    assert c["gradcheck"].diagnosis["kind"] == "not reentrant"
+    assert c["parity with the reference"].diagnosis["kind"] == "some elements"
+    whys = [ln.strip() for ln in entry_lines(e.summary, 10) if ln.strip().startswith("WHY")]
+    assert len(whys) == 1 and "run twice" in whys[0], whys
+
+
+def test_an_overflowing_forward_is_no_deliberate_gradient(tmp_path):
+    """x² of inputs near 1e200 is inf: finite differences are NaN where the backward is
+    right. The WHY says so, not that the gradient is deliberate (parity held: both inf)."""
+    x = torch.tensor([1e200, -3e200, 2e200], dtype=D, requires_grad=True)
+    e, c = checked(tmp_path, fns.Square, [x], fns.square,
+                   support=[])
+    d = c["gradcheck"].diagnosis
+    assert c["gradcheck"].passed is False and d["kind"] == "right one not finite", d
+    assert "overflows" in d["says"] and "intended" not in d["says"]

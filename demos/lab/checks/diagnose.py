@@ -24,7 +24,8 @@ import torch.autograd.forward_ad as fwAD
 from demos.lab.core.files import strict
 from demos.lab.core.results import Check
 from demos.lab.core.text import message
-from demos.lab.tensors import abs_error, agree, close, fresh, outputs
+from demos.lab.tensors import abs_error, agree, close, fresh
+from demos.lab.tensors import outputs as tensors
 
 
 def index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -147,6 +148,13 @@ class Pair:
                                   f"finite: a 0/0, a log or sqrt of a negative, inf - inf or "
                                   f"0 * inf there (torch.where computes both branches: keep "
                                   f"the input of the one not taken in its domain)")
+        lost = (g1.isfinite() & ~e1.isfinite()) | (g2.isfinite() & ~e2.isfinite())
+        if lost.any():
+            return "right one not finite", (
+                f"the right {'tangent' if m.forward else 'gradient'} is NaN or inf at "
+                f"{at(lost)} where {it} is finite: the forward overflows or leaves its domain "
+                f"near these inputs, and the numbers it is compared with mean nothing there; "
+                f"choose inputs (low, high) where the outputs are finite")
         if not any(t.abs().max().item() > 0 for t in (g1, g2) if t.numel()):
             if len(m.spaces) > 1 and self.others_fine():
                 return "one contribution missing", (
@@ -372,6 +380,12 @@ def broadcast_dims(small: torch.Size, big: torch.Size) -> tuple[int, ...]:
 # -- the maps: a Function's own, finite differences of its forward, a reference's autograd --
 
 
+def outputs(result: Any) -> tuple[torch.Tensor, ...]:
+    """A function's output tensors, a complex one as its real and imaginary parts (the last
+    dim of torch.view_as_real): the diagnosis compares real numbers, as gradcheck does."""
+    return tuple(torch.view_as_real(t) if t.is_complex() else t for t in tensors(result))
+
+
 def output_names(n: int) -> list[str]:
     return ["the output"] if n == 1 else [f"output {i}" for i in range(n)]
 
@@ -553,7 +567,7 @@ def deliberate(gradcheck: Check) -> Check:
     deliberate gradient (clipping, straight-through) needs `intended: true`."""
     d = gradcheck.diagnosis or {"output": "the outputs", "input": "every input", "elements": [],
                                 "probe": "grad_output"}
-    if d.get("kind") == "not reentrant":
+    if d.get("kind") in ("not reentrant", "right one not finite"):
         return gradcheck
     says = (f"{d['input']}'s gradient is not the forward's derivative, but it is exactly the "
             f"reference's (parity holds): a deliberate gradient (clipping, a straight-through "

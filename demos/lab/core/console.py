@@ -178,22 +178,44 @@ def entry_lines(e: EntrySummary, width: int) -> list[str]:
 STOPPED = re.compile(r"\b(?!GradcheckError\b)[A-Z]\w*(Error|Exception|Exit|Interrupt)\b.*")
 
 
+def mistakes(checks: list[Check]) -> dict[tuple, tuple[list[Check], dict]]:
+    """The checks' diagnoses by mistake (an output and input's gradient, tangent or second
+    derivative: several checks may find one, each in words of its own): the checks that found
+    it, and the diagnosis to say, the last one's (a reference's words are exact), or "not
+    reentrant" where a check found that (the values of a backward that varies say little)."""
+    found: dict[tuple, tuple[list[Check], dict]] = {}
+    for c in checks:
+        if c.diagnosis:
+            cs, best = found.get(mistake(c.diagnosis), ([], c.diagnosis))
+            found[mistake(c.diagnosis)] = (
+                [*cs, c], best if best["kind"] == "not reentrant" else c.diagnosis)
+    return found
+
+
+def mistake(diagnosis: dict) -> tuple:
+    return diagnosis["output"], diagnosis["input"], diagnosis.get("probe")
+
+
 def failure_lines(failures: list[Check]) -> list[str]:
     """A FAIL line per failed check, one for the checks the same exception stopped (naming
-    them); each WHY once, under the last of the checks in a row that it explains."""
+    them); one WHY per mistake (`mistakes`), under the last of the checks in a row that
+    found it."""
     groups: dict[object, list[Check]] = {}
     for c in failures:
         stopped = None if c.diagnosis else STOPPED.search(c.detail)
         groups.setdefault(stopped[0] if stopped else id(c), []).append(c)
-    whys = [cs[0].diagnosis and cs[0].diagnosis["says"] for cs in groups.values()] + [None]
+    found = mistakes(failures)
+    keys: list[tuple | None] = [mistake(cs[0].diagnosis) if cs[0].diagnosis else None
+                                for cs in groups.values()] + [None]
     lines, said = [], set()
     for i, (key, cs) in enumerate(groups.items()):
         lines.append(f"            FAIL {cs[0].name}: {cs[0].detail}" if len(cs) == 1 else
                      f"            FAIL {', '.join(c.name for c in cs)} (one error stopped "
                      f"them): {key}")
-        if whys[i] and whys[i] not in said and whys[i + 1] != whys[i]:
-            said.add(whys[i])
-            lines.append(f"            WHY {whys[i]}")
+        this = keys[i]
+        if this and this not in said and keys[i + 1] != this:
+            said.add(this)
+            lines.append(f"            WHY {found[this][1]['says']}")
     return lines
 
 

@@ -13,6 +13,7 @@ import torch
 
 from demos.lab.checks.gradients import expect
 from demos.lab.core.config import entry_dict
+from demos.lab.core.console import mistakes
 from demos.lab.core.files import write_atomic, write_csv, write_json
 from demos.lab.core.layout import BACKWARD, EXPLAIN, METRICS
 from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
@@ -95,12 +96,8 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
 def why_sections(checks: list[Check]) -> list[str]:
     """The failed gradient checks' diagnoses, for explain.txt, each once with the checks it
     explains: what is wrong, and the elements that differ most (NaN, inf as 'nan', 'inf')."""
-    by_says: dict[str, list[Check]] = {}
-    for c in (c for c in checks if c.diagnosis):
-        by_says.setdefault(c.diagnosis["says"], []).append(c)
     sections = []
-    for cs in by_says.values():
-        d = cs[0].diagnosis or {}
+    for cs, d in mistakes(checks).values():
         rows = [f"  {str(tuple(e['at'])):<16}" + "".join(
             f" {v:>14.6g}" if isinstance(v, float) else f" {v:>14}"
             for v in (e["expected"], e["got"])) for e in d["elements"]]
@@ -113,14 +110,12 @@ def why_sections(checks: list[Check]) -> list[str]:
 
 
 def log_checks(log: logging.Logger, found: list[Check]) -> None:
-    """Each check, one line, into run.log; each diagnosis once."""
-    said = set()
+    """Each check, one line, into run.log; each diagnosis (`mistakes`) once."""
     for c in found:
         log.info("check %s: %s: %s", {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed],
                  c.name, c.detail)
-        if c.diagnosis and c.diagnosis["says"] not in said:
-            said.add(c.diagnosis["says"])
-            log.info("why %s: %s", c.name, c.diagnosis["says"])
+    for cs, d in mistakes(found).values():
+        log.info("why %s: %s", " and ".join(c.name for c in cs), d["says"])
 
 
 def write_files(ctx: Context, findings: Findings) -> None:
