@@ -113,20 +113,16 @@ def start_resource_tracker() -> None:
     tracker's start alone), and so that its "leaked semaphore" warning after a hard exit (a
     second Ctrl-C) stays quiet."""
     from multiprocessing import resource_tracker
+    from unittest import mock
 
     from demos.lab.core.signals import signal_handler
 
-    warnings = os.environ.get("PYTHONWARNINGS")
-    os.environ["PYTHONWARNINGS"] = "ignore"  # read by the tracker's interpreter only
-    try:  # an ignored signal stays ignored across exec
-        hup = tuple(sig for sig in GROUP_SIGNALS if sig.name == "SIGHUP")  # where there is one
-        with signal_handler(signal.SIG_IGN, hup):
-            resource_tracker.ensure_running()
-    finally:
-        if warnings is None:
-            del os.environ["PYTHONWARNINGS"]
-        else:
-            os.environ["PYTHONWARNINGS"] = warnings
+    hup = tuple(sig for sig in GROUP_SIGNALS if sig.name == "SIGHUP")  # where there is one
+    # PYTHONWARNINGS, for the tracker's interpreter alone; an ignored signal stays ignored
+    # across exec
+    with mock.patch.dict(os.environ, PYTHONWARNINGS="ignore"), \
+            signal_handler(signal.SIG_IGN, hup):
+        resource_tracker.ensure_running()
 
 
 def shutdown() -> None:

@@ -15,7 +15,8 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
+from unittest import mock
 
 import torch
 
@@ -258,26 +259,17 @@ class Run:
                                    self.warn_once)
 
 
-@contextlib.contextmanager
-def escaped_warnings() -> Iterator[None]:
+def escaped_warnings() -> contextlib.AbstractContextManager[Any]:
     """Python warnings raised while the entries run (your code's warnings.warn too) reach the
     console as the run's own lines do: control characters shown, not obeyed."""
-    previous = warnings.showwarning
-
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
              line: str | None = None) -> None:
         stream = file or sys.stderr
         text = warnings.formatwarning(message, category, filename, lineno, line)
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # a closed console
             stream.write(shown(text.rstrip("\n"), stream) + "\n")
-        except (OSError, ValueError, AttributeError):  # a closed console: nothing to tell
-            pass
 
-    warnings.showwarning = show
-    try:
-        yield
-    finally:
-        warnings.showwarning = previous
+    return mock.patch.object(warnings, "showwarning", show)
 
 
 def open_in_browser(path: Path) -> str:
