@@ -40,7 +40,7 @@ from demos.lab.core.results import CAPABILITIES, Check
 from demos.lab.core.signals import Stopped
 from demos.lab.core.text import message, one_line
 from demos.lab.state import global_state, restore_global_state
-from demos.lab.tensors import abs_error, agree, dense, fresh
+from demos.lab.tensors import abs_error, agree, brief, dense, fresh
 
 # torch's refusals, by the words of its message, and what to add to the Function
 REFUSALS = [
@@ -431,16 +431,16 @@ def against_eager(transform: str, f: Callable, args: Sequence[Any], fn, xs, back
         raise CompileRefused(f"{one_line(e, 300)} -> torch.compile cannot "
                              f"take {transform} of this Function (eager {transform} runs it)"
                              ) from None
+    got, want = flat(compiled), flat(eager)
     try:
-        same(f"compiled {transform}", flat(compiled), flat(eager))
+        same(f"compiled {transform}", got, want)
     except Mismatch:
-        got = [t.detach().double().cpu() for t in flat(compiled)]
-        want = [t.detach().double().cpu() for t in flat(eager)]
         err = max((abs_error(a, b).max().item() for a, b in zip(got, want)
                    if a.shape == b.shape and a.numel()), default=float("nan"))
         raise TorchDiffers(
             f"torch differs: torch.compile({transform}) (backend {backend}) gives "
-            f"{brief(got)} where eager {transform} gives {brief(want)} (max abs difference "
+            f"{', '.join(map(brief, got))} where eager {transform} gives "
+            f"{', '.join(map(brief, want))} (max abs difference "
             f"{err:.3g}; torch {torch.__version__})",
             {"transform": transform, "backend": backend, "fn": fn,
              "inputs": {k: v.detach().cpu() for k, v in xs.items()}, **case}) from None
@@ -450,14 +450,6 @@ def flat(result: Any) -> tuple[torch.Tensor, ...]:
     """A transform's tensors in order: (values, tangents) of a jvp, each a tensor or a tuple."""
     return tuple(t for r in (result if isinstance(result, tuple) else (result,))
                  for t in tensors(r))
-
-
-def brief(ts: Sequence[torch.Tensor]) -> str:
-    """A few numbers of each tensor, for a row's detail."""
-    def one(t: torch.Tensor) -> str:
-        head = [f"{v:.4g}" for v in t.flatten()[:4].tolist()]
-        return "[" + ", ".join(head) + (", ...]" if t.numel() > 4 else "]")
-    return ", ".join(one(t) for t in ts)
 
 
 def fresh_compiler() -> None:
