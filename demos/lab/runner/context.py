@@ -32,11 +32,9 @@ from demos.lab.runner.torchrun import SINGLE, World
 
 
 class Interrupted(Exception):
-    """A stop was requested (Ctrl-C, SIGTERM); raised at the next step boundary.
-
-    A scenario may catch it, set `result` to what it has found so far (the checks that do not
-    need the end of training) and raise it again.
-    """
+    """A stop was requested (Ctrl-C, SIGTERM); raised at the next step boundary. A scenario may
+    catch it, set `result` to what it has found so far (the checks that do not need the end of
+    training) and raise it again."""
 
     def __init__(self, step: int):
         super().__init__(f"interrupted before step {step}")

@@ -50,9 +50,7 @@ from demos.lab.runner.torchrun import SINGLE, World
 
 @dataclass
 class RunOptions:
-    """What a run found out as it started, beside its config and its request: how its device
-    was chosen, whether a terminal shows progress, the baseline read, what to warn about, its
-    stop request and its rank."""
+    """What a run found out as it started, beside its config and its request."""
     device_note: str = ""  # the device, and how it was chosen, for the log and the report
     progress: bool = False  # progress bars (a terminal)
     baseline: Comparison | None = None  # --baseline's, to compare the results with
