@@ -67,11 +67,8 @@ def load(path: str, registry: Registry, sets: Sequence[str | Setting] = ()) -> R
 
 def load_data(raw: Any, path: str, registry: Registry,
               sets: Sequence[str | Setting] = ()) -> RunConfig:
-    """Override and validate parsed config data read from `path`.
-
-    Validation only: nothing is imported or run. Relative paths are made absolute (see
-    `resolve_path`), so the dumped config runs again from anywhere.
-    """
+    """Override and validate parsed config data read from `path` (nothing is imported or run).
+    Relative paths are made absolute (`resolve_path`): the dumped config runs from anywhere."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level: must be a mapping with a 'scenarios' list, "
                           f"got {show(raw)}")
