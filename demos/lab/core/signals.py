@@ -109,11 +109,6 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SI
                      if hasattr(signal, name))
 
 
-def handle_signals(stop: StopRequest) -> contextlib.AbstractContextManager[None]:
-    """Route the stop signals to a SignalHandler while the run lasts (main thread only)."""
-    return signal_handler(SignalHandler(stop), stop.signals)
-
-
 class StartUp(SignalHandler):
     """Before the run has its own handler (start-up, and the instant after the run): the
     first signal raises KeyboardInterrupt, except while `stop.deferred` (torch importing: a

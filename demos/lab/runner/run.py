@@ -35,7 +35,7 @@ from demos.lab.core.results import (
 )
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError
-from demos.lab.core.signals import StopRequest, handle_signals
+from demos.lab.core.signals import SignalHandler, StopRequest, signal_handler
 from demos.lab.core.text import no_surrogates
 from demos.lab.pages.artifacts import Artifacts
 from demos.lab.pages.report import files_of
@@ -294,7 +294,7 @@ def execute(cfg: RunConfig, registry: Registry, device: torch.device, request: R
     ends in an interrupted run with its summary, never in "interrupted before the run started".
     """
     stop, world, output_dir = options.stop, options.world, Path(request.output_dir)
-    with handle_signals(stop):
+    with signal_handler(SignalHandler(stop), stop.signals):
         stop.run_began = True
         try:
             run_dir = (make_named_dir(output_dir, request.run_name) if request.run_name else
