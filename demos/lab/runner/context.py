@@ -44,10 +44,8 @@ class Interrupted(Exception):
 
 @dataclass
 class Shared:
-    """What every entry of a run shares, and its Context reads: the device and seed, the
-    progress bars, the stop request, the warnings said once, the drawing of plots and renders,
-    the ranks under torchrun. `Shared(device)` will do for a Context of one's own (a test, the
-    bench)."""
+    """What every entry of a run shares, and its Context reads. `Shared(device)` will do for a
+    Context of one's own (a test, the bench)."""
     device: torch.device
     seed: int = 0
     progress: bool = False
