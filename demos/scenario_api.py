@@ -10,9 +10,10 @@ demos.scenarios.<name>` runs.
 """
 from __future__ import annotations
 
-import importlib
 import sys
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+from demos import lazily
 
 # -- declaring a scenario: its config, what it returns (no torch) ------------------------------
 from demos.lab.core.results import (
@@ -111,21 +112,7 @@ __all__ = [  # what a scenario file may import: the names above, LAZY's, and run
     "gradcheck", "gradgradcheck", "leaves", "node_name", "parity", "same_everywhere",
     "support", "tensors", "floating", "with_fixed", "changes_a_leaf", "deliberate",
     "run_alone"]
-
-
-def __getattr__(name: str) -> Any:
-    """A name of LAZY, imported now (PEP 562: called only for names not yet in the module)."""
-    if name not in LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute = LAZY[name]
-    value = importlib.import_module(module)
-    value = value if attribute is None else getattr(value, attribute)
-    globals()[name] = value  # once: the next lookup finds it
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazily(globals(), LAZY)  # LAZY's names: imported when first used
 
 
 # the runner's options that need a config file, or more than one run: not for run_alone

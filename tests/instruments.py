@@ -10,8 +10,9 @@ from typing import Any, Iterator
 import torch
 
 from demos.lab.instruments import saved
-from demos.lab.instruments.trace import Trace, brief
+from demos.lab.instruments.trace import Trace
 from demos.lab.instruments.walk import node_name
+from demos.lab.tensors import brief
 
 
 def equal(got: torch.Tensor | None, want: torch.Tensor | None) -> bool:

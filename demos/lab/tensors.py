@@ -1,10 +1,14 @@
 """Tensors as the checks and the instruments take them: one fresh copy, one comparison, a
-function's outputs. One of each, so that every check copies and compares the same way."""
+function's outputs, one description. One of each, so that every check copies, compares and says
+them the same way."""
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 import torch
+
+SMALL = 16  # values are written out up to this many elements; above, min/max/mean/norm
 
 
 def fresh(tensors: Mapping[str, torch.Tensor], device: torch.device | None = None,
@@ -56,3 +60,42 @@ def outputs(result: Any) -> tuple[torch.Tensor, ...]:
     """A function's output(s) as a tuple of tensors (what is not a tensor left out)."""
     result = result if isinstance(result, tuple) else (result,)
     return tuple(r for r in result if isinstance(r, torch.Tensor))
+
+
+def describe(t: torch.Tensor | None) -> dict[str, Any] | None:
+    """shape, dtype, and the values when small, otherwise min/max/mean/norm (a sparse one's
+    as dense; a complex one's of the modulus)."""
+    if t is None:
+        return None
+    t = dense(t.detach())
+    out: dict[str, Any] = {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+    if t.numel() <= SMALL:
+        out["values"] = [number(v) for v in t.cpu().reshape(-1).tolist()]
+    else:
+        x = (t.abs() if t.is_complex() else t).double()
+        out.update(min=number(x.min().item()), max=number(x.max().item()),
+                   mean=number(x.mean().item()), norm=number(x.norm().item()))
+    return out
+
+
+def number(v: Any) -> Any:
+    """A value as strict JSON takes it: NaN and the infinities as the strings "nan", "inf",
+    "-inf", a complex number as "(1+2j)" (backward.json stays readable by any JSON reader)."""
+    return str(v) if isinstance(v, complex) or isinstance(v, float) and not math.isfinite(v) \
+        else v
+
+
+def brief(t: torch.Tensor | None) -> str:
+    """A gradient in a few characters: 4, [1, 2, 3], or (256, 5) in [-1.2, 3.4], norm 5.6."""
+    if t is None:
+        return "None"
+    d = describe(t)
+    if "values" in d:
+        v = [f"{x:.6g}" if isinstance(x, float) else str(x) for x in d["values"]]
+        return v[0] if not d["shape"] and v else "[" + ", ".join(v) + "]"
+    return (f"{tuple(d['shape'])} in [{gfmt(d['min'])}, {gfmt(d['max'])}], "
+            f"norm {gfmt(d['norm'])}")
+
+
+def gfmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, (int, float)) else str(v)

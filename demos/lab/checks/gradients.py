@@ -210,11 +210,8 @@ def gradcheck_failure(e: BaseException, wrt: list[str]) -> str:
 def parity(name: str, custom: Callable[..., torch.Tensor],
            reference: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
            device: torch.device, rtol: float = 1e-7, atol: float = 1e-9) -> Check:
-    """Value and every input's gradient of `custom(*inputs.values())` against `reference`.
-
-    Both get the same float64 copies of `inputs` and are back-propagated with the same
-    random output gradient, so a wrong backward shows as a gradient mismatch.
-    """
+    """Value and every input's gradient of `custom(*inputs.values())` against `reference`, both
+    on the same float64 copies of `inputs`, back-propagated with the same random gradient."""
     return compare_to_reference(name, custom, reference, inputs, device, rtol, atol)[0]
 
 
@@ -360,11 +357,8 @@ def arguments(xs: list, fixed: Mapping[int, Fixed], device: torch.device | None)
 
 def expect(targets: Expect, params: Mapping[str, float], metrics: Mapping[str, float],
            skip: str | None = None) -> list[Check]:
-    """One check per target; a name the scenario did not produce fails.
-
-    With `skip` (why: '--dry-run', 'training diverged'), targets are reported, not evaluated;
-    in a dry run a name the scenario did not produce still fails.
-    """
+    """One check per target; a name the scenario did not produce fails (in a dry run too).
+    With `skip` (why: '--dry-run', 'training diverged'), targets are reported, not evaluated."""
     out = []
     for kind, values in (("params", params), ("metrics", metrics)):
         for key, target in getattr(targets, kind).items():

@@ -40,7 +40,7 @@ from demos.lab.core.results import CAPABILITIES, Check
 from demos.lab.core.signals import Stopped
 from demos.lab.core.text import message, one_line
 from demos.lab.state import global_state, restore_global_state
-from demos.lab.tensors import abs_error, agree, dense, fresh
+from demos.lab.tensors import abs_error, agree, brief, dense, fresh
 
 # torch's refusals, by the words of its message, and what to add to the Function
 REFUSALS = [
@@ -98,14 +98,10 @@ def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
            rows: Sequence[str] = DEFAULT_ROWS, intended: bool = False,
            float32: bool = False) -> dict[str, Row]:
     """The support matrix of `fn` (a Function's apply) at `inputs` (their requires_grad kept).
-    `intended`: the Function's backward is deliberately not its derivative, and `reference`'s
-    autograd gives the intended gradient: the rows compare with it, never with finite
-    differences of the forward. `float32`: the Function computes in float32 (each row judges
-    it at float32's tolerance). Every row calls the reference as autograd would (as_autograd).
-    A random forward draws from torch's generator: the caller's draws after this are the same
-    as without it. torch's settings (its compiler's too), the working directory and the
-    environment are set back after: what a Function changed in one matrix does not reach the
-    run."""
+    `intended`: the backward is deliberately not the derivative; the rows compare with
+    `reference`'s autograd, never with finite differences. `float32`: the Function computes in
+    float32, judged at float32's tolerance. The caller's random draws, torch's settings, the
+    working directory and the environment are as they were after it."""
     before = global_state()
     token = IN_FLOAT32.set(float32)
     try:
@@ -331,12 +327,10 @@ def forward_rule(fn, xs, names: Sequence[str]) -> None:
 def jvp_by_reverse(f: Callable, primals: Sequence[torch.Tensor],
                    tangents: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
     """J·v of the plain-torch `f` at `primals` by reverse mode alone: g(u) = Jᵀu is linear in u,
-    so the gradient of <g(u), v> with respect to u is J·v. The reference's own forward AD
-    would give the same, but the first forward-mode pass through a decomposed op (x**3) imports
-    torch's compiler stack: seconds (1.7 s on the development machine), for a number reverse
-    mode gives in milliseconds. An
-    output that does not depend on the inputs differentiably (a constant, integer indices, a
-    detached mask) has the tangent forward mode gives it: zeros."""
+    so the gradient of <g(u), v> with respect to u is J·v (forward AD through a decomposed op
+    would import torch's compiler stack: seconds). An output that does not depend on the inputs
+    differentiably (a constant, integer indices, a detached mask) gets zeros, as forward mode
+    gives it."""
     xs = [p.detach().clone().requires_grad_() for p in primals]  # f may change them in place
     outs = tensors(f(*[x.clone() for x in xs]))
     live = [i for i, o in enumerate(outs) if o.is_floating_point() and o.requires_grad]
@@ -404,12 +398,10 @@ def vmap(fn, xs) -> str:
 
 
 def compiled(fn, xs, backend: str = COMPILED_BACKEND) -> str:
-    """torch.compile(fn, fullgraph=True): its value and gradients against eager's.
-
-    Under aot_eager, AOTAutograd's common-subexpression pass is off: it only merges repeated
-    ops of the traced graph (it cannot make a right Function wrong or a wrong one right), and
-    its first use imports inductor's pattern matcher, 0.6 s of the row's 1.0 s. The inductor
-    row runs the whole pipeline, that pass included."""
+    """torch.compile(fn, fullgraph=True): its value and gradients against eager's. Under
+    aot_eager, AOTAutograd's common-subexpression pass is off: it only merges repeated ops (it
+    cannot make a Function right or wrong) and its first use costs most of the row's time; the
+    inductor row runs it."""
     import torch._functorch.config
 
     whole = backend != COMPILED_BACKEND
@@ -439,16 +431,16 @@ def against_eager(transform: str, f: Callable, args: Sequence[Any], fn, xs, back
         raise CompileRefused(f"{one_line(e, 300)} -> torch.compile cannot "
                              f"take {transform} of this Function (eager {transform} runs it)"
                              ) from None
+    got, want = flat(compiled), flat(eager)
     try:
-        same(f"compiled {transform}", flat(compiled), flat(eager))
+        same(f"compiled {transform}", got, want)
     except Mismatch:
-        got = [t.detach().double().cpu() for t in flat(compiled)]
-        want = [t.detach().double().cpu() for t in flat(eager)]
         err = max((abs_error(a, b).max().item() for a, b in zip(got, want)
                    if a.shape == b.shape and a.numel()), default=float("nan"))
         raise TorchDiffers(
             f"torch differs: torch.compile({transform}) (backend {backend}) gives "
-            f"{brief(got)} where eager {transform} gives {brief(want)} (max abs difference "
+            f"{', '.join(map(brief, got))} where eager {transform} gives "
+            f"{', '.join(map(brief, want))} (max abs difference "
             f"{err:.3g}; torch {torch.__version__})",
             {"transform": transform, "backend": backend, "fn": fn,
              "inputs": {k: v.detach().cpu() for k, v in xs.items()}, **case}) from None
@@ -458,14 +450,6 @@ def flat(result: Any) -> tuple[torch.Tensor, ...]:
     """A transform's tensors in order: (values, tangents) of a jvp, each a tensor or a tuple."""
     return tuple(t for r in (result if isinstance(result, tuple) else (result,))
                  for t in tensors(r))
-
-
-def brief(ts: Sequence[torch.Tensor]) -> str:
-    """A few numbers of each tensor, for a row's detail."""
-    def one(t: torch.Tensor) -> str:
-        head = [f"{v:.4g}" for v in t.flatten()[:4].tolist()]
-        return "[" + ", ".join(head) + (", ...]" if t.numel() > 4 else "]")
-    return ", ".join(one(t) for t in ts)
 
 
 def fresh_compiler() -> None:

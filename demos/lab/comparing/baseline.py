@@ -179,10 +179,9 @@ def check_writable(path: str, config: str, output_dir: str, dry_run: bool) -> No
             raise ConfigError(f"{where}: exists and is not a baseline this could replace "
                               f"({why}); remove it or name another file") from None
         if old.dry_run != dry_run:
-            held, now = (("a --dry-run's", "a full run") if old.dry_run else
-                         ("a full run's", "a --dry-run"))
-            raise ConfigError(f"{where}: holds {held} values, this is {now}; a baseline holds "
-                              f"one kind of run: name another file, or remove this one first")
+            raise ConfigError(f"{where}: holds {kind(old.dry_run)}'s values, this is "
+                              f"{kind(dry_run)}; a baseline holds one kind of run: name another "
+                              f"file, or remove this one first")
     folder = os.path.dirname(target)
     if not os.path.isdir(folder):
         raise ConfigError(f"{where}: no folder {folder}")
@@ -358,10 +357,7 @@ def other_kind(old: BaselineFile, new: dict[str, Any]) -> str:
     """How the run in `new` (save's data) is of another kind than the baseline `old`:
     'seed 5, this run seed 0'; '' when of the same kind (what `old` does not record is
     not a difference)."""
-    def dry(flag: bool) -> str:
-        return "a --dry-run" if flag else "a full run"
-
-    pairs = [(dry(old.dry_run), dry(new["dry_run"])),
+    pairs = [(kind(old.dry_run), kind(new["dry_run"])),
              (f"seed {old.seed}", f"seed {new['seed']}") if old.seed is not None else None,
              (f"device {old.device}", f"device {new['device']}")  # cuda:0 and cuda:1: one kind
              if old.device.partition(":")[0] != new["device"].partition(":")[0] else None,
@@ -371,6 +367,10 @@ def other_kind(old: BaselineFile, new: dict[str, Any]) -> str:
     differ = [p for p in pairs if p and p[0] != p[1]]  # the words differ where the values do
     return (" and ".join(a for a, _ in differ) + ", this run " +
             " and ".join(b for _, b in differ)) if differ else ""
+
+
+def kind(dry_run: bool) -> str:
+    return "a --dry-run" if dry_run else "a full run"
 
 
 def processes(n: int) -> str:

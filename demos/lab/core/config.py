@@ -10,7 +10,7 @@ import dataclasses
 import os
 import re
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Literal, Sequence
 
 from demos.lab.core.layout import NAME_RE, reserved
@@ -51,6 +51,8 @@ class RunConfig:
     stepper_gifs: bool = param(False, "also save each traced backward as an animated GIF, "
                                       "<graph>_steps.gif: a frame per step, for slides")
     scenarios: list[Any] = param([], "the scenario entries, run in this order", required=True)
+    # the (entry id, key) pairs the overrides set, which --dry-run keeps (see load_data, shrink)
+    explicit: set[tuple[str, str]] = field(default_factory=set, init=False, repr=False)
 
     def validate(self, where: str) -> None:
         if not DEVICE_RE.fullmatch(self.device):
@@ -65,11 +67,8 @@ def load(path: str, registry: Registry, sets: Sequence[str | Setting] = ()) -> R
 
 def load_data(raw: Any, path: str, registry: Registry,
               sets: Sequence[str | Setting] = ()) -> RunConfig:
-    """Override and validate parsed config data read from `path`.
-
-    Validation only: nothing is imported or run. Relative paths are made absolute (see
-    `resolve_path`), so the dumped config runs again from anywhere.
-    """
+    """Override and validate parsed config data read from `path` (nothing is imported or run).
+    Relative paths are made absolute (`resolve_path`): the dumped config runs from anywhere."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level: must be a mapping with a 'scenarios' list, "
                           f"got {show(raw)}")
@@ -87,7 +86,7 @@ def load_data(raw: Any, path: str, registry: Registry,
         return os.getcwd() if key_path in set_paths else config_dir
 
     try:
-        return build_run(raw, registry, base)
+        run = build_run(raw, registry, base)
     except ConfigError as e:
         msg = str(e)
         for key_path, assignment in set_paths.items():
@@ -96,6 +95,9 @@ def load_data(raw: Any, path: str, registry: Registry,
                 if msg.startswith(key_path + ": unknown key"):
                     msg += entry_hint(raw, registry, key_path, str(assignment))
         raise ConfigError(f"{path}: {msg}") from None
+    numbered = (re.match(r"scenarios\[(\d+)\]\.([^.]+)", key_path) for key_path in set_paths)
+    run.explicit = {(run.scenarios[int(m[1])].id, m[2]) for m in numbered if m}
+    return run
 
 
 def entry_hint(raw: dict, registry: Registry, key: str, assignment: str) -> str:
@@ -222,23 +224,10 @@ def select(run: RunConfig, only: str, source: str) -> RunConfig:
 def shrink(run: RunConfig, registry: Registry,
            keep: Collection[tuple[str, str]] = ()) -> RunConfig:
     """The --dry-run version: every entry with its scenario's tiny sizes, but for the
-    (entry id, key) pairs in `keep`: what --set gave explicitly (see explicit)."""
+    (entry id, key) pairs in `keep`: what --set gave explicitly (RunConfig.explicit)."""
     return dataclasses.replace(run, scenarios=[
         registry[e.scenario].shrink(e, {k for i, k in keep if i == e.id})
         for e in run.scenarios])
-
-
-def explicit(run: RunConfig, sets: Sequence[str | Setting]) -> set[tuple[str, str]]:
-    """The (entry id, key) pairs that `--set`s give explicitly, by id or by number."""
-    ids, out = [e.id for e in run.scenarios], set()
-    for assignment in sets:
-        parts = str(assignment).partition("=")[0].strip().split(".")
-        numbered = re.fullmatch(r"scenarios\[(\d+)\]", parts[0])
-        if numbered and len(parts) >= 2 and int(numbered[1]) < len(ids):
-            out.add((str(ids[int(numbered[1])]), parts[1]))
-        elif parts[0] == "scenarios" and len(parts) >= 3:
-            out.add((parts[1], parts[2]))
-    return out
 
 
 def dump(run: RunConfig) -> str:

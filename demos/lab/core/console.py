@@ -44,10 +44,9 @@ def shown(text: str, stream: object) -> str:
 
 
 def say(text: str = "", *, err: bool = False) -> None:
-    """One line of a command's own output (an ensemble's, a baseline's) on stdout, or
-    stderr with `err`, as `shown`. A reader that went away (`| head`) or a stream that cannot
-    be written (`> /dev/full`) is no reason to stop: the command goes on to its end and its
-    exit code; the rest of that stream's output is dropped (a full disk says so once)."""
+    """One line of a command's own output (an ensemble's, a baseline's) on stdout, or stderr
+    with `err`, as `shown`. A reader gone away (`| head`) or a full disk stops the output, not
+    the command (see `silence`)."""
     stream = sys.stderr if err else sys.stdout
     if stream is None:
         return

@@ -85,10 +85,8 @@ def strict(value: Any, not_finite: Callable[[float], Any] = str) -> Any:
 
 
 def dumps(data: Any, compact: bool = False) -> str:
-    """The one JSON writer: strict JSON, which every reader takes (no NaN or Infinity tokens;
-    a non-finite float still in `data` is written as a string, see `strict`); indented, or
-    `compact`; with a closing newline. Where a value means "none", write None (null) before:
-    summary.json's metrics do (demos.lab.core.results)."""
+    """The one JSON writer: strict JSON, which every reader takes (a non-finite float is
+    written as a string, see `strict`); indented, or `compact`; with a closing newline."""
     return json.dumps(strict(data), allow_nan=False, indent=None if compact else 2,
                       separators=(",", ":") if compact else None) + "\n"
 

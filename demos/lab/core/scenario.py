@@ -158,11 +158,9 @@ ASKED_ONLY = ("inductor",)
 
 def support_param(every_row: bool = False, forward_mode: bool = True) -> Any:
     """The `support:` field of a scenario about custom Functions: which rows of the support
-    matrix (demos.lab.checks.support) to run. By default the rows that need no compiler, so
-    that one scenario comes back in seconds (configs/all.yaml asks for the torch.func rows too);
-    `every_row=True` makes every row the default (custom_function, the tool for your own
-    Functions); `forward_mode=False` leaves out `forward_ad` too, for a document about reverse
-    mode alone (the first forward-mode call imports torch's jvp decompositions: 0.2 s)."""
+    matrix to run. By default the rows that need no compiler (a scenario in seconds);
+    `every_row=True`: every row (custom_function, for your own Functions); `forward_mode=False`
+    leaves out `forward_ad` too, for a document about reverse mode alone."""
     from demos.lab.core.results import CAPABILITIES
 
     left_out = ASKED_ONLY if every_row else \
@@ -208,11 +206,10 @@ Registry = Mapping[str, Scenario]
 
 
 class Scenarios(Mapping[str, Scenario]):
-    """The scenarios of a package, by name: each module's `SCENARIO`, imported when it is first
-    asked for, since a scenario file may import torch at its top (it reads like the tutorial it
-    reproduces). Their names, documents and one-line descriptions are read from the files
-    without running them (`about`), so that --help, --list and a name's check stay cheap.
-    Ordered by document, then name."""
+    """The scenarios of a package, by name, ordered by document: each module's `SCENARIO`,
+    imported when first asked for (a scenario file may import torch at its top); their names,
+    documents and descriptions read from the files without running them (`about`), so that
+    --help, --list and a name's check stay cheap."""
 
     def __init__(self, package: str, folder: Path):
         self._package = package

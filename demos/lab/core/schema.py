@@ -34,12 +34,9 @@ REQUIRED = "(required)"  # what describe() gives as the default of a field a con
 def param(default: Any, help: str, *, path: str | None = None, required: bool = False,
           dry_run: Callable[[Any], Any] | None = None, **bounds: float) -> Any:
     """A config field with its default, a help text and optional bounds (gt, ge, lt, le).
-
-    `path` marks a file or folder ("file", "dir") or code ("code": module:Attr or
-    file.py:Attr) named relative to the config file; the loader makes it absolute.
-    `dry_run` maps the field's value to its --dry-run value (see Scenario.shrink). `required`
-    marks a field a config must give (its check is the loader's; this is for the docs).
-    """
+    `path`: a file or folder ("file", "dir") or code ("code": module:Attr, file.py:Attr) named
+    relative to the config file, made absolute by the loader. `dry_run`: the field's value ->
+    its --dry-run value (Scenario.shrink). `required`: for the docs (the loader checks it)."""
     meta: dict[str, Any] = {"help": help, **bounds, **({"path": path} if path else {}),
                             **({"dry_run": dry_run} if dry_run else {}),
                             **({"required": True} if required else {})}

@@ -57,15 +57,11 @@ def exit_now(code: int) -> None:
 
 
 def leave(code: int) -> NoReturn:
-    """End the command line's process with `code`, without tearing the interpreter down.
-
-    By the end of a run torch has loaded its compiler stack (torch.optim and explicit backward
-    gradients pull in torch._dynamo and sympy); unloading it all takes 0.7 s here (measured on
-    legendre_fit) and does nothing for a run whose files are written and closed. So: what
-    registered with `on_exit` finishes (the drawing helper's work; after a run that did not
-    end, it is stopped instead), logging's files are flushed and
-    closed, the streams flushed, and the process ends. A signal meanwhile: the run is whole;
-    it says so and exits 130."""
+    """End the command line's process with `code`, without tearing the interpreter down: by
+    then torch has loaded its compiler stack, whose unloading takes most of a second and does
+    nothing for a run whose files are closed. What registered with `on_exit` finishes (or, after
+    a run that did not end, is stopped), logging and the streams are flushed, and the process
+    ends. A signal meanwhile: the run is whole; it says so and exits 130."""
     late = StopRequest()
     late.deferred = True  # noted only: what is finishing finishes
     with signal_handler(StartUp(late)):
@@ -113,11 +109,6 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SI
                      if hasattr(signal, name))
 
 
-def handle_signals(stop: StopRequest) -> contextlib.AbstractContextManager[None]:
-    """Route the stop signals to a SignalHandler while the run lasts (main thread only)."""
-    return signal_handler(SignalHandler(stop), stop.signals)
-
-
 class StartUp(SignalHandler):
     """Before the run has its own handler (start-up, and the instant after the run): the
     first signal raises KeyboardInterrupt, except while `stop.deferred` (torch importing: a
@@ -139,9 +130,8 @@ def stop_if_requested(stop: StopRequest) -> None:
 @contextlib.contextmanager
 def signal_handler(handler: Callable[[int, Any], None] | signal.Handlers,
                    signals: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
-    """`handler` (or signal.SIG_IGN) for `signals` (every stop signal: SIGINT, SIGTERM,
-    SIGHUP), the previous handlers restored afterwards; in the main thread only (elsewhere
-    Python refuses to set one)."""
+    """`handler` (or signal.SIG_IGN) for `signals`, the previous handlers restored afterwards;
+    in the main thread only (elsewhere Python refuses to set one)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

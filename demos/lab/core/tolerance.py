@@ -1,32 +1,18 @@
-"""The tolerance model: how far a value may move between two runs. One model for --baseline
-and the config's `expect:` (demos/docs/reproducible.md).
+"""The tolerance model: how far a value may move between two runs, for --baseline and the
+config's `expect:` alike (demos/docs/reproducible.md, "One tolerance model", says why).
 
-Torch-free. A value is a scenario entry's final metric or param, named `metrics.<name>` or
-`params.<name>`, compared with a reference (`old`). Each value gets one rule, the first that
-applies:
+Torch-free. A value (`metrics.<name>` or `params.<name>` of an entry) gets the first rule that
+applies against its reference (`old`):
 
-1. set: a `tolerance:` someone wrote for it: in the config entry, the baseline's entry or the
-   baseline's top; the most specific key first (the value's name, its kind, `all`), and at
-   the same key the config first. An unset field falls through to the next key, then to the
-   tier below (same machine or arithmetic). `exact` there asks for the same bits; it applies
-   only where the two runs' fingerprints match (demos.lab.core.fingerprint), elsewhere the value
-   falls through to 2-4 and its check says why.
-2. band: measured by an ensemble (`--save-baseline FILE --ensemble`): the config rerun with the
-   same seed under other kernel levels and thread counts. The value may move from the
-   reference by WIDEN (3) times the range the ensemble saw, never less than the floor (the
-   arithmetic tier). A value positive in every run of the ensemble is compared in log space
-   (its band is a ratio, new / old within [1/ratio, ratio]): converged losses near zero move
-   by factors, not by amounts. Two-sided: a loss that falls 40 % is a change too.
-3. same machine: the fingerprints match: rtol 1e-6, atol 1e-9 on the CPU (in practice the same
-   bits: CPU kernels are deterministic for a given machine and thread count).
-4. arithmetic: the fingerprints differ (or one is unknown) and nothing was measured: rtol
-   1e-5, atol 1e-9. Values that follow from arithmetic alone hold this across machines; values
-   that training amplifies do not, and their check says to measure a band.
-On a GPU (either run), no rule is tighter than rtol 1e-4, atol 1e-6: its kernels (atomics,
-TF32, cuDNN's choices) move last digits.
-
-`expect:` targets with a `value:` use the same comparison, with the arithmetic tier's rtol by
-default; their `min`/`max` bounds rest on the seed spread (a seed loop measures it).
+1. set: a `tolerance:` written for it (config entry, baseline entry, baseline top; the most
+   specific key first, the config first at one key; an unset field falls through to the next
+   key, then to 3 or 4). `exact`, the same bits, applies only where the fingerprints match.
+2. band: measured by `--ensemble`: WIDEN times the range the ensemble saw, at least the
+   ARITHMETIC floor; in log space (a ratio) for a value positive in every run. Two-sided.
+3. same machine: the fingerprints match (demos.lab.core.fingerprint): SAME_MACHINE.
+4. arithmetic: otherwise: ARITHMETIC, which values that training amplifies will not hold.
+On a GPU (either run), no rule but `exact` is tighter than GPU. `expect:` targets with a
+`value:` default to the arithmetic tier's rtol.
 """
 from __future__ import annotations
 

@@ -24,9 +24,8 @@ from torch.overrides import TorchFunctionMode
 
 from demos.lab.core.results import Check
 from demos.lab.core.text import one_line
-from demos.lab.instruments.trace import brief, describe
 from demos.lab.instruments.walk import node_name
-from demos.lab.tensors import agree, fresh, outputs
+from demos.lab.tensors import agree, brief, describe, fresh, outputs
 
 COSTS = ("Forward mode pushes one tangent v through the graph beside the values: one pass gives "
          "J·v, a column of the Jacobian per input direction.",

@@ -27,11 +27,9 @@ INSTALL_HINT = ("install graphviz for PDF/SVG graphs: apt-get install graphviz "
 
 
 def torchviz_make_dot() -> Callable[..., Any]:
-    """torchviz's make_dot. torchviz 0.0.3 imports distutils (for one version test): up to
-    Python 3.11 the standard library's is loaded for it (4 ms), found on sys.path directly, as
-    setuptools' meta-path hook would otherwise load setuptools and pkg_resources to stand in
-    (0.1-0.25 s); from 3.12, where distutils is gone, setuptools (a dependency there) installs
-    its own on import."""
+    """torchviz's make_dot. torchviz 0.0.3 imports distutils: up to Python 3.11 the standard
+    library's, found on sys.path directly (setuptools' hook would load all of setuptools to
+    stand in: see performance.md); from 3.12 setuptools installs its own on import."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         if sys.version_info >= (3, 12):
@@ -54,18 +52,14 @@ def torchviz_make_dot() -> Callable[..., Any]:
 
 def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
                params: Mapping[str, torch.Tensor]) -> str:
-    """The graphviz (dot) source of the graph behind `output` (one tensor or a tuple).
+    """The graphviz (dot) source of the graph behind `output` (one tensor or a tuple), the
+    tensors in `params` labelled with their names ("output" for an output without one).
 
-    Tensors in `params` are labelled with their names; an output without one is "output".
-
-    Colours (torchviz): lightblue leaves that require grad, orange tensors saved for
-    backward, green the output, grey the backward nodes. Three touches on top of torchviz:
-    a custom Function's saved tensors get names (see walk.saved_names); a leaf that is also
-    saved stays lightblue (torchviz would paint it orange); and a saved leaf is one node with
-    its leaf. Under saved_tensors_hooks (the runner counts saves while a forward runs) a saved
-    tensor unpacks to another Python object over the same memory, which torchviz, naming
-    nodes by id(), would draw twice: its id is replaced by the leaf's.
-    """
+    Colours (torchviz): lightblue leaves that require grad, orange tensors saved for backward,
+    green the output, grey the backward nodes. On top of torchviz: a custom Function's saved
+    tensors get names (walk.saved_names), and a saved leaf stays lightblue and is one node with
+    its leaf (under saved_tensors_hooks it unpacks to another Python object over the same
+    memory, which torchviz, naming nodes by id(), would draw twice)."""
     from demos.lab.instruments import walk
     make_dot = torchviz_make_dot()
     with warnings.catch_warnings():  # torchviz's own use of distutils' LooseVersion
@@ -95,12 +89,10 @@ def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
 
 def cycle_free(build: Callable[[], str]) -> str:
     """`build()` with the cycle collector paused, then the young objects it left collected.
-    torchviz's make_dot leaves a reference cycle (its recursive closure) that holds the graph
-    it drew; kept alive until some later full collection, that graph keeps its leaves'
-    AccumulateGrad nodes, and with them the traced backward's removed hooks, which a training
-    loop over the same leaves then pays on every step (~1 µs each: legendre_fit's loop ran
-    1.07x its bare loop). Paused, the cycle is still young when it is done with: a collection of
-    the youngest generation (a millisecond) frees it now."""
+    torchviz's make_dot leaves a reference cycle that holds the graph it drew, and with it the
+    traced backward's removed hooks, which a training loop over the same leaves would pay on
+    every step until some later full collection; still young, a collection of the youngest
+    generation frees it now."""
     import gc
 
     paused = gc.isenabled()
@@ -151,12 +143,9 @@ def size(t: torch.Tensor | None) -> str:
 
 
 def render(source: str, stem: Path, dot: str | None = "") -> tuple[list[Path], str | None]:
-    """Write `<stem>.gv`, and `<stem>.pdf` / `.svg` when `dot` is installed.
-
-    `dot` is the program's path (None: not installed; "": look it up on PATH). Returns the
-    files written and a warning (None when all went well); never raises for a missing or
-    failing `dot`: the `.gv` source is kept either way.
-    """
+    """Write `<stem>.gv`, and `<stem>.pdf` / `.svg` when `dot` (the program's path; None: not
+    installed; "": look it up on PATH) is there. Returns the files written and a warning (None
+    when all went well); never raises for a missing or failing `dot`."""
     gv = stem.with_suffix(".gv")
     write_atomic(gv, source)
     written = [gv]

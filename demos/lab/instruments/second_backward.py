@@ -24,9 +24,8 @@ import torch
 
 from demos.lab.core.results import Check
 from demos.lab.core.text import one_line
-from demos.lab.instruments.trace import brief
 from demos.lab.instruments.walk import nodes
-from demos.lab.tensors import abs_error, agree, fresh, outputs
+from demos.lab.tensors import abs_error, agree, brief, fresh, outputs
 
 FORWARD, FIRST, ROOT = "the forward", "the first backward", "the sum that starts the second pass"
 

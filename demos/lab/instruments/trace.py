@@ -11,7 +11,6 @@ graph and to the leaves' `.grad`, for every shipped scenario's graphs.)
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Mapping, Sequence
@@ -20,9 +19,7 @@ import torch
 
 from demos.lab.core.text import one_line
 from demos.lab.instruments.walk import input_names, node_name, nodes
-from demos.lab.tensors import dense
-
-SMALL = 16  # values are written out up to this many elements; above, min/max/mean/norm
+from demos.lab.tensors import brief, describe
 
 
 @dataclass
@@ -136,50 +133,11 @@ def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, t
     return trace
 
 
-# -- as data and as text -----------------------------------------------------------------------
-def describe(t: torch.Tensor | None) -> dict[str, Any] | None:
-    """shape, dtype, and the values when small, otherwise min/max/mean/norm (a sparse one's
-    as dense; a complex one's of the modulus)."""
-    if t is None:
-        return None
-    t = dense(t.detach())
-    out: dict[str, Any] = {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
-    if t.numel() <= SMALL:
-        out["values"] = [number(v) for v in t.cpu().reshape(-1).tolist()]
-    else:
-        x = (t.abs() if t.is_complex() else t).double()
-        out.update(min=number(x.min().item()), max=number(x.max().item()),
-                   mean=number(x.mean().item()), norm=number(x.norm().item()))
-    return out
-
-
-def number(v: Any) -> Any:
-    """A value as strict JSON takes it: NaN and the infinities as the strings "nan", "inf",
-    "-inf", a complex number as "(1+2j)" (backward.json stays readable by any JSON reader)."""
-    return str(v) if isinstance(v, complex) or isinstance(v, float) and not math.isfinite(v) \
-        else v
-
-
 def copies(grads: Sequence[torch.Tensor | None]) -> tuple[torch.Tensor | None, ...]:
     return tuple(None if g is None else g.detach().clone() for g in grads)
 
 
-def brief(t: torch.Tensor | None) -> str:
-    """A gradient in a few characters: 4, [1, 2, 3], or (256, 5) in [-1.2, 3.4], norm 5.6."""
-    if t is None:
-        return "None"
-    d = describe(t)
-    if "values" in d:
-        v = [f"{x:.6g}" if isinstance(x, float) else str(x) for x in d["values"]]
-        return v[0] if not d["shape"] and v else "[" + ", ".join(v) + "]"
-    return (f"{tuple(d['shape'])} in [{gfmt(d['min'])}, {gfmt(d['max'])}], "
-            f"norm {gfmt(d['norm'])}")
-
-
-def gfmt(v: Any) -> str:
-    return f"{v:.4g}" if isinstance(v, (int, float)) else str(v)
-
-
+# -- as data and as text -----------------------------------------------------------------------
 def to_json(trace: Trace) -> dict[str, Any]:
     """backward.json's entry for one graph: the steps in engine order, the skipped, the leaves."""
     steps = []

@@ -68,13 +68,10 @@ def pool() -> cf.ProcessPoolExecutor | None:
             start_resource_tracker()
             _pool = cf.ProcessPoolExecutor(1, initializer=_init_worker,
                                            mp_context=multiprocessing.get_context("spawn"))
-            # The helper process starts at the first submit, while the main process ignores
-            # the group's signals for the few milliseconds of its fork and exec alone: it is
-            # born ignoring them (an ignored signal stays ignored across exec, and Python then
-            # installs no handler of its own). _init_worker ignores them too, but only once
-            # the new interpreter has started and imported it: a Ctrl-C to the group before
-            # that (a notebook's interrupt soon after a run starts, on a loaded machine) would
-            # kill the helper mid-start.
+            # the helper starts at the first submit, while the main process ignores the group's
+            # signals: it is born ignoring them (an ignored signal stays ignored across exec),
+            # so a Ctrl-C to the group before _init_worker runs (a notebook's interrupt soon
+            # after a run starts) cannot kill it mid-start
             with main_module_hidden(), signal_handler(signal.SIG_IGN, GROUP_SIGNALS):
                 _pool.submit(warm_up)
             # a second Ctrl-C ends the helper with the process; at the command line's end the
@@ -107,26 +104,20 @@ def main_module_hidden() -> Iterator[None]:
 
 
 def start_resource_tracker() -> None:
-    """multiprocessing's resource tracker (a process it starts for the helper's semaphores),
-    started by us so that it ignores SIGHUP (it ignores only SIGINT and SIGTERM itself; SIGHUP
-    would kill it, and its successor prints tracebacks; the main process ignores SIGHUP for the
-    tracker's start alone), and so that its "leaked semaphore" warning after a hard exit (a
-    second Ctrl-C) stays quiet."""
+    """multiprocessing's resource tracker (the process that tracks the helper's semaphores),
+    started by us so that it ignores SIGHUP (it ignores only SIGINT and SIGTERM itself) and
+    its "leaked semaphore" warning after a hard exit (a second Ctrl-C) stays quiet."""
     from multiprocessing import resource_tracker
+    from unittest import mock
 
     from demos.lab.core.signals import signal_handler
 
-    warnings = os.environ.get("PYTHONWARNINGS")
-    os.environ["PYTHONWARNINGS"] = "ignore"  # read by the tracker's interpreter only
-    try:  # an ignored signal stays ignored across exec
-        hup = tuple(sig for sig in GROUP_SIGNALS if sig.name == "SIGHUP")  # where there is one
-        with signal_handler(signal.SIG_IGN, hup):
-            resource_tracker.ensure_running()
-    finally:
-        if warnings is None:
-            del os.environ["PYTHONWARNINGS"]
-        else:
-            os.environ["PYTHONWARNINGS"] = warnings
+    hup = tuple(sig for sig in GROUP_SIGNALS if sig.name == "SIGHUP")  # where there is one
+    # PYTHONWARNINGS, for the tracker's interpreter alone; an ignored signal stays ignored
+    # across exec
+    with mock.patch.dict(os.environ, PYTHONWARNINGS="ignore"), \
+            signal_handler(signal.SIG_IGN, hup):
+        resource_tracker.ensure_running()
 
 
 def shutdown() -> None:

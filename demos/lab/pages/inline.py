@@ -1,12 +1,9 @@
-"""Inline views: a run, an entry, a graph's stepper, a support matrix or a comparison in a
-notebook's output (the `_repr_html_` of demos.run's results), as the report shows them.
+"""Inline views: a run, an entry, a graph's stepper or a support matrix in a notebook's output
+(the `_repr_html_` of demos.run's results), as the report shows them.
 
-Each view is one fragment of HTML, self-contained like the pages: the report's templates and
-stylesheet, the stylesheet scoped to the view's own box (`.autograd-demos`), the zoom and
-stepper scripts run over that box alone (two steppers in one notebook never meet), images
-inside as data: URIs, nothing from the network. The files a view links to are named relative
-to the working directory: a notebook's kernel starts in the notebook's folder, where JupyterLab
-and Notebook resolve such links.
+Each view is one fragment of HTML, self-contained like the pages (see `view`), nothing from the
+network. The files a view links to are named relative to the working directory: a notebook's
+kernel starts in the notebook's folder, where JupyterLab and Notebook resolve such links.
 """
 from __future__ import annotations
 

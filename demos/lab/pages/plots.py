@@ -13,17 +13,11 @@ from demos.lab.core.files import save_atomic
 def agg() -> None:
     """matplotlib for files, drawn off-screen (Agg), whatever MPLBACKEND names (even none that
     exists); the variable is put back, so a notebook's own backend stays the notebook's."""
-    if "matplotlib" in sys.modules:
-        return
-    before = os.environ.get("MPLBACKEND")
-    os.environ["MPLBACKEND"] = "agg"
-    try:
-        import matplotlib  # noqa: F401
-    finally:
-        if before is None:
-            del os.environ["MPLBACKEND"]
-        else:
-            os.environ["MPLBACKEND"] = before
+    from unittest import mock
+
+    if "matplotlib" not in sys.modules:
+        with mock.patch.dict(os.environ, MPLBACKEND="agg"):
+            import matplotlib  # noqa: F401
 
 
 def wants_log_scale(values: Sequence[float]) -> bool:

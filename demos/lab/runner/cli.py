@@ -79,7 +79,7 @@ def run_once(r: RunRequest, registry: Registry, base: Any, call: Call) -> int:
         artifacts.pool()  # the drawing helper starts now, beside torch's import (a scenario
         #                   file may import torch as the config loads)
     cfg = configured = load(r, registry)
-    kept = config_mod.explicit(cfg, r.sets)  # --dry-run keeps what --set gave
+    kept = cfg.explicit  # --dry-run keeps what --set gave
     if r.only:
         cfg = config_mod.select(cfg, ",".join(r.only), r.config)
     if r.dry_run:
@@ -173,14 +173,11 @@ if not CONFIGS.is_dir():
 def start(r: RunRequest, cfg, configured, registry: Registry, base, call: Call) -> int:
     """Load torch, resolve the device, prepare the entries (user code loads now), and run:
     alone, or as one rank under torchrun."""
-    from demos.lab.pages import artifacts
     from demos.lab.runner import torchrun as distributed
 
     stop = call.stop
     world = distributed.from_env()  # under torchrun: which rank this process is
     stop.deferred = True  # until torch has loaded: a signal is noted, not raised
-    if world.primary:
-        artifacts.pool()  # the drawing helper starts now, beside torch's import
     try:
         from demos.lab.runner.device import (  # the heavy imports (torch) start here
             global_state,

@@ -32,11 +32,9 @@ from demos.lab.runner.torchrun import SINGLE, World
 
 
 class Interrupted(Exception):
-    """A stop was requested (Ctrl-C, SIGTERM); raised at the next step boundary.
-
-    A scenario may catch it, set `result` to what it has found so far (the checks that do not
-    need the end of training) and raise it again.
-    """
+    """A stop was requested (Ctrl-C, SIGTERM); raised at the next step boundary. A scenario may
+    catch it, set `result` to what it has found so far (the checks that do not need the end of
+    training) and raise it again."""
 
     def __init__(self, step: int):
         super().__init__(f"interrupted before step {step}")
@@ -46,10 +44,8 @@ class Interrupted(Exception):
 
 @dataclass
 class Shared:
-    """What every entry of a run shares, and its Context reads: the device and seed, the
-    progress bars, the stop request, the warnings said once, the drawing of plots and renders,
-    the ranks under torchrun. `Shared(device)` will do for a Context of one's own (a test, the
-    bench)."""
+    """What every entry of a run shares, and its Context reads. `Shared(device)` will do for a
+    Context of one's own (a test, the bench)."""
     device: torch.device
     seed: int = 0
     progress: bool = False

@@ -207,8 +207,6 @@ def load_baseline(path: str | None, dry_run: bool):
     from demos.lab.comparing import baseline
     base = baseline.read_baseline(path)
     if base.dry_run != dry_run:
-        made, now = (("a --dry-run", "a full run") if base.dry_run else
-                     ("a full run", "a --dry-run"))
-        raise ConfigError(f"--baseline {path}: saved from {made}, this is {now}; "
-                          f"their values cannot agree")
+        raise ConfigError(f"--baseline {path}: saved from {baseline.kind(base.dry_run)}, this "
+                          f"is {baseline.kind(dry_run)}; their values cannot agree")
     return base

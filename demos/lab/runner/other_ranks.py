@@ -14,7 +14,7 @@ import torch
 from demos.lab.core.config import RunConfig
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from demos.lab.core.scenario import Registry
-from demos.lab.core.signals import StopRequest, handle_signals
+from demos.lab.core.signals import SignalHandler, StopRequest, signal_handler
 from demos.lab.runner import torchrun as distributed
 from demos.lab.runner.context import Context, Diverged, Interrupted, Shared
 from demos.lab.runner.device import torch_settings
@@ -24,7 +24,7 @@ from demos.lab.runner.torchrun import World
 def follow(cfg: RunConfig, registry: Registry, device: torch.device, world: World,
            stop: StopRequest) -> int:
     """Run this rank's part of the run; return its exit code."""
-    with handle_signals(stop):
+    with signal_handler(SignalHandler(stop), stop.signals):
         stop.run_began = True
         folder = distributed.share(world, None)
         if folder is None:  # rank 0 said why (exit 2)

@@ -18,11 +18,7 @@ class Diverged(Exception):
 
 
 class Recorder:
-    """The recorded columns of one entry: {name: (steps, values)}.
-
-    On the CPU every value is checked at once (one .item(), no sync needed); on an accelerator
-    the detached tensors are kept on their device and checked in windows of `finite_every`.
-    """
+    """The recorded columns of one entry: {name: (steps, values)}, checked for NaN and inf."""
 
     def __init__(self, device: torch.device, log_every: int, finite_every: int | None = None,
                  forbid_sync: bool = False, soft_stop: bool = False):
@@ -46,15 +42,10 @@ class Recorder:
         self.diverged: Diverged | None = None
 
     def record(self, step: int, always: bool = False, **values: torch.Tensor | float) -> None:
-        """Keep scalar `values` for this step if it is a log step (every `log_every`, the last).
-
-        `always=True` records regardless of `log_every` (e.g. a once-per-epoch accuracy).
-        Every tensor is checked for NaN/inf: on the CPU at once (one .item(), which needs no
-        sync, and the float is what is kept); elsewhere the detached tensor is kept on its
-        device and checked in windows (see check_finite). Parameters, which the optimizer
-        changes in place, are copied so the record holds their value at this step. This runs
-        every step, so it is written for speed.
-        """
+        """Keep scalar `values` for this step if it is a log step (every `log_every`, the last)
+        or `always` (a once-per-epoch accuracy). Each is checked for NaN/inf: on the CPU at
+        once (.item(), no sync); elsewhere in windows (check_finite). Runs every step: written
+        for speed."""
         if self.diverged is not None:  # after the loop stopped: nothing more is kept
             return
         keep = always or step % self.log_every == 0 or step == self.last_step
@@ -69,7 +60,7 @@ class Recorder:
                     if not math.isfinite(v):
                         self.diverge(step, name, v)
                         return
-                else:
+                else:  # a parameter (the optimizer changes it in place): its value now
                     v = v.detach().clone() if v.requires_grad and v.is_leaf else v.detach()
                     self.pending.append((step, name, v))
             if keep:
@@ -82,10 +73,8 @@ class Recorder:
             torch.cuda.set_sync_debug_mode("error" if on else "default")
 
     def check_finite(self) -> None:
-        """Check the values recorded since the last check; Diverged at the first NaN or inf.
-
-        One host/device sync for the whole window (on the CPU, record() checks at once).
-        """
+        """Check the values recorded since the last check, with one host/device sync for the
+        whole window; Diverged at the first NaN or inf."""
         if not self.pending:
             return
         window, self.pending = self.pending, []

@@ -15,7 +15,8 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
+from unittest import mock
 
 import torch
 
@@ -34,7 +35,7 @@ from demos.lab.core.results import (
 )
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError
-from demos.lab.core.signals import StopRequest, handle_signals
+from demos.lab.core.signals import SignalHandler, StopRequest, signal_handler
 from demos.lab.core.text import no_surrogates
 from demos.lab.pages.artifacts import Artifacts
 from demos.lab.pages.report import files_of
@@ -49,9 +50,7 @@ from demos.lab.runner.torchrun import SINGLE, World
 
 @dataclass
 class RunOptions:
-    """What a run found out as it started, beside its config and its request: how its device
-    was chosen, whether a terminal shows progress, the baseline read, what to warn about, its
-    stop request and its rank."""
+    """What a run found out as it started, beside its config and its request."""
     device_note: str = ""  # the device, and how it was chosen, for the log and the report
     progress: bool = False  # progress bars (a terminal)
     baseline: Comparison | None = None  # --baseline's, to compare the results with
@@ -258,26 +257,17 @@ class Run:
                                    self.warn_once)
 
 
-@contextlib.contextmanager
-def escaped_warnings() -> Iterator[None]:
+def escaped_warnings() -> contextlib.AbstractContextManager[Any]:
     """Python warnings raised while the entries run (your code's warnings.warn too) reach the
     console as the run's own lines do: control characters shown, not obeyed."""
-    previous = warnings.showwarning
-
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
              line: str | None = None) -> None:
         stream = file or sys.stderr
         text = warnings.formatwarning(message, category, filename, lineno, line)
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # a closed console
             stream.write(shown(text.rstrip("\n"), stream) + "\n")
-        except (OSError, ValueError, AttributeError):  # a closed console: nothing to tell
-            pass
 
-    warnings.showwarning = show
-    try:
-        yield
-    finally:
-        warnings.showwarning = previous
+    return mock.patch.object(warnings, "showwarning", show)
 
 
 def open_in_browser(path: Path) -> str:
@@ -304,7 +294,7 @@ def execute(cfg: RunConfig, registry: Registry, device: torch.device, request: R
     ends in an interrupted run with its summary, never in "interrupted before the run started".
     """
     stop, world, output_dir = options.stop, options.world, Path(request.output_dir)
-    with handle_signals(stop):
+    with signal_handler(SignalHandler(stop), stop.signals):
         stop.run_began = True
         try:
             run_dir = (make_named_dir(output_dir, request.run_name) if request.run_name else
