@@ -331,7 +331,7 @@ def test_paths_and_keys_given_wrong_are_one_line(tmp_path, monkeypatch, args, wo
 def test_the_output_folder_is_never_a_run_folder(tmp_path):
     assert cli("--config", QUICK, "--dry-run", "--output-dir", tmp_path, "--run-name", "a")[0] == 0
     run = tmp_path / "a"
-    for target in (run, run / "my_exp"):
+    for target in (run, run / "my_exp", run / "my_exp" / "sub", run / "my_exp" / ".." / "x"):
         code, out, err = cli("--config", QUICK, "--dry-run", "--output-dir", target)
         assert code == 2 and err.startswith(f"error: --output-dir {target}: is") and \
             "a run's folder" in err, err

@@ -85,15 +85,16 @@ def clashes(name: str, kind: str = "run") -> str | None:
 
 
 def check_output_dir(path: str) -> None:
-    """--output-dir before any work: a folder that holds run folders, never one of them, and
-    never the empty path (an unset shell variable: the current folder)."""
+    """--output-dir before any work: a folder that holds run folders, never one of them nor
+    anywhere inside one, and never the empty path (an unset shell variable: the current folder)."""
     if path == "":
         raise ConfigError("--output-dir: an empty path; name a folder (the default is outputs)")
-    folder = Path(path)
-    for place, where in ((folder, "is"), (folder.parent, "is inside")):
+    folder = Path(path).resolve()  # through links and `..`: where it really is
+    for place in (folder, *folder.parents):  # at any depth
         if (place / SUMMARY).is_file():
-            raise ConfigError(f"--output-dir {path}: {where} a run's folder ({place / SUMMARY} "
-                              f"exists); the output folder holds run folders, it is not one")
+            raise ConfigError(f"--output-dir {path}: {'is' if place == folder else 'is inside'} "
+                              f"a run's folder ({place / SUMMARY} exists); the output folder "
+                              f"holds run folders, it is not one")
 
 
 def make_named_dir(output_dir: Path, name: str, kind: str = "run") -> Path:
