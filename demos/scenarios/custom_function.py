@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 
 TENSOR_DTYPES = ("float64", "float32", "int64", "int32", "int16", "int8", "uint8", "bool")
+# what an integer or bool tensor holds: (lowest, highest)
+RANGES = {"int64": (-2**63, 2**63 - 1), "int32": (-2**31, 2**31 - 1), "int16": (-2**15, 2**15 - 1),
+          "int8": (-128, 127), "uint8": (0, 255), "bool": (0, 1)}
 
 
 @dataclass
@@ -108,12 +111,15 @@ class InputSpec:
 
 
 def whole(value: Any, where: str, dtype: str) -> Any:
-    """An integer or bool tensor's numbers as ints; a ConfigError naming one that is not."""
+    """An integer or bool tensor's numbers as ints; a ConfigError naming one that is not, or
+    one its dtype cannot hold."""
     if isinstance(value, list):
         return [whole(v, f"{where}[{i}]", dtype) for i, v in enumerate(value)]
-    if not float(value).is_integer() or (dtype == "bool" and value not in (0, 1)):
+    low, high = RANGES[dtype]
+    if not float(value).is_integer() or not low <= value <= high:
         raise ConfigError(f"{where}: {value:g} in a {dtype} tensor; give "
-                          f"{'0 or 1 (false, true)' if dtype == 'bool' else 'whole numbers'}")
+                          f"{'0 or 1 (false, true)' if dtype == 'bool' else 'whole numbers'}"
+                          f"{'' if dtype == 'bool' else f' from {low} to {high}'}")
     return int(value)
 
 
