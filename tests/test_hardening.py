@@ -752,6 +752,71 @@ def test_the_index_keeps_working_whatever_the_siblings_hold(tmp_path):
         write_index(tmp_path)
 
 
+def test_a_run_is_alive_only_as_the_same_process_in_the_same_namespace(tmp_path):
+    """A running run's liveness is its process identity (issue 44): its PID with its start, in
+    its PID namespace, on this boot. A run killed as PID 1 of a container showed RUNNING for
+    ever beside the host's live PID 1; a reused PID counted as the run."""
+    from demos.lab.core.layout import INIT_PID_NS, identity
+    from demos.lab.pages.index import write_index
+
+    me = identity()
+    if me is None:
+        pytest.skip("no /proc here: a run is its PID alone")
+    runs = {  # name: (pid, its identity), and what the index says
+        "2026-01-01_00-00-01": (os.getpid(), me, "running"),  # this very process
+        "2026-01-01_00-00-02": (os.getpid(), dataclasses.replace(me, start=me.start + 1),
+                                "stopped"),  # the PID reused
+        "2026-01-01_00-00-03": (os.getpid(), dataclasses.replace(me, boot="x"), "stopped"),
+        "2026-01-01_00-00-04": (1, dataclasses.replace(me, ns="pid:[1]"),  # a container gone
+                                "stopped" if me.ns == INIT_PID_NS else "running")}
+    for name, (pid, process, _) in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps(a_summary(
+            status="running", pid=pid, host=socket.gethostname(),
+            process=dataclasses.asdict(process))))
+        (tmp_path / name / ".summary.json.abcd_123.tmp").write_text("{")
+    assert write_index(tmp_path) == []
+    index = (tmp_path / "index.html").read_text()
+    for name, (*_, status) in runs.items():
+        row = index[index.index(name):]
+        assert row[:row.index("</tr>")].count(f"badge {status}") == 1, (name, status)
+        assert (tmp_path / name / ".summary.json.abcd_123.tmp").exists() == (status == "running")
+
+
+@pytest.mark.slow
+def test_a_run_that_died_as_a_containers_first_process_is_stopped(tmp_path):
+    """The issue's case itself: a run that is PID 1 of its own PID namespace (a container's
+    main process) dies outright; the host's index says stopped and removes its temp files,
+    though the host's PID 1 lives."""
+    import shutil
+
+    from demos.lab.core.layout import INIT_PID_NS, identity
+    from demos.lab.pages.index import write_index
+
+    me = identity()
+    if me is None or me.ns != INIT_PID_NS or os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root, unshare and the machine's own PID namespace")
+    (tmp_path / "dies.py").write_text(
+        "import os\nimport torch\n\n\nclass Dies(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        os._exit(9)  # no process survives"
+        "\n\n    @staticmethod\n    def backward(ctx, g):\n        return g\n")
+    (tmp_path / "c.yaml").write_text("scenarios:\n- {scenario: custom_function, function: "
+                                     "dies.py:Dies, inputs: [{shape: [2]}], support: []}\n")
+    done = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
+                           str(ROOT / "runner.py"), "--config", str(tmp_path / "c.yaml"),
+                           "--output-dir", str(tmp_path / "out")], cwd=ROOT, timeout=120,
+                          capture_output=True, text=True)
+    assert done.returncode == 9, done.stdout + done.stderr
+    run_dir = only_run_dir(tmp_path / "out")
+    data = summary(run_dir)
+    assert data["status"] == "running" and data["pid"] == 1 and data["process"]["ns"] != me.ns
+    (run_dir / ".report.html.abcd_123.tmp").write_text("<")  # as a killed writer leaves it
+    assert write_index(tmp_path / "out") == []
+    assert '<span class="badge stopped">STOPPED</span>' in (tmp_path / "out" / "index.html"
+                                                             ).read_text()
+    assert not (run_dir / ".report.html.abcd_123.tmp").exists()
+
+
 def test_group_signals_leave_the_helper_and_the_resource_tracker_alone(tmp_path):
     """SIGTERM and SIGHUP to the whole process group (timeout, a closed terminal) must not
     kill the drawing helper or multiprocessing's resource tracker (whose death prints

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from demos.lab.core.files import NotReadable, read_bytes, strict
-from demos.lab.core.layout import NAME_RE, SUMMARY
+from demos.lab.core.layout import NAME_RE, SUMMARY, Process
 from demos.lab.core.schema import ConfigError, Text, build
 
 # an entry's status (a run's is one of passed, failed, interrupted)
@@ -139,6 +139,7 @@ class RunSummary:
     world: dict[str, Any] | None = None              # under torchrun: {"size", "backend"}
     pid: int | None = None   # while it runs: its process, and the host it runs on (the index
     host: str | None = None  # tells a run killed outright from a running one)
+    process: Process | None = None  # the process's identity beyond its pid (layout.identity)
 
     @property
     def passed(self) -> int:
@@ -151,7 +152,8 @@ class RunSummary:
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["scenarios"] = [e.to_json() for e in self.scenarios]
-        for optional in ("baseline", "world", "fingerprint", "pid", "host"):
+        data["process"] = self.process and dataclasses.asdict(self.process)
+        for optional in ("baseline", "world", "fingerprint", "pid", "host", "process"):
             if data[optional] is None:
                 del data[optional]
         return finite(data)

@@ -3,6 +3,7 @@ run goes and at its end), report.html with the runs' index, and a saved baseline
 reports its failure and never costs the run what it already has."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -15,7 +16,7 @@ import yaml
 from demos.lab.comparing.baseline import save
 from demos.lab.core.config import RunConfig, entry_dict
 from demos.lab.core.files import dumps, overwrite, write_atomic
-from demos.lab.core.layout import SUMMARY
+from demos.lab.core.layout import SUMMARY, identity
 from demos.lab.core.results import RunSummary
 from demos.lab.core.scenario import Registry
 from demos.lab.pages import index, report
@@ -28,7 +29,9 @@ def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final
     one replaces it, or, on a disk that filled up meanwhile, is written into that room."""
     path, data = run_dir / SUMMARY, summary.to_json()
     if not final:  # so that the index can tell a run killed outright from a running one
-        data.update(pid=os.getpid(), host=socket.gethostname())
+        process = identity()
+        data.update(pid=os.getpid(), host=socket.gethostname(),
+                    **({"process": dataclasses.asdict(process)} if process else {}))
     text = dumps(data)
     # room for what the final summary adds: each entry's results, the closing fields
     room = len(text) + 8192 + 4096 * entries_left
