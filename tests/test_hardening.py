@@ -1,7 +1,9 @@
 """What the runner guarantees under stress: divergence, signals, errors, reproducibility, files."""
 import concurrent.futures
+import contextlib
 import dataclasses
 import datetime
+import errno
 import io
 import json
 import os
@@ -18,7 +20,7 @@ import torch
 
 from demos.cli import main
 from demos.lab.core.files import save_atomic, write_atomic
-from demos.lab.core.results import EXIT_INTERRUPTED
+from demos.lab.core.results import EXIT_CODES, EXIT_INTERRUPTED
 from demos.lab.core.signals import SignalHandler
 from demos.lab.runner.context import Context, Diverged, Shared, StopRequest  # noqa: F401
 from demos.lab.runner.recorder import Recorder
@@ -632,6 +634,72 @@ def test_a_full_disk_loses_no_result_and_leaves_no_temp_file(tiny_disk, capsys):
     assert full and all("No space left on device" in e["error"] for e in full)
     assert all(e["checks"] for e in data["scenarios"])  # their results are still reported
     assert [p for p in tiny_disk.rglob("*") if p.name.startswith(".") and "tmp" in p.name] == []
+
+
+@contextlib.contextmanager
+def file_size_limit(size: int):
+    """`ulimit -f`, in this process, for the `with` block: a file written past `size` bytes
+    fails (EFBIG; Python ignores SIGXFSZ)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_summary_json_is_whole_under_a_file_size_limit(tmp_path, monkeypatch, capsys):
+    """ulimit -f (issue 44: 12 KiB, a two-entry run): the padded summary never fits, nor the
+    final one indented (about 4.9 KB here); the compact one (3.4 KB) does, and is there from
+    the run's start to its end."""
+    from demos.lab.pages import artifacts
+
+    monkeypatch.setattr(artifacts, "pool", lambda: None)  # drawn here, under the limit alone
+    config = tmp_path / "two.yaml"
+    config.write_text("scenarios:\n- {scenario: my_exp, support: []}\n"
+                      "- {scenario: my_exp, id: again, support: []}\n")
+    with file_size_limit(4 << 10):
+        code = run_main(tmp_path / "out", "--config", config)
+    text = (only_run_dir(tmp_path / "out") / "summary.json").read_text()
+    data = json.loads(text)  # whole, final, with both entries
+    assert [e["id"] for e in data["scenarios"]] == ["my_exp", "again"] and "pid" not in data
+    assert all(e["checks"] for e in data["scenarios"]) and "\n" not in text.strip()
+    assert code == EXIT_CODES[data["status"]] != 0  # its graphs did not fit either
+    assert "could not write summary.json" not in capsys.readouterr().err
+
+
+def test_a_run_that_cannot_write_its_summary_says_so_and_exits_1(tmp_path, monkeypatch,
+                                                                 capsys):
+    from demos.lab.runner import outputs
+
+    def no_room(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(outputs, "write_atomic", no_room)
+    assert run_main(tmp_path, "--config", QUICK) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "could not write summary.json: [Errno 28] No space left " \
+        "on device; the run stops" in err, err
+    run_dir = only_run_dir(tmp_path)
+    assert not (run_dir / "summary.json").exists() and not (run_dir / "my_exp").exists()
+    assert (run_dir / "run.log").read_text().splitlines()[-1].endswith(err.strip()[9:])
+
+
+def test_run_log_says_why_it_stops(tmp_path):
+    """A log that reaches the file size limit (or a full disk) ends with a line saying so,
+    within the room it had."""
+    from demos.lab.core.console import open_log
+
+    log, close = open_log(tmp_path)
+    with file_size_limit(2000):
+        for i in range(100):
+            log.debug("line %d %s", i, "x" * 50)
+        close()
+    text = (tmp_path / "run.log").read_text()
+    assert len(text) <= 2000 and text.endswith(
+        "run.log stops here: File too large; the console has the rest\n")
+    assert all(line.endswith("x" * 50) for line in text.splitlines()[:-1])
 
 
 def test_the_index_survives_what_other_folders_hold(tmp_path, capsys):

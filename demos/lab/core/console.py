@@ -106,17 +106,39 @@ class ConsoleHandler(logging.StreamHandler):
 
 
 class LogFile(logging.FileHandler):
-    """run.log; when the disk is full, the log goes on without it rather than printing
-    logging's own error reports on the console."""
+    """run.log; when the disk is full (or the file at its size limit), its last line says so,
+    and the run goes on without it, rather than printing logging's own error reports on the
+    console."""
+    ended = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.ended:
+            super().emit(record)
 
     def handleError(self, record: logging.LogRecord) -> None:
-        if isinstance(sys.exc_info()[1], OSError):
+        why = sys.exc_info()[1]
+        if not isinstance(why, OSError):
+            return super().handleError(record)
+        if self.ended:
             return
-        super().handleError(record)
+        self.ended = True
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self.stream.close()  # type: ignore[union-attr]  # what it could not write is dropped
+        line = f"run.log stops here: {why.strerror or why}; the console has the rest\n"
+        with contextlib.suppress(OSError):  # over its last lines, in room the file holds
+            fd = os.open(self.baseFilename, os.O_RDWR)
+            try:
+                end = max(0, os.fstat(fd).st_size - len(line.encode()))
+                start = max(0, end - 4096)
+                end = start + os.pread(fd, end - start, start).rfind(b"\n") + 1  # a line's end
+                os.pwrite(fd, line.encode(), end)
+                os.ftruncate(fd, end + len(line.encode()))
+            finally:
+                os.close(fd)
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):  # the last lines could not be flushed to a full disk
-            super().close()
+        with contextlib.suppress(OSError, ValueError):  # the last lines could not be flushed to
+            super().close()  # a full disk, or the file was closed where its log ended
 
 
 def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:

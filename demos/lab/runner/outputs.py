@@ -23,27 +23,38 @@ from demos.lab.pages import index, report
 
 
 def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final: bool = True,
-                  entries_left: int = 0) -> None:
-    """summary.json: at the start and after every entry (status "running"), padded with
-    trailing blanks (still valid JSON) to hold the room the final one will need; the final
-    one replaces it, or, on a disk that filled up meanwhile, is written into that room."""
+                  entries_left: int = 0) -> OSError | None:
+    """summary.json, whole at every moment: each write puts the fullest form that can be
+    written whole in place of the last (which stays where none can). While the run runs
+    (status "running"): padded with trailing blanks (still valid JSON) to hold the room the
+    final one will need; else indented; else compact, the smallest. The final one indented,
+    or compact; on a disk that filled up meanwhile, written compactly into the room the last
+    one held. Returns why none could be written (None when one was); the final one says so."""
     path, data = run_dir / SUMMARY, summary.to_json()
     if not final:  # so that the index can tell a run killed outright from a running one
         process = identity()
         data.update(pid=os.getpid(), host=socket.gethostname(),
                     **({"process": dataclasses.asdict(process)} if process else {}))
-    text = dumps(data)
+    text, compact = dumps(data), dumps(data, compact=True)
     # room for what the final summary adds: each entry's results, the closing fields
     room = len(text) + 8192 + 4096 * entries_left
-    try:
-        write_atomic(path, text if final else text.ljust(room))
-    except OSError:
-        if not final:
-            return
-        try:  # the disk is full: write it compactly over the room the last one held
-            overwrite(path, dumps(data, compact=True))  # refuses (OSError) what does not fit
-        except OSError as e:  # the console lines above still tell every result
-            log.error("could not write summary.json: %s", e)
+    why = None
+    for form in ([] if final else [text.ljust(room)]) + [text, compact]:
+        try:
+            write_atomic(path, form)
+            return None
+        except OSError as e:
+            why = why or e
+    try:  # the disk is full: written compactly over the room the last one held
+        overwrite(path, compact)  # refuses (OSError) what does not fit
+        return None
+    except FileNotFoundError:  # none was ever written: the first failure says why
+        pass
+    except OSError as e:
+        why = e
+    if final:  # the console lines above still tell every result
+        log.error("could not write summary.json: %s", why)
+    return why
 
 
 def write_baseline(path: str, summary: RunSummary, cfg: RunConfig, log: logging.Logger) -> bool:

@@ -99,7 +99,13 @@ class Run:
                                 self.world.local_size) as determinism:
                 self.determinism = determinism
                 self.fingerprint = fingerprint.take(self.device)
-                self.write_summary(self.summary("running"), final=False)
+                why = self.write_summary(self.summary("running"), final=False)
+                if why:  # its folder could hold no result: nothing is run
+                    self.status = "failed"
+                    self.final = self.summary()
+                    self.log.error("could not write summary.json: %s; the run stops, as "
+                                   "its folder cannot hold its results", why)
+                    return EXIT_CODES[self.status]
                 try:
                     write_atomic(self.dir / CONFIG, f"# resolved config of run {self.dir.name} "
                                                     f"(from {self.source})\n" + dump(self.cfg))
@@ -146,7 +152,8 @@ class Run:
                 self.request.save_baseline, summary, self.cfg, self.log):
             self.status = summary.status = escalate(self.status, "failed")
             self.unsaved = True
-        self.write_summary(summary)
+        if self.write_summary(summary):  # a run whose results are not on disk: exit 1
+            self.status = summary.status = escalate(self.status, "failed")
         report_path = self.write_report(summary)
         if self.stop.requested and self.status != "interrupted":  # a signal while finishing
             self.status = summary.status = escalate(self.status, "interrupted")
@@ -237,9 +244,9 @@ class Run:
                     self.log.error("%s is now an error: %s", e.id, message)
                     self.status = escalate(self.status, "failed")
 
-    def write_summary(self, summary: RunSummary, final: bool = True) -> None:
-        outputs.write_summary(self.dir, summary, self.log, final,
-                              len(self.cfg.scenarios) - len(self.entries))
+    def write_summary(self, summary: RunSummary, final: bool = True) -> OSError | None:
+        return outputs.write_summary(self.dir, summary, self.log, final,
+                                     len(self.cfg.scenarios) - len(self.entries))
 
     def summary(self, status: str | None = None) -> RunSummary:
         return RunSummary(
