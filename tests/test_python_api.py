@@ -190,6 +190,38 @@ def test_check_function_on_classes_defined_here(tmp_path):
     assert {c.name for c in wrong.failures} == {"gradcheck", "parity with the reference"}
 
 
+class Doubled(torch.autograd.Function):
+    """2x, with arguments it does not differentiate: an index tuple and an array."""
+    seen: list = []
+
+    @staticmethod
+    def forward(ctx, x, index, array):
+        Doubled.seen.append((len(index), type(array).__name__))
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g, None, None
+
+
+def test_check_function_records_a_long_value_by_what_it_is(tmp_path):
+    """Issue 44: a value of 10^6 numbers was written into config.yaml, run.log and the report
+    (22 MB each); an array could not be written at all (yaml's RepresenterError). Both are
+    recorded by what they are; the run uses them as given."""
+    import numpy as np
+
+    Doubled.seen.clear()
+    r = check_function(Doubled, inputs={"x": torch.ones(3, dtype=torch.float64,
+                                                         requires_grad=True),
+                                        "index": tuple(range(10**5)), "array": np.ones(4)},
+                       support=[], output_dir=tmp_path, quiet=True)
+    assert r.passed and Doubled.seen[0] == (10**5, "ndarray")
+    config = (r.folder / "config.yaml").read_text()
+    assert "value: '<tuple of 100000 items, given to check_function>'" in config
+    assert "value: '<ndarray of shape [4], given to check_function>'" in config
+    assert max(p.stat().st_size for p in r.folder.rglob("*") if p.is_file()) < 100_000
+
+
 def test_check_function_takes_the_configs_input_specs(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(MY_OPS.parent))
     import my_ops

@@ -11,6 +11,7 @@ the value and every input's gradient.
 from __future__ import annotations
 
 import math
+import reprlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +63,8 @@ class InputSpec:
                                   "requires no grad; a floating one is checked in float64)")
     tensor: bool = param(True, "false: `value` is passed to apply as it is, not as a tensor")
     given: bool = param(False, "check_function's record of a tensor it was given: its shape "
-                               "and dtype (the run uses the tensor itself)")
+                               "and dtype (the run uses the tensor itself); with tensor: "
+                               "false, of a long or unusual value: what it is")
 
     def validate(self, where: str) -> None:
         if self.name is not None and not (self.name.isprintable() and 0 < len(self.name) <= 40):
@@ -311,7 +313,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     fn, reference = cfg.function_object, cfg.reference_object
     arguments = make_inputs(cfg, ctx.seed, ctx.check_device)
     ctx.log.info("  %s with inputs %s", cfg.function, ", ".join(
-        f"{k} {tuple(v.shape)}" if isinstance(v, torch.Tensor) else f"{k}={v!r}"
+        f"{k} {tuple(v.shape)}" if isinstance(v, torch.Tensor) else f"{k}={reprlib.repr(v)}"
         for k, v in arguments.items()))
     # the checks differentiate the floating-point tensors; the other arguments stay as given
     inputs, fixed = floating(arguments)
