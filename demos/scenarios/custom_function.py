@@ -108,6 +108,11 @@ class InputSpec:
             if self.low is not None or self.high is not None:
                 raise ConfigError(f"{where}: low/high go with shape, not with value")
             self.value = numbers(self.value, f"{where}.value")
+            if math.prod(shape_of(self.value)) > 10**5:
+                raise ConfigError(f"{where}.value: at most 100,000 numbers, as for shape "
+                                  f"(gradcheck's cost grows with them), got "
+                                  f"{math.prod(shape_of(self.value)):,}; pass check_function "
+                                  f"the tensor itself")
             if not self.dtype.startswith("float"):
                 self.value = whole(self.value, f"{where}.value", self.dtype)
 
