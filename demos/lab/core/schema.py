@@ -145,7 +145,12 @@ def convert(tp: Any, value: Any, where: str) -> Any:
     if origin is list:
         if not isinstance(value, list):
             raise ConfigError(f"{where}: must be a list, got {show(value)}")
-        return [convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+        items = [convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+        for i, v in enumerate(items):  # a list of choices names each once
+            if typing.get_origin(args[0]) is Literal and v in items[:i]:
+                raise ConfigError(f"{where}[{i}]: {v} is given twice (also at "
+                                  f"[{items.index(v)}]); give it once")
+        return items
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: must be a mapping, got {show(value)}")
