@@ -885,6 +885,21 @@ def test_a_run_that_died_as_a_containers_first_process_is_stopped(tmp_path):
     assert not (run_dir / ".report.html.abcd_123.tmp").exists()
 
 
+def test_watch_ends_at_once_where_no_run_folder_can_be_made(tmp_path, monkeypatch, capsys):
+    """Issue 44: --watch on an output folder it cannot write waited for an edit of the config
+    for ever; no edit mends that: one line, exit 2."""
+    from demos.lab.runner import watch
+
+    def waits(stamps):
+        raise AssertionError("it waits for an edit that cannot help")
+    monkeypatch.setattr(watch, "wait_for_change", waits)
+    (tmp_path / "a_file").write_text("")
+    assert run_main(tmp_path / "a_file" / "out", "--config", QUICK, "--watch") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        f"error: --output-dir {tmp_path / 'a_file' / 'out'}: cannot create the run folder: "), err
+
+
 def test_group_signals_leave_the_helper_and_the_resource_tracker_alone(tmp_path):
     """SIGTERM and SIGHUP to the whole process group (timeout, a closed terminal) must not
     kill the drawing helper or multiprocessing's resource tracker (whose death prints

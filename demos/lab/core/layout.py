@@ -100,6 +100,11 @@ def nspid(pid: str) -> int | None:
     return None
 
 
+class NoRunFolder(ConfigError):
+    """The output folder can take no run folder (it cannot be made or written, the name is
+    taken): no edit of a config mends that."""
+
+
 def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
     """A new folder named `prefix` + the start time; never an existing one (-1, -2, ... if
     taken). Run folders have no prefix; an ensemble's has its own."""
@@ -114,9 +119,9 @@ def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
             except FileExistsError:
                 continue
     except OSError as e:
-        raise ConfigError(f"--output-dir {output_dir}: cannot create the run folder: "
+        raise NoRunFolder(f"--output-dir {output_dir}: cannot create the run folder: "
                           f"{e.strerror or e}") from None
-    raise ConfigError(f"--output-dir {output_dir}: too many runs started at {base}")
+    raise NoRunFolder(f"--output-dir {output_dir}: too many runs started at {base}")
 
 
 def clashes(name: str, kind: str = "run") -> str | None:
@@ -155,8 +160,8 @@ def make_named_dir(output_dir: Path, name: str, kind: str = "run") -> Path:
         output_dir.mkdir(parents=True, exist_ok=True)
         path.mkdir()
     except FileExistsError:
-        raise ConfigError(f"--run-name {name}: {path} already exists") from None
+        raise NoRunFolder(f"--run-name {name}: {path} already exists") from None
     except OSError as e:
-        raise ConfigError(f"--output-dir {output_dir}: cannot create {name}: "
+        raise NoRunFolder(f"--output-dir {output_dir}: cannot create {name}: "
                           f"{e.strerror or e}") from None
     return path
