@@ -63,11 +63,24 @@ def test_the_reproduction_shows_the_same_when_run_alone(tmp_path):
 
 
 def test_a_right_function_is_ok_compiled(cpu):
+    """...and the rows leave the caller's own compiled code compiled (issue 44: each row
+    called torch._dynamo.reset(), and a notebook's next call of its own compiled model
+    compiled it again)."""
+    compiles = []
+
+    def counting(graph, example_inputs):
+        compiles.append(graph)
+        return graph.forward
+
+    mine = torch.compile(lambda t: t.sin() * 2, backend=counting)
+    mine(torch.ones(3))
     x = torch.linspace(-1.5, 1.5, 7, dtype=torch.float64).requires_grad_()
     rows = support.matrix(docs.LegendrePolynomial3Modern.apply, {"x": x},
                           lambda x: 0.5 * (5 * x**3 - 3 * x), cpu,
-                          rows=["compile_grad", "compile_jvp", "compile_vmap"])
+                          rows=["compile", "compile_grad", "compile_jvp", "compile_vmap"])
+    assert rows.pop("compile").status == "unsupported"  # its jvp: see checks.md
     assert {k: r.status for k, r in rows.items()} == dict.fromkeys(rows, "ok"), rows
+    assert torch.equal(mine(torch.ones(3)), 2 * torch.ones(3).sin()) and len(compiles) == 1
 
 
 @pytest.mark.parametrize("classic", [LegendrePolynomial3, MyReLU, MultiplyAdd, MyExp,
