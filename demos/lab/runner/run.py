@@ -22,7 +22,7 @@ import torch
 from demos.lab.comparing.baseline import Comparison, describe_drift
 from demos.lab.core import fingerprint
 from demos.lab.core.config import RunConfig, dump
-from demos.lab.core.console import entry_lines, open_log, run_line, shown
+from demos.lab.core.console import entry_lines, open_log, run_line
 from demos.lab.core.files import write_atomic
 from demos.lab.core.layout import CONFIG, make_named_dir, make_run_dir
 from demos.lab.core.results import (
@@ -267,24 +267,43 @@ class Run:
 
 @contextlib.contextmanager
 def escaped_warnings() -> Iterator[None]:
-    """Python warnings raised while the entries run (your code's warnings.warn too) reach the
-    console as the run's own lines do: control characters shown, not obeyed."""
+    """What is warned while the entries run reaches the console as the run's own warnings do,
+    one line each, control characters shown, not obeyed, and run.log: Python warnings (your
+    code's warnings.warn; torch's C++ warnings, vmap's BatchedFallback, come as these), and
+    torch's own log lines of warning level (its recompiles), which torch's loggers print to
+    stderr themselves (their lower levels, TORCH_LOGS's, stay torch's)."""
+    from torch._logging._internal import _is_torch_handler
+
+    said = logging.getLogger("demos.warnings")
     previous = warnings.showwarning
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
              line: str | None = None) -> None:
-        stream = file or sys.stderr
-        text = warnings.formatwarning(message, category, filename, lineno, line)
-        try:
-            stream.write(shown(text.rstrip("\n"), stream) + "\n")
-        except (OSError, ValueError, AttributeError):  # a closed console: nothing to tell
-            pass
+        said.warning("%s", " ".join(f"{category.__name__}: {message} ({filename}:{lineno})"
+                                    .split()))
 
+    class Relay(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.log(record.levelno, "torch: %s", " ".join(record.getMessage().split()))
+
+    def below(record: logging.LogRecord) -> bool:
+        return record.levelno < logging.WARNING
+
+    relay = Relay(logging.WARNING)
+    loggers = [x for name, x in list(logging.root.manager.loggerDict.items())
+               if name.split(".")[0] == "torch" and isinstance(x, logging.Logger)]
+    torch_own = [(x, h) for x in loggers for h in x.handlers if _is_torch_handler(h)]
+    for x, h in torch_own:
+        h.addFilter(below)
+        x.addHandler(relay)
     warnings.showwarning = show
     try:
         yield
     finally:
         warnings.showwarning = previous
+        for x, h in torch_own:
+            h.removeFilter(below)
+            x.removeHandler(relay)
 
 
 def open_in_browser(path: Path) -> str:
