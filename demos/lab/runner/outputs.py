@@ -24,12 +24,13 @@ from demos.lab.pages import index, report
 
 def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final: bool = True,
                   entries_left: int = 0) -> OSError | None:
-    """summary.json, whole at every moment: each write puts the fullest form that can be
-    written whole in place of the last (which stays where none can). While the run runs
-    (status "running"): padded with trailing blanks (still valid JSON) to hold the room the
-    final one will need; else indented; else compact, the smallest. The final one indented,
-    or compact; on a disk that filled up meanwhile, written compactly into the room the last
-    one held. Returns why none could be written (None when one was); the final one says so."""
+    """summary.json, whole at every moment, each time in the fullest form that can be written:
+    while the run runs (status "running"), padded with trailing blanks (still valid JSON) to
+    hold the room the final one will need, the final one indented; else written over the room
+    the last one holds (in place: it needs no new space, and keeps that room), indented or
+    compact; else, as a new file, indented while the run runs, then compact, the smallest.
+    A new file replaces the last one only once written whole. Returns why none could be
+    written (None when one was); the final one says so."""
     path, data = run_dir / SUMMARY, summary.to_json()
     if not final:  # so that the index can tell a run killed outright from a running one
         process = identity()
@@ -38,20 +39,16 @@ def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final
     text, compact = dumps(data), dumps(data, compact=True)
     # room for what the final summary adds: each entry's results, the closing fields
     room = len(text) + 8192 + 4096 * entries_left
+    whole = [(write_atomic, text if final else text.ljust(room)), (overwrite, text),
+             (overwrite, compact), *([] if final else [(write_atomic, text)]),
+             (write_atomic, compact)]
     why = None
-    for form in ([] if final else [text.ljust(room)]) + [text, compact]:
+    for write, form in whole:
         try:
-            write_atomic(path, form)
+            write(path, form)  # overwrite refuses (OSError) what does not fit, or no file
             return None
         except OSError as e:
-            why = why or e
-    try:  # the disk is full: written compactly over the room the last one held
-        overwrite(path, compact)  # refuses (OSError) what does not fit
-        return None
-    except FileNotFoundError:  # none was ever written: the first failure says why
-        pass
-    except OSError as e:
-        why = e
+            why = why or e  # the first: the others follow from it
     if final:  # the console lines above still tell every result
         log.error("could not write summary.json: %s", why)
     return why
