@@ -180,11 +180,8 @@ def mine(module: Any) -> bool:
     """Whether `module` is the user's own code, which a script of its own cannot import: a file
     outside Python's and its packages' folders (as torch, math and numpy are inside them)."""
     path = getattr(module, "__file__", None) or ""
-    return bool(path) and not path.startswith((sys.prefix, sys.base_prefix, *site_folders()))
-
-
-def site_folders() -> list[str]:
-    return [p for p in sys.path if "-packages" in p]
+    return bool(path) and not path.startswith((sys.prefix, sys.base_prefix,
+                                               *(p for p in sys.path if "-packages" in p)))
 
 
 def carried(values: dict[str, Any], missing: list[str], seen: tuple[str, ...] = ()) -> list[str]:
