@@ -351,6 +351,11 @@ def test_the_output_folder_is_never_a_run_folder(tmp_path):
             "a run's folder" in err, err
     assert sorted(p.name for p in run.iterdir()) == sorted(
         ["config.yaml", "my_exp", "report.html", "run.log", "summary.json"])
+    (tmp_path / "loop").symlink_to(tmp_path / "pool")
+    (tmp_path / "pool").symlink_to(tmp_path / "loop")
+    code, out, err = cli("--config", QUICK, "--dry-run", "--output-dir", tmp_path / "loop" / "x")
+    assert code == 2 and err.count("\n") == 1 and err.startswith(  # its words: Python's
+        f"error: --output-dir {tmp_path / 'loop' / 'x'}: "), err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has the device")

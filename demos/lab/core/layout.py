@@ -141,7 +141,10 @@ def check_output_dir(path: str) -> None:
     anywhere inside one, and never the empty path (an unset shell variable: the current folder)."""
     if path == "":
         raise ConfigError("--output-dir: an empty path; name a folder (the default is outputs)")
-    folder = Path(path).resolve()  # through links and `..`: where it really is
+    try:
+        folder = Path(path).resolve()  # through links and `..`: where it really is
+    except (OSError, RuntimeError) as e:  # a loop of links (RuntimeError before Python 3.13)
+        raise ConfigError(f"--output-dir {path}: {e}") from None
     for place in (folder, *folder.parents):  # at any depth
         if (place / SUMMARY).is_file():
             raise ConfigError(f"--output-dir {path}: {'is' if place == folder else 'is inside'} "
