@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 TENSOR_DTYPES = ("float64", "float32", "int64", "int32", "int16", "int8", "uint8", "bool")
 # what an integer or bool tensor holds: (lowest, highest)
 RANGES = {"int64": (-2**63, 2**63 - 1), "int32": (-2**31, 2**31 - 1), "int16": (-2**15, 2**15 - 1),
-          "int8": (-128, 127), "uint8": (0, 255), "bool": (0, 1)}
+          "int8": (-128, 127), "uint8": (0, 255), "bool": (0, 1),
+          "float32": (-3.4028234663852886e38, 3.4028234663852886e38)}
 
 
 @dataclass
@@ -113,21 +114,21 @@ class InputSpec:
                                   f"(gradcheck's cost grows with them), got "
                                   f"{math.prod(shape_of(self.value)):,}; pass check_function "
                                   f"the tensor itself")
-            if not self.dtype.startswith("float"):
-                self.value = whole(self.value, f"{where}.value", self.dtype)
+            self.value = held(self.value, f"{where}.value", self.dtype)
 
 
-def whole(value: Any, where: str, dtype: str) -> Any:
-    """An integer or bool tensor's numbers as ints; a ConfigError naming one that is not, or
-    one its dtype cannot hold."""
+def held(value: Any, where: str, dtype: str) -> Any:
+    """A tensor's numbers as its dtype holds them (ints for an integer or bool one); a
+    ConfigError naming one that it cannot hold."""
     if isinstance(value, list):
-        return [whole(v, f"{where}[{i}]", dtype) for i, v in enumerate(value)]
-    low, high = RANGES[dtype]
-    if not float(value).is_integer() or not low <= value <= high:
-        raise ConfigError(f"{where}: {value:g} in a {dtype} tensor; give "
-                          f"{'0 or 1 (false, true)' if dtype == 'bool' else 'whole numbers'}"
-                          f"{'' if dtype == 'bool' else f' from {low} to {high}'}")
-    return int(value)
+        return [held(v, f"{where}[{i}]", dtype) for i, v in enumerate(value)]
+    low, high = RANGES.get(dtype, (-math.inf, math.inf))
+    floating = dtype.startswith("float")
+    if not (floating or float(value).is_integer()) or not low <= value <= high:
+        raise ConfigError(f"{where}: {value:g} in a {dtype} tensor; give " + (
+            "0 or 1 (false, true)" if dtype == "bool" else f"numbers from {low:g} to {high:g}"
+            if floating else f"whole numbers from {low} to {high}"))
+    return value if floating else int(value)
 
 
 def python_value(value: Any) -> Any:
