@@ -599,10 +599,25 @@ def input_specs(inputs: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                           "dtype": "float64" if floating else str(x.dtype).removeprefix("torch."),
                           "requires_grad": floating and bool(x.requires_grad)})
         else:  # a number, a tuple, None: passed to apply as it is
-            specs.append({"name": name, "value": list(x) if isinstance(x, tuple) else x,
-                          "tensor": False})
+            specs.append({"name": name, "tensor": False, **recorded(x)})
         given[name] = x
     return specs, given
+
+
+def recorded(x: Any) -> dict[str, Any]:
+    """A value given to check_function that is not a tensor, as config.yaml, run.log and the
+    report record it: itself, where it is short plain data (a dim, an index tuple); else what
+    it is, marked `given` (a list of 10^6 numbers, an array: never its values)."""
+    value = list(x) if isinstance(x, tuple) else x
+    try:
+        if len(repr(x)) <= 1000 and yaml.safe_dump(value):
+            return {"value": value}
+    except Exception:  # no plain data (an array): yaml cannot write it
+        pass
+    shape = getattr(x, "shape", None)
+    size = f" of shape {list(shape)}" if shape is not None else \
+        f" of {len(x)} items" if hasattr(x, "__len__") else ""
+    return {"given": True, "value": f"<{type(x).__name__}{size}, given to check_function>"}
 
 
 # -- running it here ------------------------------------------------------------------------

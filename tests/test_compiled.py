@@ -3,8 +3,11 @@ as support rows; where torch's compiled path gives other numbers, the row says `
 the Function's failure) and a standalone script reproduces it."""
 from __future__ import annotations
 
+import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +19,7 @@ from demos.scenarios.linear_function import LinearFunction
 from demos.scenarios.multiply_add import MultiplyAdd
 from demos.scenarios.my_exp import MyExp
 from demos.scenarios.my_relu import MyReLU
-from tests.conftest import CONFIGS, run_captured, summary
+from tests.conftest import CONFIGS, ROOT, run_captured, summary
 
 EXAMPLES = [("reversal_ok", "GradientReversal"), ("round_ok", "RoundStraightThrough")]
 
@@ -60,11 +63,24 @@ def test_the_reproduction_shows_the_same_when_run_alone(tmp_path):
 
 
 def test_a_right_function_is_ok_compiled(cpu):
+    """...and the rows leave the caller's own compiled code compiled (issue 44: each row
+    called torch._dynamo.reset(), and a notebook's next call of its own compiled model
+    compiled it again)."""
+    compiles = []
+
+    def counting(graph, example_inputs):
+        compiles.append(graph)
+        return graph.forward
+
+    mine = torch.compile(lambda t: t.sin() * 2, backend=counting)
+    mine(torch.ones(3))
     x = torch.linspace(-1.5, 1.5, 7, dtype=torch.float64).requires_grad_()
     rows = support.matrix(docs.LegendrePolynomial3Modern.apply, {"x": x},
                           lambda x: 0.5 * (5 * x**3 - 3 * x), cpu,
-                          rows=["compile_grad", "compile_jvp", "compile_vmap"])
+                          rows=["compile", "compile_grad", "compile_jvp", "compile_vmap"])
+    assert rows.pop("compile").status == "unsupported"  # its jvp: see checks.md
     assert {k: r.status for k, r in rows.items()} == dict.fromkeys(rows, "ok"), rows
+    assert torch.equal(mine(torch.ones(3)), 2 * torch.ones(3).sin()) and len(compiles) == 1
 
 
 @pytest.mark.parametrize("classic", [LegendrePolynomial3, MyReLU, MultiplyAdd, MyExp,
@@ -217,3 +233,139 @@ def test_a_reproduction_runs_alone_with_the_functions_helpers(tmp_path, monkeypa
                               text=True, timeout=300, env={"PATH": "/usr/bin:/bin"})
         assert done.returncode == 1 and "AssertionError: torch.compile(torch.func.grad) " \
             "differs from eager" in done.stderr, (name, done.stdout, done.stderr)
+
+
+# -- reproduction scripts stand alone (issue 44) ----------------------------------------------
+
+
+def top_checking_function():
+    """checks_at_top.py's Function, its module loaded as a script of it would be, all but the
+    check its last lines run."""
+    import importlib.util
+
+    from tests.fixtures import repro_fns
+
+    path = Path(repro_fns.__file__).with_name("checks_at_top.py")
+    spec = importlib.util.spec_from_file_location("checks_at_top", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["checks_at_top"] = module
+    source = path.read_text()
+    exec(compile(source[:source.index("result = ")], str(path), "exec"), vars(module))
+    return module.RevTop
+
+
+def shape(name):
+    """(the Function's apply as a row calls it, its name) for each shape of issue 44."""
+    from demos.lab.checks.gradients import Fixed, with_fixed
+    from tests.fixtures.repro_fns import ops, shapes
+
+    if name == "a string with nan and inf":
+        return with_fixed(shapes.RevMode.apply, {1: Fixed("mode", "nan 'inf' \"nan\"")}), "RevMode"
+    cls = {"a relative import": ops.RevRelative, "a factory's closure": shapes.RevFactory,
+           "check_function at the top": None}[name] or top_checking_function()
+    return with_fixed(cls.apply, {}), cls.__name__
+
+
+SHAPES = ["a string with nan and inf", "a relative import", "a factory's closure",
+          "check_function at the top"]
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_a_reproduction_carries_its_functions_context(name, monkeypatch):
+    """Each shape the issue found (a SyntaxError, an ImportError, a NameError, a script that
+    ran the check again and imported the lab), written with a fixed case: the script imports
+    torch alone and runs (torch.compile made the identity here: its difference is the slow
+    tier's, run alone)."""
+    import ast
+
+    from demos.lab.checks.repro import script
+
+    fn, function = shape(name)
+    x = torch.tensor([1.0, 3.0, 2.0], dtype=torch.float64)
+    text = script({"transform": "torch.func.grad", "backend": "aot_eager", "fn": fn,
+                   "inputs": {"x": x}, "weights": [torch.ones(3, dtype=torch.float64)],
+                   "argnums": (0,)}, function, "compile_grad")
+    imported = {a.name.split(".")[0] for n in ast.walk(ast.parse(text))
+                if isinstance(n, ast.Import) for a in n.names} | {
+                n.module.split(".")[0] for n in ast.walk(ast.parse(text))
+                if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}
+    assert imported == {"torch"} and "check_function" not in text, text
+    assert "Not carried" not in text, text
+    monkeypatch.setattr(torch, "compile", lambda f, **kwargs: f)
+    exec(compile(text, "repro.py", "exec"), {"__name__": "__main__"})
+
+
+def test_a_reproduction_says_first_what_it_could_not_carry(tmp_path, monkeypatch):
+    import importlib
+
+    from demos.lab.checks.repro import script
+
+    (tmp_path / "carry_pkg").mkdir()
+    (tmp_path / "carry_pkg" / "__init__.py").write_text("")
+    (tmp_path / "carry_pkg" / "helper.py").write_text(
+        "import types\nSCALE = types.SimpleNamespace(k=2.0)\n\n\ndef rev(g):\n"
+        "    return -SCALE.k * g\n")
+    (tmp_path / "carry_pkg" / "ops.py").write_text(
+        "import torch\nfrom .helper import SCALE, rev\n\n\n"
+        "class Rev(torch.autograd.Function):\n    @staticmethod\n    def forward(x):\n"
+        "        return x * SCALE.k\n\n    @staticmethod\n"
+        "    def setup_context(ctx, inputs, output):\n        pass\n\n    @staticmethod\n"
+        "    def backward(ctx, g):\n        return rev(g)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fn = importlib.import_module("carry_pkg.ops").Rev.apply
+    text = script({"transform": "torch.func.vmap", "backend": "aot_eager", "fn": fn,
+                   "inputs": {"x": torch.ones(2)}, "batched": [torch.ones(3, 2)]}, "Rev",
+                  "compile_vmap")
+    assert text.splitlines()[2] == ("# Not carried from the Function's code, to define here: "
+                                    "SCALE (SimpleNamespace)"), text
+    assert "def rev(g):" in text  # a helper function of its neighbour: carried, as source
+
+
+def test_literals_are_python_wherever_nan_hides():
+    from demos.lab.checks.repro import literal
+
+    value = ("nan", "'inf'", 'a "nan"', float("nan"), -math.inf, (1,), [1.5, None],
+             {"k": {2}}, b"inf", True, torch.float32)
+    back = eval(literal(value))
+    assert back[:3] == value[:3] and math.isnan(back[3]) and back[4] == -math.inf
+    assert back[5:] == value[5:]
+    t = torch.tensor([[math.nan, 1.0], [math.inf, 2.0]], dtype=torch.float64)
+    assert torch.equal(eval(literal(t)).nan_to_num(), t.nan_to_num())
+    with pytest.raises(ValueError):
+        literal(object())
+
+
+def run_alone(script: Path, folder: Path) -> subprocess.CompletedProcess:
+    """`script` copied into `folder`, empty, and run there with torch alone: no site packages
+    but torch's folder (so not this lab, installed or not), no environment but PATH."""
+    folder.mkdir()
+    (folder / script.name).write_text(script.read_text())
+    packages = str(Path(torch.__file__).parent.parent)
+    return subprocess.run([sys.executable, "-S", script.name], cwd=folder, capture_output=True,
+                          text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": packages})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SHAPES)
+def test_a_reproduction_reproduces_alone_with_torch_alone(name, tmp_path, cpu):
+    """Each shape of issue 44, its `differs` row found by torch itself, its script run in an
+    empty folder with torch alone: it shows the difference (and never the lab's run)."""
+    if name == "check_function at the top":  # the script itself, as its user runs it
+        from tests.fixtures import repro_fns
+        ran = subprocess.run([sys.executable, str(Path(repro_fns.__file__).with_name(
+            "checks_at_top.py"))], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert "checked: False" in ran.stdout, ran.stdout + ran.stderr  # -g is no derivative
+        (script,) = (tmp_path / "outputs").glob("*/RevTop/repro_RevTop_compile_grad.py")
+    else:
+        fn, function = shape(name)
+        x = torch.tensor([1.0, 3.0, 2.0], dtype=torch.float64).requires_grad_()
+        rows = support.matrix(fn, {"x": x}, None, cpu, rows=["compile_grad"])
+        assert rows["compile_grad"].status == "differs", rows
+        support.write_repros(rows, function, tmp_path)
+        script = tmp_path / f"repro_{function}_compile_grad.py"
+    done = run_alone(script, tmp_path / "alone")
+    assert done.returncode == 1 and "AssertionError: torch.compile(torch.func.grad) differs " \
+        "from eager" in done.stderr, (done.stdout, done.stderr)
+    assert list((tmp_path / "alone").iterdir()) == [tmp_path / "alone" / script.name]

@@ -122,6 +122,12 @@ def error_of(capsys, *argv):
     ("scenarios:\n- {scenario: custom_function, function: a:B, reference: ab, "
      "inputs: [{value: 1}]}\n",
      "scenarios[0].reference: expected module:attribute (e.g. my_ops:MyCube), got 'ab'"),
+    ("scenarios:\n- {scenario: custom_function, function: a:B, inputs: [{value: 1}], "
+     "support: [vmap, backward, vmap]}\n",
+     "scenarios[0].support[2]: vmap is given twice (also at [0]); give it once"),
+    ("scenarios:\n- {scenario: custom_function, function: a:B, inputs: [{value: 1}], "
+     "support: [vmap], require: [vmap, vmap]}\n",
+     "scenarios[0].require[1]: vmap is given twice (also at [0]); give it once"),
 ])
 def test_config_errors_are_one_exact_line(tmp_path, capsys, body, message):
     path = write(tmp_path, body)

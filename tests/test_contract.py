@@ -157,6 +157,12 @@ def test_the_contract_from_a_config(tmp_path):
                                           "(did you mean 'int64'?)"),
     ({"shape": [3], "dtype": "int64"}, "a int64 tensor needs its value"),
     ({"value": [1.5], "dtype": "int64"}, "value[0]: 1.5 in a int64 tensor; give whole numbers"),
+    ({"value": [1000, 1, 2], "dtype": "int8"}, "inputs[1].value[0]: 1000 in a int8 tensor; "
+                                               "give whole numbers from -128 to 127"),
+    ({"value": [[0], [-1]], "dtype": "uint8"}, "inputs[1].value[1][0]: -1 in a uint8 tensor; "
+                                               "give whole numbers from 0 to 255"),
+    ({"value": [1.0e+39], "dtype": "float32"}, "inputs[1].value[0]: 1e+39 in a float32 tensor; "
+                                               "give numbers from -3.40282e+38 to 3.40282e+38"),
     ({"shape": [3], "tensor": False}, "tensor: false passes `value` as it is; shape is for a "
                                       "tensor"),
 ])

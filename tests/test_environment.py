@@ -294,7 +294,11 @@ def test_user_code_at_import_cannot_move_the_run_or_change_the_rest(tmp_path, mo
 
 
 def test_a_user_warning_reaches_the_console_escaped(tmp_path):
+    """...on one line, as every warning of the run; and so do torch's C++ warnings (vmap's
+    BatchedFallback) and its own log lines (its recompiles), which its loggers printed on
+    several lines, unescaped (issue 44)."""
     config = one_function(tmp_path, "warn_ops", '''
+        import logging
         import warnings
         import torch
 
@@ -302,7 +306,10 @@ def test_a_user_warning_reaches_the_console_escaped(tmp_path):
         class Loud(torch.autograd.Function):
             @staticmethod
             def forward(ctx, x):
-                warnings.warn("careful\\x1b]0;title\\x07\\x1b[2J")
+                warnings.warn("careful\\x1b]0;title\\x07\\x1b[2J\\nand more")
+                torch.func.vmap(lambda t: torch.renorm(t[None], 2, 0, 1.0))(x[None])
+                logging.getLogger("torch._dynamo").warning(  # as torch says a recompile
+                    "hit config.recompile_limit (8)\\n   function: 'f\\x1b[2J' (x.py:1)")
                 return 2 * x
 
             @staticmethod
@@ -310,8 +317,15 @@ def test_a_user_warning_reaches_the_console_escaped(tmp_path):
                 return 2 * g
         ''', "Loud")
     code, out, err = cli("--config", config, "--dry-run", "--output-dir", tmp_path / "o")
-    assert code == 0 and "UserWarning: careful\\x1b]0;title\\x07\\x1b[2J" in err
-    assert "\x1b" not in err + out
+    lines = err.splitlines()
+    assert code == 0 and any(line.startswith("warning: UserWarning: careful\\x1b]0;title\\x07"
+                                             "\\x1b[2J and more (") for line in lines), err
+    assert any(line.startswith("warning: UserWarning: There is a performance drop because we "
+                               "have not yet implemented the batching rule for aten::renorm")
+               for line in lines), err
+    assert "warning: torch: hit config.recompile_limit (8) function: 'f\\x1b[2J' (x.py:1)" \
+        in lines, err
+    assert all(line.startswith("warning: ") for line in lines) and "\x1b" not in err + out
 
 
 @pytest.mark.parametrize("args, words", [
@@ -331,12 +345,17 @@ def test_paths_and_keys_given_wrong_are_one_line(tmp_path, monkeypatch, args, wo
 def test_the_output_folder_is_never_a_run_folder(tmp_path):
     assert cli("--config", QUICK, "--dry-run", "--output-dir", tmp_path, "--run-name", "a")[0] == 0
     run = tmp_path / "a"
-    for target in (run, run / "my_exp"):
+    for target in (run, run / "my_exp", run / "my_exp" / "sub", run / "my_exp" / ".." / "x"):
         code, out, err = cli("--config", QUICK, "--dry-run", "--output-dir", target)
         assert code == 2 and err.startswith(f"error: --output-dir {target}: is") and \
             "a run's folder" in err, err
     assert sorted(p.name for p in run.iterdir()) == sorted(
         ["config.yaml", "my_exp", "report.html", "run.log", "summary.json"])
+    (tmp_path / "loop").symlink_to(tmp_path / "pool")
+    (tmp_path / "pool").symlink_to(tmp_path / "loop")
+    code, out, err = cli("--config", QUICK, "--dry-run", "--output-dir", tmp_path / "loop" / "x")
+    assert code == 2 and err.count("\n") == 1 and err.startswith(  # its words: Python's
+        f"error: --output-dir {tmp_path / 'loop' / 'x'}: "), err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has the device")

@@ -1,7 +1,9 @@
 """What the runner guarantees under stress: divergence, signals, errors, reproducibility, files."""
 import concurrent.futures
+import contextlib
 import dataclasses
 import datetime
+import errno
 import io
 import json
 import os
@@ -18,7 +20,7 @@ import torch
 
 from demos.cli import main
 from demos.lab.core.files import save_atomic, write_atomic
-from demos.lab.core.results import EXIT_INTERRUPTED
+from demos.lab.core.results import EXIT_CODES, EXIT_INTERRUPTED
 from demos.lab.core.signals import SignalHandler
 from demos.lab.runner.context import Context, Diverged, Shared, StopRequest  # noqa: F401
 from demos.lab.runner.recorder import Recorder
@@ -634,6 +636,72 @@ def test_a_full_disk_loses_no_result_and_leaves_no_temp_file(tiny_disk, capsys):
     assert [p for p in tiny_disk.rglob("*") if p.name.startswith(".") and "tmp" in p.name] == []
 
 
+@contextlib.contextmanager
+def file_size_limit(size: int):
+    """`ulimit -f`, in this process, for the `with` block: a file written past `size` bytes
+    fails (EFBIG; Python ignores SIGXFSZ)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_summary_json_is_whole_under_a_file_size_limit(tmp_path, monkeypatch, capsys):
+    """ulimit -f (issue 44: 12 KiB, a two-entry run): the padded summary never fits, nor the
+    final one indented (about 4.9 KB here); the compact one (3.4 KB) does, and is there from
+    the run's start to its end."""
+    from demos.lab.pages import artifacts
+
+    monkeypatch.setattr(artifacts, "pool", lambda: None)  # drawn here, under the limit alone
+    config = tmp_path / "two.yaml"
+    config.write_text("scenarios:\n- {scenario: my_exp, support: []}\n"
+                      "- {scenario: my_exp, id: again, support: []}\n")
+    with file_size_limit(4 << 10):
+        code = run_main(tmp_path / "out", "--config", config)
+    text = (only_run_dir(tmp_path / "out") / "summary.json").read_text()
+    data = json.loads(text)  # whole, final, with both entries
+    assert [e["id"] for e in data["scenarios"]] == ["my_exp", "again"] and "pid" not in data
+    assert all(e["checks"] for e in data["scenarios"]) and "\n" not in text.strip()
+    assert code == EXIT_CODES[data["status"]] != 0  # its graphs did not fit either
+    assert "could not write summary.json" not in capsys.readouterr().err
+
+
+def test_a_run_that_cannot_write_its_summary_says_so_and_exits_1(tmp_path, monkeypatch,
+                                                                 capsys):
+    from demos.lab.runner import outputs
+
+    def no_room(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(outputs, "write_atomic", no_room)
+    assert run_main(tmp_path, "--config", QUICK) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "could not write summary.json: [Errno 28] No space left " \
+        "on device; the run stops" in err, err
+    run_dir = only_run_dir(tmp_path)
+    assert not (run_dir / "summary.json").exists() and not (run_dir / "my_exp").exists()
+    assert (run_dir / "run.log").read_text().splitlines()[-1].endswith(err.strip()[9:])
+
+
+def test_run_log_says_why_it_stops(tmp_path):
+    """A log that reaches the file size limit (or a full disk) ends with a line saying so,
+    within the room it had."""
+    from demos.lab.core.console import open_log
+
+    log, close = open_log(tmp_path)
+    with file_size_limit(2000):
+        for i in range(100):
+            log.debug("line %d %s", i, "x" * 50)
+        close()
+    text = (tmp_path / "run.log").read_text()
+    assert len(text) <= 2000 and text.endswith(
+        "run.log stops here: File too large; the console has the rest\n")
+    assert all(line.endswith("x" * 50) for line in text.splitlines()[:-1])
+
+
 def test_the_index_survives_what_other_folders_hold(tmp_path, capsys):
     """A name that is not UTF-8, a FIFO for a summary, a run killed before its final summary."""
     odd = tmp_path / os.fsdecode(b"caf\xe9")
@@ -750,6 +818,86 @@ def test_the_index_keeps_working_whatever_the_siblings_hold(tmp_path):
     os.mkfifo(tmp_path / ".index.lock")
     with pytest.raises(OSError, match="not a regular file; remove it"):
         write_index(tmp_path)
+
+
+def test_a_run_is_alive_only_as_the_same_process_in_the_same_namespace(tmp_path):
+    """A running run's liveness is its process identity (issue 44): its PID with its start, in
+    its PID namespace, on this boot. A run killed as PID 1 of a container showed RUNNING for
+    ever beside the host's live PID 1; a reused PID counted as the run."""
+    from demos.lab.core.layout import INIT_PID_NS, identity
+    from demos.lab.pages.index import write_index
+
+    me = identity()
+    if me is None:
+        pytest.skip("no /proc here: a run is its PID alone")
+    runs = {  # name: (pid, its identity), and what the index says
+        "2026-01-01_00-00-01": (os.getpid(), me, "running"),  # this very process
+        "2026-01-01_00-00-02": (os.getpid(), dataclasses.replace(me, start=me.start + 1),
+                                "stopped"),  # the PID reused
+        "2026-01-01_00-00-03": (os.getpid(), dataclasses.replace(me, boot="x"), "stopped"),
+        "2026-01-01_00-00-04": (1, dataclasses.replace(me, ns="pid:[1]"),  # a container gone
+                                "stopped" if me.ns == INIT_PID_NS else "running")}
+    for name, (pid, process, _) in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps(a_summary(
+            status="running", pid=pid, host=socket.gethostname(),
+            process=dataclasses.asdict(process))))
+        (tmp_path / name / ".summary.json.abcd_123.tmp").write_text("{")
+    assert write_index(tmp_path) == []
+    index = (tmp_path / "index.html").read_text()
+    for name, (*_, status) in runs.items():
+        row = index[index.index(name):]
+        assert row[:row.index("</tr>")].count(f"badge {status}") == 1, (name, status)
+        assert (tmp_path / name / ".summary.json.abcd_123.tmp").exists() == (status == "running")
+
+
+@pytest.mark.slow
+def test_a_run_that_died_as_a_containers_first_process_is_stopped(tmp_path):
+    """The issue's case itself: a run that is PID 1 of its own PID namespace (a container's
+    main process) dies outright; the host's index says stopped and removes its temp files,
+    though the host's PID 1 lives."""
+    import shutil
+
+    from demos.lab.core.layout import INIT_PID_NS, identity
+    from demos.lab.pages.index import write_index
+
+    me = identity()
+    if me is None or me.ns != INIT_PID_NS or os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root, unshare and the machine's own PID namespace")
+    (tmp_path / "dies.py").write_text(
+        "import os\nimport torch\n\n\nclass Dies(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        os._exit(9)  # no process survives"
+        "\n\n    @staticmethod\n    def backward(ctx, g):\n        return g\n")
+    (tmp_path / "c.yaml").write_text("scenarios:\n- {scenario: custom_function, function: "
+                                     "dies.py:Dies, inputs: [{shape: [2]}], support: []}\n")
+    done = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
+                           str(ROOT / "runner.py"), "--config", str(tmp_path / "c.yaml"),
+                           "--output-dir", str(tmp_path / "out")], cwd=ROOT, timeout=120,
+                          capture_output=True, text=True)
+    assert done.returncode == 9, done.stdout + done.stderr
+    run_dir = only_run_dir(tmp_path / "out")
+    data = summary(run_dir)
+    assert data["status"] == "running" and data["pid"] == 1 and data["process"]["ns"] != me.ns
+    (run_dir / ".report.html.abcd_123.tmp").write_text("<")  # as a killed writer leaves it
+    assert write_index(tmp_path / "out") == []
+    assert '<span class="badge stopped">STOPPED</span>' in (tmp_path / "out" / "index.html"
+                                                             ).read_text()
+    assert not (run_dir / ".report.html.abcd_123.tmp").exists()
+
+
+def test_watch_ends_at_once_where_no_run_folder_can_be_made(tmp_path, monkeypatch, capsys):
+    """Issue 44: --watch on an output folder it cannot write waited for an edit of the config
+    for ever; no edit mends that: one line, exit 2."""
+    from demos.lab.runner import watch
+
+    def waits(stamps):
+        raise AssertionError("it waits for an edit that cannot help")
+    monkeypatch.setattr(watch, "wait_for_change", waits)
+    (tmp_path / "a_file").write_text("")
+    assert run_main(tmp_path / "a_file" / "out", "--config", QUICK, "--watch") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        f"error: --output-dir {tmp_path / 'a_file' / 'out'}: cannot create the run folder: "), err
 
 
 def test_group_signals_leave_the_helper_and_the_resource_tracker_alone(tmp_path):

@@ -190,6 +190,48 @@ def test_check_function_on_classes_defined_here(tmp_path):
     assert {c.name for c in wrong.failures} == {"gradcheck", "parity with the reference"}
 
 
+class Doubled(torch.autograd.Function):
+    """2x, with arguments it does not differentiate: an index tuple and an array."""
+    seen: list = []
+
+    @staticmethod
+    def forward(ctx, x, index, array):
+        Doubled.seen.append((len(index), type(array).__name__))
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g, None, None
+
+
+def test_check_function_records_a_long_value_by_what_it_is(tmp_path):
+    """Issue 44: a value of 10^6 numbers was written into config.yaml, run.log and the report
+    (22 MB each); an array could not be written at all (yaml's RepresenterError). Both are
+    recorded by what they are; the run uses them as given."""
+    import numpy as np
+
+    Doubled.seen.clear()
+    r = check_function(Doubled, inputs={"x": torch.ones(3, dtype=torch.float64,
+                                                         requires_grad=True),
+                                        "index": tuple(range(10**5)), "array": np.ones(4)},
+                       support=[], output_dir=tmp_path, quiet=True)
+    assert r.passed and Doubled.seen[0] == (10**5, "ndarray")
+    config = (r.folder / "config.yaml").read_text()
+    assert "value: '<tuple of 100000 items, given to check_function>'" in config
+    assert "value: '<ndarray of shape [4], given to check_function>'" in config
+    assert max(p.stat().st_size for p in r.folder.rglob("*") if p.is_file()) < 100_000
+
+
+@pytest.mark.slow
+def test_a_literal_value_holds_what_a_shape_may(tmp_path):
+    """100,000 numbers at most, as for a random input's shape (2 s: the config is read)."""
+    with pytest.raises(ConfigError, match=r"scenarios\[0\]\.inputs\[0\]\.value: at most 100,000 "
+                                          r"numbers, as for shape .*, got 100,001; pass"):
+        check_function(Doubled, inputs=[{"value": [0.5] * 100_001}, (), ()],
+                       output_dir=tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
+
+
 def test_check_function_takes_the_configs_input_specs(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(MY_OPS.parent))
     import my_ops
@@ -400,6 +442,26 @@ def test_forward_mode_steps_your_own_functions_jvp(tmp_path):
                                                          "entry's status"),
     (lambda d: d["scenarios"][0]["metrics"].update(x="abc"), "scenarios[0].metrics.x: must "
                                                              "be a number, got 'abc'"),
+    # issue 44: blocks that other modules write, typed as they write them; each of these
+    # loaded, and the display raised (jinja2's UndefinedError, AttributeError)
+    (lambda d: d["scenarios"][0].update(support={"F": {"backward": {}}}),
+     "scenarios[0].support.F.backward.detail: missing (required)"),
+    (lambda d: d["scenarios"][0]["checks"][0].update(diagnosis={
+        "kind": "factor", "says": "s", "output": "y", "input": "x", "elements": [1, 2],
+        "probe": "grad_output"}), "scenarios[0].checks[0].diagnosis.elements[0]: must be a "
+                                  "mapping, got 1"),
+    (lambda d: d.update(baseline={"file": "b.yaml", "status": "passed", "compared": 1,
+                                  "drift": [1, 2], "only_in_baseline": [], "not_run": [],
+                                  "not_in_baseline": []}),
+     "baseline.drift[0]: must be a mapping, got 1"),
+    (lambda d: d.update(baseline={"file": "b.yaml", "status": "passed", "compared": 1,
+                                  "drift": [], "only_in_baseline": [], "not_run": [],
+                                  "not_in_baseline": [], "from": "x"}),
+     "baseline.from: must be a mapping, got 'x'"),
+    (lambda d: d["determinism"].update(threads=[1, 2]),
+     "determinism.threads: must be int or str, got [1, 2]"),
+    (lambda d: d.update(world={"size": "x", "backend": "gloo"}),
+     "world.size: must be an integer, got 'x'"),
     (None, "nested too deeply"),
 ])
 def test_load_refuses_a_hand_edited_summary(tmp_path, edit, problem):
@@ -416,6 +478,70 @@ def test_load_refuses_a_hand_edited_summary(tmp_path, edit, problem):
     with pytest.raises(ConfigError) as e:
         load(r.folder)
     assert str(e.value) == f"{path}: not a run's summary ({problem})"
+
+
+class Halved(torch.autograd.Function):
+    """x² with half its gradient: a failed gradcheck, with its diagnosis."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * x
+
+
+def paths(data, at=()):
+    """Every key and index of JSON `data`, as paths from its top."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) \
+        if isinstance(data, list) else ()
+    for k, v in items:
+        yield (*at, k)
+        yield from paths(v, (*at, k))
+
+
+@pytest.mark.slow
+def test_a_loaded_run_always_displays(tmp_path):
+    """Every value of a summary.json with every block (a baseline's drift, a diagnosis, a
+    support matrix) replaced by one of another type: `load` refuses it, naming the file and
+    the key, or the run it gives is displayed (its repr and HTML, its entries', the index)."""
+    from demos.lab.pages.index import write_index
+
+    r = check_function(Halved, inputs={"x": {"shape": [3]}}, support=["backward", "vmap"],
+                       output_dir=tmp_path / "out", quiet=True)
+    path = r.folder / "summary.json"
+    data = json.loads(path.read_text())
+    data["baseline"] = {"file": "b.yaml", "status": "failed", "compared": 1, "drift": [{
+        "entry": "Halved", "key": "metrics.x", "old": 1.0, "new": "nan", "diff": None,
+        "allowed": 0.1, "within": False, "tier": "exact", "rule": "rtol 0"}],
+        "only_in_baseline": ["a"], "not_run": ["b"], "not_in_baseline": ["c"], "from": {
+        "run": "r", "seed": 0}, "fingerprint": None, "same_machine": False, "differs": "d",
+        "measured": False}
+    data["world"] = {"size": 2, "backend": "gloo"}
+    assert any("diagnosis" in c for c in data["scenarios"][0]["checks"])
+    path.write_text(json.dumps(data))
+    load(r.folder)._repr_html_()  # whole, it is displayed
+    for at in paths(data):
+        for value in ([1, 2], "x", 5, None, {}, {"a": 1}, True):
+            edited = json.loads(json.dumps(data))
+            *parent, key = at
+            place = edited
+            for k in parent:
+                place = place[k]
+            place[key] = value
+            path.write_text(json.dumps(edited))
+            try:
+                loaded = load(r.folder)
+            except ConfigError as e:
+                assert str(e).startswith(f"{path}: not a run's summary ("), (at, value, e)
+                continue
+            repr(loaded), loaded._repr_html_()
+            for e in loaded.entries:
+                repr(e), e._repr_html_(), repr(e.support)
+            write_index(tmp_path / "out")
 
 
 def test_load_reads_an_older_runs_summary(tmp_path):

@@ -11,6 +11,7 @@ the value and every input's gradient.
 from __future__ import annotations
 
 import math
+import reprlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,10 @@ if TYPE_CHECKING:
 
 
 TENSOR_DTYPES = ("float64", "float32", "int64", "int32", "int16", "int8", "uint8", "bool")
+# what an integer or bool tensor holds: (lowest, highest)
+RANGES = {"int64": (-2**63, 2**63 - 1), "int32": (-2**31, 2**31 - 1), "int16": (-2**15, 2**15 - 1),
+          "int8": (-128, 127), "uint8": (0, 255), "bool": (0, 1),
+          "float32": (-3.4028234663852886e38, 3.4028234663852886e38)}
 
 
 @dataclass
@@ -59,7 +64,8 @@ class InputSpec:
                                   "requires no grad; a floating one is checked in float64)")
     tensor: bool = param(True, "false: `value` is passed to apply as it is, not as a tensor")
     given: bool = param(False, "check_function's record of a tensor it was given: its shape "
-                               "and dtype (the run uses the tensor itself)")
+                               "and dtype (the run uses the tensor itself); with tensor: "
+                               "false, of a long or unusual value: what it is")
 
     def validate(self, where: str) -> None:
         if self.name is not None and not (self.name.isprintable() and 0 < len(self.name) <= 40):
@@ -103,18 +109,26 @@ class InputSpec:
             if self.low is not None or self.high is not None:
                 raise ConfigError(f"{where}: low/high go with shape, not with value")
             self.value = numbers(self.value, f"{where}.value")
-            if not self.dtype.startswith("float"):
-                self.value = whole(self.value, f"{where}.value", self.dtype)
+            if math.prod(shape_of(self.value)) > 10**5:
+                raise ConfigError(f"{where}.value: at most 100,000 numbers, as for shape "
+                                  f"(gradcheck's cost grows with them), got "
+                                  f"{math.prod(shape_of(self.value)):,}; pass check_function "
+                                  f"the tensor itself")
+            self.value = held(self.value, f"{where}.value", self.dtype)
 
 
-def whole(value: Any, where: str, dtype: str) -> Any:
-    """An integer or bool tensor's numbers as ints; a ConfigError naming one that is not."""
+def held(value: Any, where: str, dtype: str) -> Any:
+    """A tensor's numbers as its dtype holds them (ints for an integer or bool one); a
+    ConfigError naming one that it cannot hold."""
     if isinstance(value, list):
-        return [whole(v, f"{where}[{i}]", dtype) for i, v in enumerate(value)]
-    if not float(value).is_integer() or (dtype == "bool" and value not in (0, 1)):
-        raise ConfigError(f"{where}: {value:g} in a {dtype} tensor; give "
-                          f"{'0 or 1 (false, true)' if dtype == 'bool' else 'whole numbers'}")
-    return int(value)
+        return [held(v, f"{where}[{i}]", dtype) for i, v in enumerate(value)]
+    low, high = RANGES.get(dtype, (-math.inf, math.inf))
+    floating = dtype.startswith("float")
+    if not (floating or float(value).is_integer()) or not low <= value <= high:
+        raise ConfigError(f"{where}: {value:g} in a {dtype} tensor; give " + (
+            "0 or 1 (false, true)" if dtype == "bool" else f"numbers from {low:g} to {high:g}"
+            if floating else f"whole numbers from {low} to {high}"))
+    return value if floating else int(value)
 
 
 def python_value(value: Any) -> Any:
@@ -305,7 +319,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     fn, reference = cfg.function_object, cfg.reference_object
     arguments = make_inputs(cfg, ctx.seed, ctx.check_device)
     ctx.log.info("  %s with inputs %s", cfg.function, ", ".join(
-        f"{k} {tuple(v.shape)}" if isinstance(v, torch.Tensor) else f"{k}={v!r}"
+        f"{k} {tuple(v.shape)}" if isinstance(v, torch.Tensor) else f"{k}={reprlib.repr(v)}"
         for k, v in arguments.items()))
     # the checks differentiate the floating-point tensors; the other arguments stay as given
     inputs, fixed = floating(arguments)

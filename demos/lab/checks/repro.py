@@ -1,14 +1,15 @@
 """A standalone script that shows a support row's `differs`: torch's compiled transform giving
 other numbers than eager torch, for one Function at fixed inputs. It holds the Function's own
-source (with its module's imports and the classes it derives from), the inputs as literals, the
-eager and the compiled call, and an assert: run alone, it fails where torch differs, and can be
-pasted into a PyTorch bug report."""
+source with its module's context (imports, helpers, constants; what it imports from the user's
+own files carried as values; what a factory's class closes over), the inputs as literals, the
+eager and the compiled call, and an assert: run alone, with torch alone, it fails where torch
+differs, and can be pasted into a PyTorch bug report. It never imports the lab: what could not
+be carried it names in its first lines."""
 from __future__ import annotations
 
 import ast
 import inspect
-import os
-import re
+import math
 import sys
 import textwrap
 from typing import Any
@@ -23,20 +24,32 @@ def script(case: dict[str, Any], name: str, row: str) -> str:
     owner = getattr(inner, "__self__", None)
     cls = owner if isinstance(owner, type) and issubclass(owner, torch.autograd.Function) \
         else None
-    source, call = definition(cls, inner)
+    source, call, missing = definition(cls, inner)
+    futures = [line for line in source.splitlines() if line.startswith("from __future__ ")]
+    body = [line for line in source.splitlines() if line not in futures]  # those go first
     inputs = case["inputs"]
     n = len(inputs) + len(fixed)
+    given = []
+    for i, f in fixed.items():
+        try:
+            given.append(f"{i}: {literal(f.value)}")
+        except ValueError:
+            missing.append(f"FIXED[{i}] (a {type(f.value).__name__}; None stands in for it)")
+            given.append(f"{i}: None")
     lines = [
         f"# {name}, support row {row}: torch.compile({case['transform']}) (backend "
         f"{case['backend']}) against eager {case['transform']}.",
         f"# Written by autograd-demos with torch {torch.__version__}, Python "
         f"{sys.version.split()[0]}. Run it alone: python repro_{name}_{row}.py; it fails "
         f"where they differ.",
-        "import torch", "", source, "",
+        *([f"# Not carried from the Function's code, to define here: "
+            f"{', '.join(dict.fromkeys(missing))}"]
+          if missing else []),
+        *futures, "import torch", "", *body, "",
         f"inputs = [{', '.join(literal(v) for v in inputs.values())}]  "
         f"# {', '.join(inputs)}",
-        f"FIXED = {{{', '.join(f'{i}: {literal(f.value)}' for i, f in fixed.items())}}}  "
-        f"# the arguments that are not differentiated, by position",
+        f"FIXED = {{{', '.join(given)}}}  # the arguments that are not differentiated, by "
+        f"position",
         "", "", "def call(*xs):",
         "    given = iter(xs)",
         f"    return {call}(*[FIXED[i] if i in FIXED else next(given) for i in range({n})])",
@@ -96,73 +109,155 @@ TRANSFORMS = {"torch.func.grad": grad_lines, "torch.func.jvp": jvp_lines,
               "torch.func.vmap": vmap_lines}
 
 
-def definition(cls: type | None, inner: Any) -> tuple[str, str]:
-    """The Function's definition as the script's source, and the expression that applies it.
-    Its whole module's source where that stands alone (its helpers and constants come with
-    it); where the module imports neighbours of its folder (or relatively), its own file loaded
-    by path, its folder on sys.path; a class defined inside a function, its source alone."""
+LAB = __name__.split(".")[0]  # this lab's package: a script of its own never imports it
+
+
+def definition(cls: type | None, inner: Any) -> tuple[str, str, list[str]]:
+    """The Function's definition as the script's source, the expression that applies it, and
+    what could not be carried. Its module's source (its helpers and constants come with it),
+    as `context` makes it a script's; a class made inside a function (a factory), its source
+    after the module's, with the values it closes over; without the module's source, the
+    class's, with what it uses."""
     init = getattr(inner, "_init_fn", None)  # a torch.library.custom_op: the user's function
-    module = sys.modules.get(getattr(init or cls or inner, "__module__", "") or "")
+    obj = init or cls or inner
+    module = sys.modules.get(getattr(obj, "__module__", "") or "")
     name = (init.__name__ if init is not None else cls.__name__ if cls is not None
             else getattr(inner, "__qualname__", "fn"))
     call = f"{name}.apply" if cls is not None and init is None else name
-    path = getattr(module, "__file__", None)
+    missing: list[str] = []
+    body = context(module, missing) if module is not None else None
+    if body is not None and (cls is None or "<locals>" not in cls.__qualname__):
+        return body, call, missing
     try:
-        source = inspect.getsource(module) if module is not None else ""
+        own = textwrap.dedent(inspect.getsource(cls or obj))
     except (OSError, TypeError):
-        source = ""
-    nested = cls is not None and "<locals>" in cls.__qualname__
-    if source and not nested and standalone(source, os.path.dirname(path or "")):
-        return without_main(source), call
-    if path and not nested:
-        return ("import importlib.util, os, sys\n"
-                f"folder = {os.path.dirname(path)!r}  # the Function's file imports from its "
-                "folder: load it from there\n"
-                "sys.path.insert(0, folder)\n"
-                f"spec = importlib.util.spec_from_file_location('source', {path!r})\n"
-                "source = importlib.util.module_from_spec(spec)\n"
-                "spec.loader.exec_module(source)\n"
-                f"{name} = source.{name}"), call
-    if cls is not None:
+        return f"# no source for {name} here: paste its definition in place of this line", \
+            call, missing
+    used = uses(cls or obj, with_globals=body is None)
+    return "\n\n".join([*([body] if body else []), *carried(used, missing), own]), call, missing
+
+
+def context(module: Any, missing: list[str], seen: tuple[str, ...] = ()) -> str | None:
+    """A module's source as a script of its own: without its `__main__` block, without the
+    lab's imports (in a TYPE_CHECKING block too) and every statement that uses what they bind (a
+    `check_function(...)` at a script's top), each import of the user's own code (relative,
+    or of a module that is no installed one, `mine`) replaced by the values it bound
+    (`carried`). None where there is no source."""
+    try:
+        source = inspect.getsource(module)
+    except (OSError, TypeError):
+        return None
+    out, lab, lines, end = [], set(), source.splitlines(), 0
+    for node in ast.parse(source).body:
+        first, end = end, node.end_lineno or node.lineno  # its lines, and the blanks before
+        bound = {n for t in ast.walk(node) for n in bound_names(t)} if not isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else {node.name}
+        names = [m for n in ast.walk(node) for m in ([n.module or ""] if isinstance(
+            n, ast.ImportFrom) else [a.name for a in n.names] if isinstance(n, ast.Import) else [])]
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            continue
+        if any(n.split(".")[0] == LAB for n in names) or lab & {
+                n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
+            lab |= bound  # the lab's, and what runs it
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and (
+                getattr(node, "level", 0) or any(mine(sys.modules.get(n)) for n in names)):
+            out += carried({n: vars(module).get(n) for n in sorted(bound)}, missing,
+                           (*seen, module.__name__))
+            continue
+        out.append("\n".join(lines[first:end]))
+    return "\n".join(out)
+
+
+def bound_names(node: ast.AST) -> list[str]:
+    """The names a statement's part binds: an import's, an assignment's targets."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    return [node.id] if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) else []
+
+
+def mine(module: Any) -> bool:
+    """Whether `module` is the user's own code, which a script of its own cannot import: a file
+    outside Python's and its packages' folders (as torch, math and numpy are inside them)."""
+    path = getattr(module, "__file__", None) or ""
+    return bool(path) and not path.startswith((sys.prefix, sys.base_prefix,
+                                               *(p for p in sys.path if "-packages" in p)))
+
+
+def carried(values: dict[str, Any], missing: list[str], seen: tuple[str, ...] = ()) -> list[str]:
+    """Source that binds each name of `values` to its value in a script of its own: a literal;
+    an import of an installed module or of what it holds; a function's or class's source, with
+    what it uses; a module of the user's, made from its source. A name none of these can carry
+    goes to `missing`."""
+    out = []
+    for name, value in values.items():
         try:
-            return textwrap.dedent(inspect.getsource(cls)), call
-        except (OSError, TypeError):
+            out.append(f"{name} = {literal(value)}")
+            continue
+        except ValueError:
             pass
-    return f"# no source for {name} here: paste its definition in place of this line", call
+        where = getattr(value, "__module__", None) or ""
+        qualname = getattr(value, "__qualname__", "")
+        if inspect.ismodule(value) and not mine(value):
+            out.append(f"import {value.__name__}" + (
+                f" as {name}" if value.__name__ != name else ""))
+        elif inspect.ismodule(value) and value.__name__ not in seen:
+            code = context(value, missing, (*seen, value.__name__))
+            if code is None:
+                missing.append(f"{name} (the module {value.__name__}: no source)")
+                continue
+            out.append(f"{name} = type(torch)({value.__name__!r})  # a module of yours\n"
+                       f"exec({code!r}, {name}.__dict__)")
+        elif where and qualname and "<" not in qualname and "." not in qualname and \
+                not mine(sys.modules.get(where)) and where.split(".")[0] != LAB:
+            out.append(f"from {where} import {qualname}" + (
+                f" as {name}" if qualname != name else ""))
+        elif inspect.isfunction(value) or inspect.isclass(value):
+            try:
+                own = textwrap.dedent(inspect.getsource(value))
+            except (OSError, TypeError):
+                missing.append(f"{name} (no source)")
+                continue
+            out += carried({k: v for k, v in uses(value).items() if k != name}, missing, seen)
+            out.append(own + (f"\n{name} = {value.__name__}" if value.__name__ != name else ""))
+        else:
+            missing.append(f"{name} ({type(value).__name__})")
+    return out
 
 
-def standalone(source: str, folder: str) -> bool:
-    """Whether a module's source runs alone: no relative import, no import of a module that
-    is a file or folder beside it."""
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and (node.level or 0) > 0:
-            return False
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-        for n in names:
-            top = n.split(".")[0]
-            if folder and top and (os.path.exists(os.path.join(folder, f"{top}.py"))
-                                   or os.path.isdir(os.path.join(folder, top))):
-                return False
-    return True
-
-
-def without_main(source: str) -> str:
-    """A module's source without its `if __name__ == "__main__":` block (and __future__)."""
-    tree = ast.parse(source)
-    lines = source.splitlines()
-    for node in reversed(tree.body):
-        main = isinstance(node, ast.If) and "__main__" in (ast.get_source_segment(
-            source, node.test) or "")
-        future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
-        if main or future:
-            del lines[node.lineno - 1:node.end_lineno]
-    return "\n".join(lines)
+def uses(obj: Any, with_globals: bool = True) -> dict[str, Any]:
+    """What a function, or a class's methods and bases, use from outside: the values they close
+    over, and with `with_globals` the globals they name (builtins aside)."""
+    functions = [inspect.unwrap(getattr(v, "__func__", v)) for v in
+                 (vars(obj).values() if inspect.isclass(obj) else [obj])]
+    found: dict[str, Any] = {}
+    for f in filter(inspect.isfunction, functions):
+        names = inspect.getclosurevars(f)
+        found.update(names.nonlocals)
+        if with_globals:
+            found.update(names.globals)
+    if inspect.isclass(obj) and with_globals:
+        found.update({b.__name__: b for b in obj.__bases__ if mine(sys.modules.get(b.__module__))})
+    return found
 
 
 def literal(v: Any) -> str:
-    """A value as Python source, nan and inf spelled as Python reads them: a tensor's values in
-    full precision, with its dtype."""
+    """A value as Python source, for values that have one (ValueError for others): numbers,
+    text, bytes, None, torch dtypes, tensors (in full precision, with their dtype) and lists,
+    tuples, sets and dicts of them; nan and inf as float("nan"), float("inf"), wherever a float
+    is, and nowhere inside text."""
     if isinstance(v, torch.Tensor):
         return f"torch.tensor({literal(v.detach().cpu().tolist())}, dtype={v.dtype})"
-    return re.sub(r"\b(nan|inf)\b", r"float('\1')", repr(v))
+    if isinstance(v, float) and not math.isfinite(v):
+        return f'float("{v}")'
+    if isinstance(v, complex):
+        return f"complex({literal(v.real)}, {literal(v.imag)})"
+    if type(v) in (bool, int, float, str, bytes, type(None)) or isinstance(v, torch.dtype):
+        return repr(v)
+    if type(v) in (list, tuple) or type(v) in (set, frozenset) and v:
+        items = ", ".join(literal(x) for x in v) + ("," if type(v) is tuple and len(v) == 1
+                                                    else "")
+        return {list: f"[{items}]", tuple: f"({items})"}.get(type(v), f"{{{items}}}")
+    if type(v) is dict:
+        return "{" + ", ".join(f"{literal(k)}: {literal(x)}" for k, x in v.items()) + "}"
+    raise ValueError(f"no literal for a {type(v).__name__}")

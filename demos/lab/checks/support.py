@@ -10,6 +10,7 @@ gradcheck) stands in for it where a gradient is compared.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -405,8 +406,7 @@ def compiled(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     import torch._functorch.config
 
     whole = backend != COMPILED_BACKEND
-    with torch._functorch.config.patch(cse=whole):
-        fresh_compiler()
+    with torch._functorch.config.patch(cse=whole), fresh_compiler():
         matches("compiled", torch.compile(fn, fullgraph=True, backend=backend), xs, fn, xs)
     return (f"fullgraph=True ({backend} backend{'' if whole else ', without the CSE pass'}): "
             f"value and gradients match eager")
@@ -423,10 +423,11 @@ def against_eager(transform: str, f: Callable, args: Sequence[Any], fn, xs, back
     refusing the Function (CompileRefused: `unsupported`); other numbers than eager's are
     torch's disagreement (TorchDiffers, with what a reproduction needs); neither is the
     Function's mistake."""
-    fresh_compiler()
+    compiler_on()  # said first: a compiler switched off is the reason, whatever eager does
     eager = cloning(f)(*args)  # each call on copies of its own (a mark_dirty Function)
     try:
-        compiled = cloning(torch.compile(f, backend=backend))(*args)
+        with fresh_compiler():
+            compiled = cloning(torch.compile(f, backend=backend))(*args)
     except Exception as e:
         raise CompileRefused(f"{one_line(e, 300)} -> torch.compile cannot "
                              f"take {transform} of this Function (eager {transform} runs it)"
@@ -452,9 +453,9 @@ def flat(result: Any) -> tuple[torch.Tensor, ...]:
                  for t in tensors(r))
 
 
-def fresh_compiler() -> None:
-    """torch's compiler, caches emptied; CompileRefused, naming the switch, where it is switched
-    off (compiled against eager would compare eager with itself, or fullgraph fail)."""
+def compiler_on() -> None:
+    """CompileRefused, naming the switch, where torch's compiler is switched off (compiled
+    against eager would compare eager with itself, or fullgraph fail)."""
     import torch._dynamo.config
 
     env, off = os.environ.get, torch._dynamo.config.disable  # TORCH_COMPILE_DISABLE's, at load
@@ -465,7 +466,28 @@ def fresh_compiler() -> None:
     if said:
         raise CompileRefused(f"{said}: torch.compile compiles nothing in this process -> unset "
                              f"it to check this row")
-    torch._dynamo.reset()
+
+
+@contextlib.contextmanager
+def fresh_compiler() -> Iterator[None]:
+    """torch's compiler for one row (compiler_on), which compiles afresh: what the row compiled
+    (in code that held nothing compiled before it) is forgotten after it, and nothing else, so
+    that a notebook's own compiled code keeps its caches (torch._dynamo.reset() emptied them)."""
+    import torch._dynamo
+    from torch._dynamo.convert_frame import input_codes, output_codes
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list as entries
+
+    def codes() -> list[Any]:  # the code torch's compiler has met, in this process
+        return [c for ref in [*input_codes.seen, *output_codes.seen] if (c := ref()) is not None]
+
+    compiler_on()
+    kept = {id(c) for c in codes() if entries(c)}
+    try:
+        yield
+    finally:
+        for c in codes():
+            if id(c) not in kept:
+                torch._dynamo.reset_code(c)
 
 
 def compiled_grad(fn, xs, backend: str = COMPILED_BACKEND) -> str:
@@ -487,7 +509,7 @@ def compiled_jvp(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     `unsupported` where eager forward mode is (no rule: no tangent, zeros on both sides)."""
     primals = tuple(v.detach() for v in xs.values())  # float64, as rows_of made them
     tangents = tuple(weights(primals, seed=4))
-    fresh_compiler()  # a compiler switched off is said first, as in the other compiled rows
+    compiler_on()  # a compiler switched off is said first, as in the other compiled rows
     forward_rule(fn, xs, list(xs))
 
     def jvp(*args):

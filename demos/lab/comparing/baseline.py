@@ -312,7 +312,7 @@ def save(path: str, summary: RunSummary, scenarios: dict[str, str],
     data = {"config": summary.config, "run": summary.run_id, "saved": summary.started,
             "torch": str(summary.torch), "device": summary.device,
             "threads": summary.determinism.get("cpu_threads"), "seed": summary.seed,
-            "dry_run": summary.dry_run, "world_size": (summary.world or {}).get("size", 1),
+            "dry_run": summary.dry_run, "world_size": summary.world["size"] if summary.world else 1,
             "fingerprint": summary.fingerprint, "ensemble": ensemble}
     other = other_kind(old, data) if old is not None else ""
     if old is not None and old.tolerance:

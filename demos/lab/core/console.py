@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from demos.lab.core.layout import LOG
-from demos.lab.core.results import Check, EntrySummary, RunSummary
+from demos.lab.core.results import Check, Diagnosis, EntrySummary, RunSummary
 from demos.lab.core.scenario import FINAL_LOSS
 
 RUN_LOGGER = "demos.run"
@@ -105,17 +105,39 @@ class ConsoleHandler(logging.StreamHandler):
 
 
 class LogFile(logging.FileHandler):
-    """run.log; when the disk is full, the log goes on without it rather than printing
-    logging's own error reports on the console."""
+    """run.log; when the disk is full (or the file at its size limit), its last line says so,
+    and the run goes on without it, rather than printing logging's own error reports on the
+    console."""
+    ended = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.ended:
+            super().emit(record)
 
     def handleError(self, record: logging.LogRecord) -> None:
-        if isinstance(sys.exc_info()[1], OSError):
+        why = sys.exc_info()[1]
+        if not isinstance(why, OSError):
+            return super().handleError(record)
+        if self.ended:
             return
-        super().handleError(record)
+        self.ended = True
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self.stream.close()  # type: ignore[union-attr]  # what it could not write is dropped
+        line = f"run.log stops here: {why.strerror or why}; the console has the rest\n"
+        with contextlib.suppress(OSError):  # over its last lines, in room the file holds
+            fd = os.open(self.baseFilename, os.O_RDWR)
+            try:
+                end = max(0, os.fstat(fd).st_size - len(line.encode()))
+                start = max(0, end - 4096)
+                end = start + os.pread(fd, end - start, start).rfind(b"\n") + 1  # a line's end
+                os.pwrite(fd, line.encode(), end)
+                os.ftruncate(fd, end + len(line.encode()))
+            finally:
+                os.close(fd)
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):  # the last lines could not be flushed to a full disk
-            super().close()
+        with contextlib.suppress(OSError, ValueError):  # the last lines could not be flushed to
+            super().close()  # a full disk, or the file was closed where its log ended
 
 
 def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
@@ -177,12 +199,12 @@ def entry_lines(e: EntrySummary, width: int) -> list[str]:
 STOPPED = re.compile(r"\b(?!GradcheckError\b)[A-Z]\w*(Error|Exception|Exit|Interrupt)\b.*")
 
 
-def mistakes(checks: list[Check]) -> dict[tuple, tuple[list[Check], dict]]:
+def mistakes(checks: list[Check]) -> dict[tuple, tuple[list[Check], Diagnosis]]:
     """The checks' diagnoses by mistake (an output and input's gradient, tangent or second
     derivative: several checks may find one, each in words of its own): the checks that found
     it, and the diagnosis to say, the last one's (a reference's words are exact), or "not
     reentrant" where a check found that (the values of a backward that varies say little)."""
-    found: dict[tuple, tuple[list[Check], dict]] = {}
+    found: dict[tuple, tuple[list[Check], Diagnosis]] = {}
     for c in checks:
         if c.diagnosis:
             cs, best = found.get(mistake(c.diagnosis), ([], c.diagnosis))
@@ -191,7 +213,7 @@ def mistakes(checks: list[Check]) -> dict[tuple, tuple[list[Check], dict]]:
     return found
 
 
-def mistake(diagnosis: dict) -> tuple:
+def mistake(diagnosis: Diagnosis) -> tuple:
     return diagnosis["output"], diagnosis["input"], diagnosis.get("probe")
 
 

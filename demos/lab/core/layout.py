@@ -4,10 +4,12 @@ demos.lab.core.results.read_summary). Torch-free.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 from demos.lab.core.schema import ConfigError
@@ -39,18 +41,68 @@ def reserved(entry_id: str) -> bool:
     return entry_id in RESERVED or bool(RANK_LOG.fullmatch(entry_id))
 
 
-def still_running(pid: int | None, host: str | None) -> bool:
-    """Whether the process that wrote a "running" summary (its `pid` and `host`) is alive, when
-    it ran on this host."""
+# the machine's own PID namespace (the kernel's PROC_PID_INIT_INO): it sees every process
+INIT_PID_NS = "pid:[4026531836]"
+
+
+@dataclass
+class Process:
+    """A process's identity, which its PID alone is not (PIDs are reused, and a container's
+    main process is PID 1 of its own namespace)."""
+    start: int  # when it started, in clock ticks since the machine booted
+    boot: str  # that boot's id: the ticks start again at each boot
+    ns: str  # its PID namespace, in which its PID is counted ("pid:[4026531836]")
+
+
+def identity(pid: int | str = "self") -> Process | None:
+    """Process `pid`'s identity, read from /proc; None where there is none (not Linux), or no
+    such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return Process(int(stat.rpartition(")")[2].split()[19]), boot,
+                       os.readlink(f"/proc/{pid}/ns/pid"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def still_running(pid: int | None, host: str | None, process: Process | None = None) -> bool:
+    """Whether the process that wrote a "running" summary (its `pid`, `host` and `process`)
+    is alive: the same PID with the same start, in the same PID namespace. True where this
+    host cannot tell (another host; a namespace it cannot see)."""
     if host != socket.gethostname() or pid is None or not 0 < pid < 2**31:
         return True  # cannot tell from here
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (OSError, OverflowError):
+    mine = identity()
+    if process is None or mine is None:  # an older run's summary, or no /proc: the PID alone
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except (OSError, OverflowError):
+            return True
         return True
-    return True
+    if process.boot != mine.boot:
+        return False  # the machine has restarted since
+    if process.ns == mine.ns:
+        return identity(pid) == process
+    for other in filter(str.isdigit, os.listdir("/proc")):  # its namespace, seen from outside
+        if identity(other) == process and nspid(other) == pid:
+            return True
+    return mine.ns != INIT_PID_NS  # gone; or this namespace cannot see that one
+
+
+def nspid(pid: str) -> int | None:
+    """Process `pid`'s PID in its own namespace (the last of /proc/<pid>/status's NSpid)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    return None
+
+
+class NoRunFolder(ConfigError):
+    """The output folder can take no run folder (it cannot be made or written, the name is
+    taken): no edit of a config mends that."""
 
 
 def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
@@ -67,9 +119,9 @@ def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
             except FileExistsError:
                 continue
     except OSError as e:
-        raise ConfigError(f"--output-dir {output_dir}: cannot create the run folder: "
+        raise NoRunFolder(f"--output-dir {output_dir}: cannot create the run folder: "
                           f"{e.strerror or e}") from None
-    raise ConfigError(f"--output-dir {output_dir}: too many runs started at {base}")
+    raise NoRunFolder(f"--output-dir {output_dir}: too many runs started at {base}")
 
 
 def clashes(name: str, kind: str = "run") -> str | None:
@@ -85,15 +137,19 @@ def clashes(name: str, kind: str = "run") -> str | None:
 
 
 def check_output_dir(path: str) -> None:
-    """--output-dir before any work: a folder that holds run folders, never one of them, and
-    never the empty path (an unset shell variable: the current folder)."""
+    """--output-dir before any work: a folder that holds run folders, never one of them nor
+    anywhere inside one, and never the empty path (an unset shell variable: the current folder)."""
     if path == "":
         raise ConfigError("--output-dir: an empty path; name a folder (the default is outputs)")
-    folder = Path(path)
-    for place, where in ((folder, "is"), (folder.parent, "is inside")):
+    try:
+        folder = Path(path).resolve()  # through links and `..`: where it really is
+    except (OSError, RuntimeError) as e:  # a loop of links (RuntimeError before Python 3.13)
+        raise ConfigError(f"--output-dir {path}: {e}") from None
+    for place in (folder, *folder.parents):  # at any depth
         if (place / SUMMARY).is_file():
-            raise ConfigError(f"--output-dir {path}: {where} a run's folder ({place / SUMMARY} "
-                              f"exists); the output folder holds run folders, it is not one")
+            raise ConfigError(f"--output-dir {path}: {'is' if place == folder else 'is inside'} "
+                              f"a run's folder ({place / SUMMARY} exists); the output folder "
+                              f"holds run folders, it is not one")
 
 
 def make_named_dir(output_dir: Path, name: str, kind: str = "run") -> Path:
@@ -107,8 +163,8 @@ def make_named_dir(output_dir: Path, name: str, kind: str = "run") -> Path:
         output_dir.mkdir(parents=True, exist_ok=True)
         path.mkdir()
     except FileExistsError:
-        raise ConfigError(f"--run-name {name}: {path} already exists") from None
+        raise NoRunFolder(f"--run-name {name}: {path} already exists") from None
     except OSError as e:
-        raise ConfigError(f"--output-dir {output_dir}: cannot create {name}: "
+        raise NoRunFolder(f"--output-dir {output_dir}: cannot create {name}: "
                           f"{e.strerror or e}") from None
     return path

@@ -11,10 +11,10 @@ import json
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from demos.lab.core.files import NotReadable, read_bytes, strict
-from demos.lab.core.layout import NAME_RE, SUMMARY
+from demos.lab.core.layout import NAME_RE, SUMMARY, Process
 from demos.lab.core.schema import ConfigError, Text, build
 
 # an entry's status (a run's is one of passed, failed, interrupted)
@@ -41,6 +41,91 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_CODES = {"passed": EXIT_OK, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
 
 
+# the blocks of summary.json that other modules write as mappings, typed for the one reader:
+# what the writer writes, key by key (total=False: keys a writer may leave out)
+class Element(TypedDict):
+    """An element where a gradient differs (diagnose.elements)."""
+    at: list[int]
+    expected: float | Text | None  # strict JSON's "nan", "inf"
+    got: float | Text | None
+
+
+class Diagnosis(TypedDict):
+    """A failed gradient check's why (demos.lab.checks.diagnose.Diagnosis.to_json)."""
+    kind: str
+    says: Text
+    output: Text
+    input: Text
+    elements: list[Element]
+    probe: str
+
+
+class SupportRow(TypedDict):
+    """A row of a support matrix (demos.lab.checks.support.to_json)."""
+    status: Literal["ok", "unsupported", "fails", "differs", "skipped"]
+    detail: Text
+
+
+class Determinism(TypedDict, total=False):
+    """The run's settings that make its numbers repeat (demos.lab.runner.device)."""
+    deterministic_algorithms: bool
+    cudnn_deterministic: bool
+    cudnn_benchmark: bool
+    threads: int | str
+    cpu_threads: int
+    seeded: Text
+
+
+class Fingerprint(TypedDict, total=False):
+    """Where the numbers came from (demos.lab.core.fingerprint.take)."""
+    device: str
+    capability: str
+    threads: int
+    env: dict[str, Text]
+    cpu: Text
+    mkl: str | None
+    onednn: str | None
+    torch: str
+
+
+class World(TypedDict):
+    size: int
+    backend: str
+
+
+class _Drift(TypedDict):
+    entry: str
+    key: str
+    old: float | Text | None
+    new: float | Text | None
+    diff: float | Text | None
+    allowed: float | Text | None
+    within: bool
+
+
+class Drift(_Drift, total=False):
+    """A value that moved against the baseline (demos.lab.core.tolerance.Drift.to_json)."""
+    tier: str
+    rule: Text
+
+
+class _Baseline(TypedDict):
+    file: Text
+    status: Literal["passed", "failed"]
+    compared: int
+    drift: list[Drift]
+    only_in_baseline: list[str]
+    not_run: list[str]
+    not_in_baseline: list[str]
+
+
+class Baseline(_Baseline, TypedDict("_", {  # "from" is no name Python takes: given as text
+        "from": dict[str, int | float | Text | None],  # run, torch, device, threads, seed, ...
+        "fingerprint": Fingerprint | None, "same_machine": bool, "differs": Text,
+        "measured": bool}, total=False)):
+    """--baseline's block (demos.lab.comparing.baseline.Comparison.block)."""
+
+
 @dataclass
 class Check:
     """A named fact with its detail; `passed` is None when not evaluated (expect in --dry-run)."""
@@ -48,7 +133,7 @@ class Check:
     passed: bool | None
     detail: Text
     # a failed gradient check's why: demos.lab.checks.diagnose.Diagnosis.to_json()
-    diagnosis: dict[str, Any] | None = None
+    diagnosis: Diagnosis | None = None
 
 
 @dataclass
@@ -85,7 +170,7 @@ class EntrySummary:
     timing: Timing | None
     error: Text | None
     inspection: dict[str, Any] = field(default_factory=dict)
-    support: dict[str, dict[str, dict[str, Text]]] = field(default_factory=dict)
+    support: dict[str, dict[str, SupportRow]] = field(default_factory=dict)
 
     @property
     def counted(self) -> list[Check]:
@@ -126,7 +211,7 @@ class RunSummary:
     device: str
     seed: int
     dry_run: bool
-    determinism: dict[str, Any]
+    determinism: Determinism
     config: str
     command: list[Text]
     started: str
@@ -134,11 +219,12 @@ class RunSummary:
     scenarios: list[EntrySummary]
     sets: list[Text] = field(default_factory=list)  # the overrides, as given
     # --baseline: what moved (demos.lab.comparing.baseline)
-    baseline: dict[str, Any] | None = None
-    fingerprint: dict[str, Any] | None = None        # where the numbers came from (kernels, CPU)
-    world: dict[str, Any] | None = None              # under torchrun: {"size", "backend"}
+    baseline: Baseline | None = None
+    fingerprint: Fingerprint | None = None       # where the numbers came from (kernels, CPU)
+    world: World | None = None                   # under torchrun: {"size", "backend"}
     pid: int | None = None   # while it runs: its process, and the host it runs on (the index
     host: str | None = None  # tells a run killed outright from a running one)
+    process: Process | None = None  # the process's identity beyond its pid (layout.identity)
 
     @property
     def passed(self) -> int:
@@ -151,7 +237,8 @@ class RunSummary:
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["scenarios"] = [e.to_json() for e in self.scenarios]
-        for optional in ("baseline", "world", "fingerprint", "pid", "host"):
+        data["process"] = self.process and dataclasses.asdict(self.process)
+        for optional in ("baseline", "world", "fingerprint", "pid", "host", "process"):
             if data[optional] is None:
                 del data[optional]
         return finite(data)

@@ -142,7 +142,12 @@ def convert(tp: Any, value: Any, where: str) -> Any:
     if origin is list:
         if not isinstance(value, list):
             raise ConfigError(f"{where}: must be a list, got {show(value)}")
-        return [convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+        items = [convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+        for i, v in enumerate(items):  # a list of choices names each once
+            if typing.get_origin(args[0]) is Literal and v in items[:i]:
+                raise ConfigError(f"{where}[{i}]: {v} is given twice (also at "
+                                  f"[{items.index(v)}]); give it once")
+        return items
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: must be a mapping, got {show(value)}")
@@ -154,6 +159,15 @@ def convert(tp: Any, value: Any, where: str) -> Any:
         return out
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return build(tp, value, where)
+    if typing.is_typeddict(tp):  # a mapping of known keys, each of its own type
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: must be a mapping, got {show(value)}")
+        hints = typing.get_type_hints(tp, include_extras=True)
+        for key in [*value, *sorted(tp.__required_keys__ - value.keys())]:
+            if key not in hints or key not in value:
+                raise ConfigError(f"{join(where, key)}: " + ("missing (required)" if key in hints
+                                  else f"unknown key{did_you_mean(str(key), hints)}"))
+        return {k: convert(hints[k], v, join(where, k)) for k, v in value.items()}
     raise TypeError(f"unsupported config type {tp!r} at {where}")  # a bug in a schema
 
 

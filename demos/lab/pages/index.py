@@ -90,7 +90,7 @@ def rows(folders: list[Path]) -> tuple[list[Row], list[str]]:
         except ConfigError:  # not a run's: left out, and named; never the whole index
             skipped.append(folder.name)
             continue
-        if s.status == "running" and not still_running(s.pid, s.host):
+        if s.status == "running" and not still_running(s.pid, s.host, s.process):
             s.status = "stopped"  # killed (SIGKILL, power) before its final summary
             remove_temps(folder)  # what it was writing when it died
         name = folder.name

@@ -122,7 +122,7 @@ def graphs(folder: Path, rel: str, files: list[str]) -> list[Graph]:
     return out
 
 
-def support_matrix(support: Mapping[str, Mapping[str, Mapping[str, str]]]) -> Support:
+def support_matrix(support: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> Support:
     """Capabilities down (in the order first seen), Functions across."""
     functions = list(support)
     capabilities = list(dict.fromkeys(k for rows in support.values() for k in rows))

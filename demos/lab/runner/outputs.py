@@ -3,6 +3,7 @@ run goes and at its end), report.html with the runs' index, and a saved baseline
 reports its failure and never costs the run what it already has."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -15,32 +16,42 @@ import yaml
 from demos.lab.comparing.baseline import save
 from demos.lab.core.config import RunConfig, entry_dict
 from demos.lab.core.files import dumps, overwrite, write_atomic
-from demos.lab.core.layout import SUMMARY
+from demos.lab.core.layout import SUMMARY, identity
 from demos.lab.core.results import RunSummary
 from demos.lab.core.scenario import Registry
 from demos.lab.pages import index, report
 
 
 def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final: bool = True,
-                  entries_left: int = 0) -> None:
-    """summary.json: at the start and after every entry (status "running"), padded with
-    trailing blanks (still valid JSON) to hold the room the final one will need; the final
-    one replaces it, or, on a disk that filled up meanwhile, is written into that room."""
+                  entries_left: int = 0) -> OSError | None:
+    """summary.json, whole at every moment, each time in the fullest form that can be written:
+    while the run runs (status "running"), padded with trailing blanks (still valid JSON) to
+    hold the room the final one will need, the final one indented; else written over the room
+    the last one holds (in place: it needs no new space, and keeps that room), indented or
+    compact; else, as a new file, indented while the run runs, then compact, the smallest.
+    A new file replaces the last one only once written whole. Returns why none could be
+    written (None when one was); the final one says so."""
     path, data = run_dir / SUMMARY, summary.to_json()
     if not final:  # so that the index can tell a run killed outright from a running one
-        data.update(pid=os.getpid(), host=socket.gethostname())
-    text = dumps(data)
+        process = identity()
+        data.update(pid=os.getpid(), host=socket.gethostname(),
+                    **({"process": dataclasses.asdict(process)} if process else {}))
+    text, compact = dumps(data), dumps(data, compact=True)
     # room for what the final summary adds: each entry's results, the closing fields
     room = len(text) + 8192 + 4096 * entries_left
-    try:
-        write_atomic(path, text if final else text.ljust(room))
-    except OSError:
-        if not final:
-            return
-        try:  # the disk is full: write it compactly over the room the last one held
-            overwrite(path, dumps(data, compact=True))  # refuses (OSError) what does not fit
-        except OSError as e:  # the console lines above still tell every result
-            log.error("could not write summary.json: %s", e)
+    whole = [(write_atomic, text if final else text.ljust(room)), (overwrite, text),
+             (overwrite, compact), *([] if final else [(write_atomic, text)]),
+             (write_atomic, compact)]
+    why = None
+    for write, form in whole:
+        try:
+            write(path, form)  # overwrite refuses (OSError) what does not fit, or no file
+            return None
+        except OSError as e:
+            why = why or e  # the first: the others follow from it
+    if final:  # the console lines above still tell every result
+        log.error("could not write summary.json: %s", why)
+    return why
 
 
 def write_baseline(path: str, summary: RunSummary, cfg: RunConfig, log: logging.Logger) -> bool:

@@ -15,15 +15,14 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
-from unittest import mock
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
 from demos.lab.comparing.baseline import Comparison, describe_drift
 from demos.lab.core import fingerprint
 from demos.lab.core.config import RunConfig, dump
-from demos.lab.core.console import entry_lines, open_log, run_line, shown
+from demos.lab.core.console import entry_lines, open_log, run_line
 from demos.lab.core.files import write_atomic
 from demos.lab.core.layout import CONFIG, make_named_dir, make_run_dir
 from demos.lab.core.results import (
@@ -98,7 +97,13 @@ class Run:
                                 self.world.local_size) as determinism:
                 self.determinism = determinism
                 self.fingerprint = fingerprint.take(self.device)
-                self.write_summary(self.summary("running"), final=False)
+                why = self.write_summary(self.summary("running"), final=False)
+                if why:  # its folder could hold no result: nothing is run
+                    self.status = "failed"
+                    self.final = self.summary()
+                    self.log.error("could not write summary.json: %s; the run stops, as "
+                                   "its folder cannot hold its results", why)
+                    return EXIT_CODES[self.status]
                 try:
                     write_atomic(self.dir / CONFIG, f"# resolved config of run {self.dir.name} "
                                                     f"(from {self.source})\n" + dump(self.cfg))
@@ -145,7 +150,8 @@ class Run:
                 self.request.save_baseline, summary, self.cfg, self.log):
             self.status = summary.status = escalate(self.status, "failed")
             self.unsaved = True
-        self.write_summary(summary)
+        if self.write_summary(summary):  # a run whose results are not on disk: exit 1
+            self.status = summary.status = escalate(self.status, "failed")
         report_path = self.write_report(summary)
         if self.stop.requested and self.status != "interrupted":  # a signal while finishing
             self.status = summary.status = escalate(self.status, "interrupted")
@@ -236,9 +242,9 @@ class Run:
                     self.log.error("%s is now an error: %s", e.id, message)
                     self.status = escalate(self.status, "failed")
 
-    def write_summary(self, summary: RunSummary, final: bool = True) -> None:
-        outputs.write_summary(self.dir, summary, self.log, final,
-                              len(self.cfg.scenarios) - len(self.entries))
+    def write_summary(self, summary: RunSummary, final: bool = True) -> OSError | None:
+        return outputs.write_summary(self.dir, summary, self.log, final,
+                                     len(self.cfg.scenarios) - len(self.entries))
 
     def summary(self, status: str | None = None) -> RunSummary:
         return RunSummary(
@@ -257,17 +263,45 @@ class Run:
                                    self.warn_once)
 
 
-def escaped_warnings() -> contextlib.AbstractContextManager[Any]:
-    """Python warnings raised while the entries run (your code's warnings.warn too) reach the
-    console as the run's own lines do: control characters shown, not obeyed."""
+@contextlib.contextmanager
+def escaped_warnings() -> Iterator[None]:
+    """What is warned while the entries run reaches the console as the run's own warnings do,
+    one line each, control characters shown, not obeyed, and run.log: Python warnings (your
+    code's warnings.warn; torch's C++ warnings, vmap's BatchedFallback, come as these), and
+    torch's own log lines of warning level (its recompiles), which torch's loggers print to
+    stderr themselves (their lower levels, TORCH_LOGS's, stay torch's)."""
+    from torch._logging._internal import _is_torch_handler
+
+    said = logging.getLogger("demos.warnings")
+    previous = warnings.showwarning
+
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
              line: str | None = None) -> None:
-        stream = file or sys.stderr
-        text = warnings.formatwarning(message, category, filename, lineno, line)
-        with contextlib.suppress(OSError, ValueError, AttributeError):  # a closed console
-            stream.write(shown(text.rstrip("\n"), stream) + "\n")
+        said.warning("%s", " ".join(f"{category.__name__}: {message} ({filename}:{lineno})"
+                                    .split()))
 
-    return mock.patch.object(warnings, "showwarning", show)
+    class Relay(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.log(record.levelno, "torch: %s", " ".join(record.getMessage().split()))
+
+    def below(record: logging.LogRecord) -> bool:
+        return record.levelno < logging.WARNING
+
+    relay = Relay(logging.WARNING)
+    loggers = [x for name, x in list(logging.root.manager.loggerDict.items())
+               if name.split(".")[0] == "torch" and isinstance(x, logging.Logger)]
+    torch_own = [(x, h) for x in loggers for h in x.handlers if _is_torch_handler(h)]
+    for x, h in torch_own:
+        h.addFilter(below)
+        x.addHandler(relay)
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
+        for x, h in torch_own:
+            h.removeFilter(below)
+            x.removeHandler(relay)
 
 
 def open_in_browser(path: Path) -> str:

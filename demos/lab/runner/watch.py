@@ -15,7 +15,7 @@ from typing import Callable
 from demos.lab.core import user_code
 from demos.lab.core.console import say
 from demos.lab.core.files import write_atomic
-from demos.lab.core.layout import WATCH_PAGE, WATCH_STATE
+from demos.lab.core.layout import WATCH_PAGE, WATCH_STATE, NoRunFolder
 from demos.lab.core.results import EXIT_INTERRUPTED, EXIT_USAGE
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import StopRequest
@@ -37,6 +37,8 @@ def watch(config: str, output_dir: Path, once: Callable[[], int], latest: Callab
             before = {f: stamp(f) for f in files | fixed(config, also)}
             try:
                 code = once()
+            except NoRunFolder:  # an output folder no edit mends: the watch ends (exit 2)
+                raise
             except ConfigError as e:  # an edit with a typo: said, and watched until fixed
                 say(f"error: {e}", err=True)
                 code = EXIT_USAGE
