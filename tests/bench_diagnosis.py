@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import os
 import platform
 import shutil
@@ -258,29 +259,52 @@ def misses(records: list[dict], most: int = 12) -> list[tuple[str, str, int, lis
 
 
 def pct(n: int, d: int) -> str:
-    return "–" if not d else f"{100 * n / d:.0f} %"
+    return "–" if not d else f"{100 * n / d:.1f} %"
+
+
+def goals(s: dict[str, Any]) -> str:
+    """The issue's goal, met or missed by how much."""
+    t = s["rows"]["total"]
+    n = t["changing"]
+    short = math.ceil(0.9 * n) - t["named"]
+    over = t["no_pattern"] - math.floor(0.1 * n)
+
+    def said(ok: bool, miss: str) -> str:
+        return "met" if ok else miss
+
+    return (f"Against the goal: every gradient-changing mutant caught: {t['caught']} of {n}, "
+            f"{said(t['caught'] == n, 'missed')}; named right at least 90 %: "
+            f"{pct(t['named'], n)}, "
+            f"{said(short <= 0, f'missed by {short} mutant' + ('s' if short > 1 else ''))}; "
+            f"\"no simple pattern\" at most 10 %: {pct(t['no_pattern'], n)}, "
+            f"{said(over <= 0, f'missed by {over} mutant' + ('s' if over > 1 else ''))}; no "
+            f"false diagnosis on a right Function: {len(s['false'])} of {s['rights']}, "
+            f"{said(not s['false'], 'missed')}." + ("" if short <= 0 and over <= 0 else
+                                                   " What it misses: the last table."))
 
 
 def table(s: dict[str, Any], records: list[dict], seconds: float) -> str:
     rows, total = s["rows"], s["rows"]["total"]
     out = [BEGIN, "",
            "| operator | mutants | raise an error | gradient unchanged | gradient-changing | "
-           "caught by the lab | named right | no simple pattern | named right without a "
-           "reference | caught by gradcheck | caught by grad_output = ones |",
-           "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+           "caught by the lab | named right | of which by a kind alike | no simple pattern | "
+           "named right without a reference | caught by gradcheck | caught by grad_output = "
+           "ones |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for op, r in rows.items():
         n = r["changing"]
         cells = [f"**{op}**" if op == "total" else op, r["mutants"], r["raise"], r["unchanged"],
-                 n, f"{r['caught']} ({pct(r['caught'], n)})", pct(r["named"], n),
-                 pct(r["no_pattern"], n), pct(r["named_numbers"], n),
+                 n, f"{r['caught']} ({pct(r['caught'], n)})",
+                 f"{r['named']} ({pct(r['named'], n)})", r["alike"],
+                 f"{r['no_pattern']} ({pct(r['no_pattern'], n)})", pct(r["named_numbers"], n),
                  f"{r['gradcheck']} ({pct(r['gradcheck'], n)})",
                  f"{r['ones']} ({pct(r['ones'], n)})"]
         out.append("| " + " | ".join(map(str, cells)) + " |")
     n_targets = len({r["target"] for r in records})
     n_functions = len({r["function"] for r in records})
+    n_square = len({r["target"] for r in records if "(square)" in r["target"]})
     out += ["", f"{len(records)} mutants of {n_functions} Functions' backwards "
-            f"(tests/fixtures/mutation_targets.py; {n_targets} targets: three of them again at "
-            f"square shapes, where a transpose is no shape error); {total['changing']} change "
+            f"(tests/fixtures/mutation_targets.py; {n_targets} targets: {n_square} of them again "
+            f"at square shapes, where a transpose is no shape error); {total['changing']} change "
             f"the gradient (first derivatives, or second ones alone for a detached saved "
             f"tensor); {total['raise']} raise an error (a "
             f"shape autograd refuses: the lab catches {total['raise_caught']} of them, its "
@@ -288,11 +312,11 @@ def table(s: dict[str, Any], records: list[dict], seconds: float) -> str:
             f"even derivative at -x, a detach where nothing flows twice), and the lab passes "
             f"{total['unchanged'] - total['false_alarms']} of those. The right Functions "
             f"themselves: {s['rights']} checked (with double_backward where they are twice "
-            f"differentiable), {len(s['false'])} failed or diagnosed.", "",
+            f"differentiable), {len(s['false'])} failed or diagnosed.", "", goals(s), "",
             "Named right: the kind of the WHY the console shows (parity's, in the reference's "
             "words; gradgradcheck's for a second derivative) is one the operator's change "
             "expects; where the numbers cannot tell two kinds apart, the other counts too "
-            f"({total['alike']} of the {total['named']} named right, said below). \"Named right "
+            "(\"by a kind alike\", the table below says where). \"Named right "
             "without a reference\": gradcheck's own diagnosis, against finite differences. "
             "\"Caught by gradcheck\": torch.autograd.gradcheck alone (gradgradcheck for a "
             "second derivative); \"by grad_output = ones\": the mutant's backward(ones) against "
