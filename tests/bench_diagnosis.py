@@ -307,9 +307,10 @@ def table(s: dict[str, Any], records: list[dict], seconds: float) -> str:
             f"at square shapes, where a transpose is no shape error); {total['changing']} change "
             f"the gradient (first derivatives, or second ones alone for a detached saved "
             f"tensor); {total['raise']} raise an error (a "
-            f"shape autograd refuses: the lab catches {total['raise_caught']} of them, its "
-            f"message naming the line); {total['unchanged']} leave the gradient as it is (an "
-            f"even derivative at -x, a detach where nothing flows twice), and the lab passes "
+            f"shape a product or autograd refuses: the lab catches {total['raise_caught']} of "
+            f"them, with the error's message); {total['unchanged']} leave the gradient as it "
+            f"is (an even derivative at -x, a detach where nothing flows twice), and the lab "
+            f"passes "
             f"{total['unchanged'] - total['false_alarms']} of those. The right Functions "
             f"themselves: {s['rights']} checked (with double_backward where they are twice "
             f"differentiable), {len(s['false'])} failed or diagnosed.", "", goals(s), "",
