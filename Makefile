@@ -40,7 +40,7 @@ STAMP := $(VENV)/.installed
 # Removes $(VENV), but only if it is a venv.
 RM_VENV := if [ -f $(VENV)/pyvenv.cfg ]; then rm -rf $(VENV); fi
 
-.PHONY: setup demo test test-slow bench dot browser clean
+.PHONY: setup demo test test-slow bench bench-diagnosis dot browser clean
 
 # Install again when a TORCH_INDEX given differs from what the stamp records (left out, the
 # venv's torch stays whatever it came from).
@@ -143,6 +143,12 @@ test-slow: setup browser
 
 bench: setup
 	$(PY) -m tests.bench --out outputs/bench.json
+
+# the diagnosis benchmark (demos/docs/checks.md, "How often it is right"): every mutant of the
+# benchmark's Functions checked by the lab, about a minute on 2 cores; it rewrites its table in
+# checks.md and writes outputs/bench_diagnosis.json
+bench-diagnosis: setup
+	$(PY) -m tests.bench_diagnosis
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
