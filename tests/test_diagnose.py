@@ -63,6 +63,8 @@ CATALOGUE = [  # (wrong Function, its inputs, reference, kind, words the sentenc
      "transposed", "a's gradient is the right one transposed"),
     (d.BatchMatMulUntransposed, {"a": x_(2, 3, 3), "b": x_(2, 3, 3, seed=1)}, d.matmul,
      "transformed input", "b's gradient is the right one with a transposed"),
+    (d.BatchMatMulGradTransposed, {"a": x_(2, 3, 3), "b": x_(2, 3, 3, seed=1)}, d.matmul,
+     "transposed", "b's gradient is the right one for grad_output transposed"),
     (d.SoftplusAtMinusX, {"x": x_(6)}, d.softplus, "transformed input",
      "x's gradient is the right one at -x"),
     (d.SquareTimesSwapped, {"x": x_(5), "y": x_(5, seed=1)}, d.square_times,

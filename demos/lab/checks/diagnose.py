@@ -191,6 +191,14 @@ class Pair:
                 return "transposed", (f"{it} is the right one transposed (its last two "
                                       f"dimensions): a .t() or .transpose(-1, -2) (or a "
                                       f"matmul's operands) the wrong way round")
+        out = m.spaces[self.space]
+        if not m.forward and out.dim() >= 2 and out.shape[-1] == out.shape[-2]:
+            tried.append("grad_output transposed")
+            if all(m.same(g, m.expected(self.space, v.mT.contiguous()).get(x))
+                   for g, v in zip((g1, g2), self.probes)):
+                return "transposed", (f"{it} is the right one for grad_output transposed (its "
+                                      f"last two dimensions): grad_output, or a sum of it, "
+                                      f"taken the wrong way round (.t(), .sum(0) for .sum(1))")
         sliced = "" if m.forward else self.broadcast_slice(g1, g2)
         if sliced:
             return "broadcast sum", (f"{it} takes {m.incoming}'s first slice along the "
