@@ -155,9 +155,9 @@ def test_the_contract_from_a_config(tmp_path):
 @pytest.mark.parametrize("spec, message", [
     ({"value": [1, 2], "dtype": "int46"}, "dtype: 'int46' is not a dtype an input may have "
                                           "(did you mean 'int64'?)"),
-    ({"shape": [3], "dtype": "int64"}, "a int64 tensor needs its value"),
-    ({"value": [1.5], "dtype": "int64"}, "value[0]: 1.5 in a int64 tensor; give whole numbers"),
-    ({"value": [1000, 1, 2], "dtype": "int8"}, "inputs[1].value[0]: 1000 in a int8 tensor; "
+    ({"shape": [3], "dtype": "int64"}, "an int64 tensor needs its value"),
+    ({"value": [1.5], "dtype": "int64"}, "value[0]: 1.5 in an int64 tensor; give whole numbers"),
+    ({"value": [1000, 1, 2], "dtype": "int8"}, "inputs[1].value[0]: 1000 in an int8 tensor; "
                                                "give whole numbers from -128 to 127"),
     ({"value": [[0], [-1]], "dtype": "uint8"}, "inputs[1].value[1][0]: -1 in a uint8 tensor; "
                                                "give whole numbers from 0 to 255"),

@@ -86,7 +86,7 @@ class InputSpec:
             return
         if not self.dtype.startswith("float"):
             if self.value is None:
-                raise ConfigError(f"{where}: a {self.dtype} tensor needs its value (indices, a "
+                raise ConfigError(f"{where}: {an(self.dtype)} tensor needs its value (indices, a "
                                   f"mask): value: [...]")
             self.requires_grad = False  # only floating-point tensors can require grad
         if (self.shape is None) == (self.value is None):
@@ -117,6 +117,10 @@ class InputSpec:
             self.value = held(self.value, f"{where}.value", self.dtype)
 
 
+def an(dtype: str) -> str:
+    return ("an " if dtype.startswith("int") else "a ") + dtype
+
+
 def held(value: Any, where: str, dtype: str) -> Any:
     """A tensor's numbers as its dtype holds them (ints for an integer or bool one); a
     ConfigError naming one that it cannot hold."""
@@ -125,7 +129,7 @@ def held(value: Any, where: str, dtype: str) -> Any:
     low, high = RANGES.get(dtype, (-math.inf, math.inf))
     floating = dtype.startswith("float")
     if not (floating or float(value).is_integer()) or not low <= value <= high:
-        raise ConfigError(f"{where}: {value:g} in a {dtype} tensor; give " + (
+        raise ConfigError(f"{where}: {value:g} in {an(dtype)} tensor; give " + (
             "0 or 1 (false, true)" if dtype == "bool" else f"numbers from {low:g} to {high:g}"
             if floating else f"whole numbers from {low} to {high}"))
     return value if floating else int(value)
