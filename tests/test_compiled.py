@@ -83,6 +83,34 @@ def test_a_right_function_is_ok_compiled(cpu):
     assert torch.equal(mine(torch.ones(3)), 2 * torch.ones(3).sin()) and len(compiles) == 1
 
 
+def test_a_wrong_backward_is_not_torch_differing(cpu):
+    """Compiled torch.func.grad does not run a Function's backward: where that backward fails
+    its own row, the compiled gradient differs from eager's because eager's is wrong. The row is
+    not judged and says why, where it said 'torch differs' (from an outside review)."""
+    class HalfCube(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x ** 3
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 1.5 * x ** 2 * g  # half of 3x²
+
+    x = torch.linspace(-1.5, 1.5, 5, dtype=torch.float64).requires_grad_()
+    rows = support.matrix(HalfCube.apply, {"x": x}, lambda x: x ** 3, cpu,
+                          rows=["backward", "compile_grad"])
+    assert rows["backward"].status == "fails", rows
+    assert rows["compile_grad"].status == "skipped", rows
+    assert rows["compile_grad"].detail.startswith("not judged: the backward row fails")
+    assert support.matrix(HalfCube.apply, {"x": x}, None, cpu, rows=["compile_grad"])[
+        "compile_grad"].status == "differs"  # asked alone, the row says what torch does
+
+
 @pytest.mark.parametrize("classic", [LegendrePolynomial3, MyReLU, MultiplyAdd, MyExp,
                                      LinearFunction], ids=lambda c: c.__name__)
 def test_a_classic_function_is_unsupported_compiled_not_differing(classic, cpu):
