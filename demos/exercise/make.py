@@ -20,7 +20,7 @@ that order, given grad_output, the gradient of the loss with respect to forward'
 (of the output's shape). Each gradient has its input's shape; return None for an input
 that needs no gradient (ctx.needs_input_grad says which do).
 
-The maths: {maths}
+{maths}
 
 By the chain rule, an input's gradient is grad_output times the derivative of the output
 with respect to that input (summed over what the input was broadcast over). Compute it
@@ -96,8 +96,8 @@ def statement(e: Exercise) -> str:
         raise ConfigError(f"exercise {e.name}: {e.function} is not a torch.autograd.Function")
     source = textwrap.dedent(inspect.getsource(cls))
     maths = e.maths or describe(cls, e.reference)
-    maths = "\n".join(textwrap.fill(p, 84) if not p.startswith(" ") else p
-                      for p in maths.split("\n"))
+    maths = "\n".join(textwrap.fill(p, 80) if not p.startswith(" ") else p
+                      for p in f"The maths: {maths}".split("\n"))
     names = ", ".join(i.name for i in e.inputs)
     source = blank_backward(source, BACKWARD_DOC.format(names=names, maths=maths), e.name)
     imports = module_imports(module_source if e.module.endswith(".py") else "import torch",
