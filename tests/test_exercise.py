@@ -228,3 +228,27 @@ def test_a_configs_function_becomes_an_exercise_with_its_second_derivative(tmp_p
     detached = body.replace("3 * w * x**2", "3 * w.detach() * x**2")
     code, out, err, data = grade(solve(folder, detached))
     assert code == 1 and named(data, "second derivative (backward's own backward)")["score"] == 0
+
+
+def test_the_transcripts_of_exercises_md_are_what_the_kit_prints(tmp_path, monkeypatch):
+    """exercises.md's `$ autograd-demos ...` blocks, replayed in a folder of their own (the
+    student's alice.py: MyExp's backward returning y alone)."""
+    import re
+    import shlex
+
+    from tests import docs
+
+    monkeypatch.chdir(tmp_path)
+    blocks = re.findall(r"```\n(\$ autograd-demos .*?)```", docs.page("exercises.md"), re.S)
+    assert len(blocks) == 2
+    for block in blocks:
+        lines = block.splitlines()
+        command, expected = shlex.split(lines[0][2:])[1:], lines[1:]
+        code = None
+        if expected[-2:-1] == ["$ echo $?"]:
+            code, expected = int(expected[-1]), expected[:-2]
+        if command[0] == "grade":
+            solve(tmp_path / "my_exp", "y, = ctx.saved_tensors\nreturn y", "alice.py")
+        got, out, err = cli(*command)
+        assert out.splitlines() == expected
+        assert code is None or got == code
