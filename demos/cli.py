@@ -12,6 +12,10 @@ def main(argv: list[str] | None = None, prog: str = "runner.py") -> int:
     from demos.lab.core.signals import StartUp, StopRequest, signal_handler
 
     ensure_streams()  # a closed stdout or stderr (>&-) is the null device, not a crash
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["exercise"], ["grade"]):  # the exercise kit's words (demos/exercise/)
+        from demos.exercise.cli import main as kit
+        return kit(argv, prog)
 
     stop = StopRequest()
     with signal_handler(StartUp(stop)):  # from the first line

@@ -16,7 +16,8 @@ from demos.lab.core.safe_yaml import parse_text
 from demos.lab.core.schema import ConfigError, did_you_mean, show
 
 USAGE = """%(prog)s [run] --config PATH [options]
-       %(prog)s SCENARIO [options]   (its configs/SCENARIO.yaml)"""
+       %(prog)s SCENARIO [options]   (its configs/SCENARIO.yaml)
+       %(prog)s exercise NAME --output-dir DIR | grade FILE [--results JSON]   (see their --help)"""
 
 EPILOG = """`%(prog)s legendre_fit` runs that scenario with its configs/legendre_fit.yaml; a
 first word `run` changes nothing (`%(prog)s run --config X` is `%(prog)s --config X`).

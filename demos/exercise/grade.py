@@ -1,0 +1,444 @@
+"""Grading a submission: its backward against the reference's autograd on the hidden inputs
+(grading.yaml's seeds and shapes, grad_outputs random), points per check, hints from the lab's
+diagnosis (demos.lab.checks.diagnose), and what a backward that calls autograd itself did.
+
+The submission's forward is run (its backward needs what it saved) but not trusted: its value
+is held to the reference's, and every gradient is compared with the reference's autograd at the
+same inputs and grad_output, never with the submission's own.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import traceback
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from demos.exercise.spec import Grading
+from demos.exercise.table import MARGIN
+from demos.lab.checks.diagnose import (
+    EXACT,
+    Diagnosis,
+    Maps,
+    diagnose,
+    point,
+    pullback,
+    second_against_numbers,
+)
+from demos.lab.core.text import message
+from demos.lab.tensors import agree, fresh
+
+
+class Ungradable(Exception):
+    """A submission that cannot be graded: one line, `file:line: what`."""
+
+
+# -- the submission -----------------------------------------------------------------------------
+
+def load(path: str, name: str) -> type:
+    """The class `name` of the submission at `path`, its module run in a fresh namespace (as a
+    script would be, but not as __main__)."""
+    shown = os.path.basename(path)
+    try:
+        source = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise Ungradable(f"{path}: cannot read it: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        code = compile(source, path, "exec")
+    except SyntaxError as e:
+        raise Ungradable(f"{shown}:{e.lineno or 1}: {type(e).__name__}: {e.msg}") from None
+    except ValueError as e:  # a null byte
+        raise Ungradable(f"{shown}:1: cannot compile it: {e}") from None
+    module = types.ModuleType("submission")
+    module.__file__ = str(path)
+    try:
+        exec(code, module.__dict__)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
+        raise Ungradable(f"{shown}:{line_in(e, path)}: importing it raised "
+                         f"{brief(e)}") from None
+    cls = module.__dict__.get(name)
+    if cls is None:
+        raise Ungradable(f"{shown}:1: no class {name} (grading.yaml's function)")
+    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+        line = getattr(getattr(cls, "__code__", None), "co_firstlineno", 1)
+        raise Ungradable(f"{shown}:{line}: {name} is not a torch.autograd.Function subclass")
+    return cls
+
+
+def line_in(e: BaseException, path: str) -> int:
+    """The last line of `path` that the traceback of `e` passes through (1 if none)."""
+    lines = [f.lineno for f in traceback.extract_tb(e.__traceback__)
+             if os.path.abspath(f.filename) == os.path.abspath(path)]
+    return (lines[-1] or 1) if lines else getattr(e, "lineno", None) or 1
+
+
+# -- autograd inside backward -------------------------------------------------------------------
+
+AUTOGRAD = {torch.autograd.grad: "torch.autograd.grad", torch.autograd.backward:
+            "torch.autograd.backward", torch.Tensor.backward: ".backward()"}
+
+
+@dataclass
+class Record:
+    """What the submission's backward did: what it returned, whether it raised, where it
+    called autograd itself."""
+    path: str
+    returned: list[Any] = field(default_factory=list)
+    raised: BaseException | None = None
+    autograd: dict[str, int] = field(default_factory=dict)  # call -> line in the submission
+
+
+class Watch(TorchFunctionMode):
+    """Records the autograd calls made while backward runs: torch.autograd.grad and
+    .backward() reach __torch_function__ (they check has_torch_function, which a mode turns
+    on), however the submission got hold of them (torch.func's transforms call
+    torch.autograd.grad too)."""
+
+    def __init__(self, record: Record):
+        super().__init__()
+        self.record = record
+
+    def __torch_function__(self, func, types_, args=(), kwargs=None):
+        if func in AUTOGRAD:
+            frames = [f.lineno for f in traceback.extract_stack()
+                      if os.path.abspath(f.filename) == os.path.abspath(self.record.path)]
+            self.record.autograd.setdefault(AUTOGRAD[func], frames[-1] if frames else 0)
+        return func(*args, **(kwargs or {}))
+
+
+def watched(cls: type, record: Record) -> type:
+    """A subclass of the submission's Function whose backward is its own, watched."""
+    original = cls.backward
+
+    def backward(ctx, *grads):
+        try:
+            with Watch(record):
+                out = original(ctx, *grads)
+        except BaseException as e:
+            record.raised = e
+            raise
+        record.returned.append(out)
+        return out
+    return type(cls.__name__, (cls,), {"backward": staticmethod(backward),
+                                       "__module__": cls.__module__})
+
+
+# -- the hidden inputs ------------------------------------------------------------------------
+
+def inputs(g: Grading, case: dict[str, list[int]], seed: int) -> dict[str, torch.Tensor]:
+    """The inputs of one hidden case under one seed: float64 leaves."""
+    gen = torch.Generator().manual_seed(seed)
+    xs = {}
+    for spec in g.inputs:
+        shape = case[spec.name]
+        if spec.low is None or spec.high is None:
+            x = torch.randn(shape, generator=gen, dtype=torch.float64)
+        else:
+            x = torch.empty(shape, dtype=torch.float64).uniform_(spec.low, spec.high,
+                                                                  generator=gen)
+        for k in spec.avoid:
+            x = k + (x - k).sign() * (x - k).abs().clamp(min=MARGIN)
+        xs[spec.name] = x.requires_grad_(spec.requires_grad)
+    return xs
+
+
+def grad_output(shape: torch.Size, seed: int) -> torch.Tensor:
+    """A random grad_output (never ones: a backward that forgets it would pass)."""
+    gen = torch.Generator().manual_seed(seed + 7919)
+    return torch.randn(shape, generator=gen, dtype=torch.float64)
+
+
+# -- the checks ---------------------------------------------------------------------------------
+
+@dataclass
+class Test:
+    """One of Gradescope's tests: name, points, what the student reads."""
+    name: str
+    max_score: float
+    score: float = 0.0
+    output: str = ""
+    kind: str = ""  # the diagnosis's kind, for the teacher (and the tests)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "score": self.score, "max_score": self.max_score,
+                "output": self.output}
+
+
+@dataclass
+class Outcome:
+    """A graded submission."""
+    file: str
+    tests: list[Test]
+    flagged: str = ""  # the autograd calls found in backward, for the teacher
+    cases: int = 0
+
+    @property
+    def score(self) -> float:
+        return sum(t.score for t in self.tests)
+
+    @property
+    def max_score(self) -> float:
+        return sum(t.max_score for t in self.tests)
+
+    def to_json(self) -> dict[str, Any]:
+        """Gradescope's results.json."""
+        head = f"{self.score:g}/{self.max_score:g} points on {self.cases} hidden cases."
+        return {"score": self.score, "output": head + (f" {self.flagged}" if self.flagged
+                                                        else ""),
+                "tests": [t.to_json() for t in self.tests]}
+
+
+def same(got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
+    """Gradients equal to the reference's, as the lab's parity compares them (None is zero,
+    a broadcastable shape summed as autograd sums it)."""
+    if got is None and expected is None:
+        return True
+    if got is None:
+        return not bool(expected.abs().max()) if expected.numel() else True  # type: ignore
+    if expected is None:
+        expected = torch.zeros_like(got)
+    if got.shape != expected.shape:
+        try:
+            got = got.sum_to_size(expected.shape)
+        except RuntimeError:
+            return False
+    return agree(got.detach().double(), expected.detach().double(), *EXACT)
+
+
+def grade(path: str, g: Grading, reference: Callable) -> Outcome:
+    """The submission at `path` graded as `g` says, against `reference`."""
+    cls = load(path, g.function)
+    record = Record(path)
+    fn = watched(cls, record).apply
+    names = [i.name for i in g.inputs]
+    wrt = [i.name for i in g.inputs if i.requires_grad]
+    p = g.points
+    runs = Test("runs: forward and backward run", p.runs)
+    returns = Test("returns one gradient per input, of its input's shape", p.returns)
+    grads = {k: Test(f"gradient of {k}", p.gradient) for k in wrt}
+    second = Test("second derivative (backward's own backward)", p.second)
+    tests = [runs, returns, *grads.values(), *([second] if p.second else [])]
+    cases = list(itertools.product(g.hidden.shapes, g.hidden.seeds))
+    outcome = Outcome(path, tests, cases=len(cases))
+    wrong: dict[str, list[dict[str, torch.Tensor]]] = {k: [] for k in wrt}
+    returns_wrong, second_wrong = "", []
+    refused = False
+    for case, seed in cases:
+        xs = inputs(g, case, seed)
+        failed = run_once(fn, reference, xs, seed, record, names, wrt)
+        if isinstance(failed, str):
+            if failed.startswith("returns: "):  # autograd refused it: no gradient to grade
+                returns_wrong, refused = returns_wrong or failed.removeprefix("returns: "), True
+                continue
+            runs.output = f"{failed} (on a hidden case). Nothing else is graded."
+            for t in tests[1:]:
+                t.output = "not graded: the Function does not run"
+            return flag(outcome, record, grads)
+        said, failed = failed
+        returns_wrong = returns_wrong or said
+        for k in failed:
+            wrong[k].append(xs)
+        if p.second and not second_right(fn, reference, xs, seed, wrt):
+            second_wrong.append(xs)
+    runs.score, runs.output = runs.max_score, "forward and backward run on every hidden case"
+    if returns_wrong:
+        returns.output = returns_wrong
+    else:
+        returns.score, returns.output = returns.max_score, "one gradient per input, of its shape"
+    for k, test in grads.items():
+        if refused:
+            test.output = "not graded: autograd refused what backward returned"
+        elif not wrong[k]:
+            test.score = test.max_score
+            test.output = f"{k}'s gradient is right on all {len(cases)} hidden cases"
+        else:
+            d = diagnosis(fn, reference, wrong[k][0], k)
+            test.kind = d.kind
+            test.output = (f"{k}'s gradient differs from the right one on {len(wrong[k])} "
+                           f"of {len(cases)} hidden cases." + hints(d, k, g.hints))
+    if p.second:
+        if not second_wrong:
+            second.score, second.output = second.max_score, "right on every hidden case"
+        else:
+            d2 = second_against_numbers(fn, second_wrong[0])
+            second.kind = d2.kind if d2 else "no simple pattern"
+            second.output = (f"the second derivative differs from the reference's on "
+                             f"{len(second_wrong)} of {len(cases)} hidden cases." +
+                             (hints(d2, d2.input, g.hints) if d2 else ""))
+    return flag(outcome, record, grads)
+
+
+def run_once(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], seed: int,
+             record: Record, names: list[str], wrt: list[str]) -> str | tuple[str, list[str]]:
+    """One hidden case: what failed to run (text; 'returns: ...' where autograd refused what
+    backward returned); or what is wrong with what backward returned ('' if nothing) and the
+    inputs whose gradients are wrong."""
+    mine, theirs = fresh(xs), fresh(xs)
+    try:
+        with torch.enable_grad():
+            out = fn(*mine.values())
+    except Exception as e:
+        return f"forward raised {brief(e)}{at(e, record.path)}"
+    with torch.enable_grad():
+        right = reference(*theirs.values())
+    if not isinstance(out, torch.Tensor) or out.shape != right.shape or not agree(
+            out.detach(), right.detach(), *EXACT):
+        return ("forward gives other values than the statement's forward (it is given: "
+                "leave it as it is)")
+    go = grad_output(out.shape, seed)
+    record.returned.clear()
+    record.raised = None
+    try:
+        got = torch.autograd.grad(out, [mine[k] for k in wrt], go, allow_unused=True)
+    except Exception as e:
+        if record.raised is not None:
+            if isinstance(record.raised, NotImplementedError):
+                return "backward is not written yet: it raises NotImplementedError"
+            return f"backward raised {brief(record.raised)}{at(record.raised, record.path)}"
+        said = returned_wrong(record.returned[0], xs, names) if record.returned else ""
+        return f"returns: {said or 'autograd refused what backward returned: ' + brief(e)}"
+    expected = torch.autograd.grad(right, [theirs[k] for k in wrt], go, allow_unused=True)
+    returned = record.returned[0] if record.returned else None
+    return (returned_wrong(returned, xs, names),
+            [k for k, a, b in zip(wrt, got, expected) if not same(a, b)])
+
+
+def brief(e: BaseException) -> str:
+    """An exception in a line: its type and message (its first 300 characters)."""
+    text = " ".join(message(e).split())
+    return f"{type(e).__name__}: {text[:300]}{'...' if len(text) > 300 else ''}"
+
+
+def at(e: BaseException, path: str) -> str:
+    """' (exercise.py:N)' where `e` was raised in the submission."""
+    lines = [f.lineno for f in traceback.extract_tb(e.__traceback__)
+             if os.path.abspath(f.filename) == os.path.abspath(path)]
+    return f" ({os.path.basename(path)}:{lines[-1]})" if lines else ""
+
+
+def returned_wrong(returned: Any, xs: dict[str, torch.Tensor], names: list[str]) -> str:
+    """What is wrong with the count or the shapes of what backward returned ('' if nothing)."""
+    got = returned if isinstance(returned, tuple) else (returned,)
+    if len(got) < len(names) or any(r is not None for r in got[len(names):]):
+        return (f"backward returns {len(got)} value(s); forward has {len(names)} input(s) "
+                f"({', '.join(names)}): one gradient (or None) each, in order")
+    for k, r in zip(names, got):
+        if r is not None and (not isinstance(r, torch.Tensor) or r.shape != xs[k].shape):
+            what = f"shape {list(r.shape)}" if isinstance(r, torch.Tensor) else \
+                type(r).__name__
+            return f"{k}'s gradient has {what}; {k} has shape {list(xs[k].shape)}"
+    return ""
+
+
+def second_right(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], seed: int,
+                 wrt: list[str]) -> bool:
+    """Whether the backward's own backward is the reference's second derivative: the gradient
+    of <gradients, v> for a random v, with respect to the inputs."""
+    results = []
+    for f in (fn, reference):
+        leaves = fresh(xs)
+        try:
+            with torch.enable_grad():
+                out = f(*leaves.values())
+                go = grad_output(out.shape, seed)
+                gs = torch.autograd.grad(out, [leaves[k] for k in wrt], go, create_graph=True,
+                                         allow_unused=True)
+                gen = torch.Generator().manual_seed(seed + 31)
+                total = sum(((gr * torch.randn(gr.shape, generator=gen, dtype=gr.dtype)).sum()
+                             for gr in gs if gr is not None and gr.requires_grad),
+                            torch.zeros((), dtype=torch.float64))
+                hs = torch.autograd.grad(total, [leaves[k] for k in wrt], allow_unused=True) \
+                    if total.requires_grad else [None] * len(wrt)
+        except Exception:
+            return False
+        results.append(hs)
+    return all(same(a, b) for a, b in zip(*results))
+
+
+# -- why: the lab's diagnosis, as hints ----------------------------------------------------------
+
+def diagnosis(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor],
+              name: str) -> Diagnosis:
+    """Why `name`'s gradient is wrong: the lab's diagnosis against the reference's autograd,
+    with `name` tried first (diagnose names the first input whose gradient differs)."""
+    wrt = {k: x for k, x in xs.items() if x.requires_grad}
+    order = {name: wrt[name], **{k: v for k, v in wrt.items() if k != name}}
+    with contextlib.suppress(Exception):
+        d = diagnose(Maps(pullback(fn, xs), pullback(reference, xs), point(fn, xs, True),
+                          order, tolerance=EXACT, at=lambda ys: pullback(reference, ys),
+                          point=xs))
+        if d is not None:
+            return d
+    return Diagnosis("no simple pattern", f"{name}'s gradient differs with no simple pattern: "
+                     f"compare the formula with the forward's derivative", "the output", name)
+
+
+KINDS = {  # the diagnosis's kinds, as hint 2 names them without giving the fix away
+    "sign": "the sign is wrong",
+    "factor": "a constant factor is off",
+    "not multiplied": "it does not use grad_output as it should (the chain rule)",
+    "zero": "it is missing: None or zero where a gradient is needed",
+    "one contribution missing": "a term is missing",
+    "swapped": "it is another input's gradient: two gradients are swapped",
+    "transposed": "a transpose is the wrong way round",
+    "broadcast sum": "it does not sum over the dimensions the input was broadcast over",
+    "some elements": "it is wrong only at some elements: a condition or a branch",
+    "input for output": "it uses the input where the derivative needs the output",
+    "inverted condition": "a condition is inverted",
+    "transformed input": "the right formula at the wrong point",
+    "shape": "its shape is wrong",
+    "not finite": "it is NaN or inf where the right one is finite",
+    "no simple pattern": "no simple pattern: compare your formula with the derivative",
+}
+
+
+def hints(d: Diagnosis, name: str, level: int) -> str:
+    """The hint ladder, up to `level`: 1 which input, 2 the kind of mistake, 3 the fix."""
+    ladder = [f"hint 1: it is {name}'s gradient that is wrong" +
+              ("" if d.output == "the output" else f" (from {d.output})"),
+              f"hint 2: the kind of mistake: {KINDS.get(d.kind, d.kind)}",
+              f"hint 3: {d.says}"]
+    return "".join(f"\n{h}" for h in ladder[:level])
+
+
+def flag(outcome: Outcome, record: Record, grads: dict[str, Test]) -> Outcome:
+    """A backward that called autograd: its gradients scored 0, and said, for the teacher."""
+    if record.autograd:
+        calls = ", ".join(f"{call} (line {line})" if line else call
+                          for call, line in record.autograd.items())
+        outcome.flagged = (f"FLAGGED for the teacher: backward calls autograd itself: {calls}; "
+                           f"its gradients are autograd's, not its own: they score 0")
+        for t in grads.values():
+            t.score = 0.0
+            t.kind = "autograd inside backward"
+            t.output = f"not scored: {outcome.flagged}"
+    return outcome
+
+
+def load_reference(g: Grading, grading_path: str) -> Callable:
+    """grading.yaml's reference: a module, or a file relative to grading.yaml's folder."""
+    from demos.lab.core.user_code import is_path, load_object
+
+    module, _, attr = g.reference.rpartition(":")
+    base = os.path.dirname(os.path.abspath(grading_path))
+    if module and is_path(module, base) and not os.path.isabs(module):
+        module = os.path.join(base, module)
+    ref = load_object(f"{module}:{attr}", f"{grading_path}: reference")
+    if not callable(ref):
+        from demos.lab.core.schema import ConfigError
+        raise ConfigError(f"{grading_path}: reference: {g.reference} is not callable")
+    return ref
+
+
+def main_score(outcome: Outcome) -> int:
+    """The exit code: 0 full marks, 1 fewer."""
+    return 0 if outcome.score >= outcome.max_score and not outcome.flagged else 1
+

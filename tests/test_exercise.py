@@ -1,0 +1,254 @@
+"""The exercise kit (demos/exercise/, issue 45 part 2): `exercise NAME` writes a student's
+exercise and its grading.yaml; `grade FILE` grades a submission on hidden inputs against the
+reference's autograd, with points per check, the diagnosis's hints, Gradescope's results.json
+and a backward that calls autograd itself flagged. In-process, through demos.cli.main."""
+import json
+import textwrap
+
+import pytest
+import torch
+
+from tests.conftest import CONFIGS, cli
+
+SOLUTIONS = {
+    "legendre_fit": "input, = ctx.saved_tensors\nreturn grad_output * 1.5 * (5 * input**2 - 1)",
+    "my_relu": "input, = ctx.saved_tensors\ng = grad_output.clone()\ng[input < 0] = 0\nreturn g",
+    "multiply_add": "x, = ctx.saved_tensors\nreturn grad_output * x, None, grad_output",
+    "my_exp": "y, = ctx.saved_tensors\nreturn grad_output * y",
+    "linear_function": "input, weight, bias = ctx.saved_tensors\n"
+                       "return grad_output.mm(weight), grad_output.t().mm(input), "
+                       "grad_output.sum(0)",
+}
+TODO = 'raise NotImplementedError("write backward")'
+
+
+def make(tmp_path, name="legendre_fit"):
+    folder = tmp_path / "ex"
+    code, out, err = cli("exercise", name, "--output-dir", folder)
+    assert code == 0, err
+    return folder
+
+
+def solve(folder, body, file="solution.py"):
+    """exercise.py with backward's body written: `body` in place of the raise."""
+    text = (folder / "exercise.py").read_text()
+    line = next(ln for ln in text.splitlines() if TODO in ln)
+    indent = line[:len(line) - len(line.lstrip())]
+    (folder / file).write_text(text.replace(line, textwrap.indent(body, indent)))
+    return folder / file
+
+
+def grade(path, *more):
+    results = path.parent / "results.json"
+    code, out, err = cli("grade", path, "--results", results, *more)
+    data = json.loads(results.read_text()) if results.exists() else None
+    return code, out, err, data
+
+
+def named(data, name):
+    return next(t for t in data["tests"] if t["name"] == name)
+
+
+@pytest.mark.parametrize("name", list(SOLUTIONS))
+def test_each_document_exercise_is_written_scores_zero_untouched_and_full_when_solved(
+        tmp_path, name):
+    folder = make(tmp_path, name)
+    text = (folder / "exercise.py").read_text()
+    assert TODO in text and "The maths: " in text and "def forward" in text
+    compile(text, "exercise.py", "exec")
+    assert "hidden:" in (folder / "grading.yaml").read_text()
+    code, out, err, data = grade(folder / "exercise.py")
+    assert code == 1 and data["score"] == 0, out
+    assert "backward is not written yet: it raises NotImplementedError" in out
+    code, out, err, data = grade(solve(folder, SOLUTIONS[name]))
+    assert code == 0, out + err
+    assert data["score"] == sum(t["max_score"] for t in data["tests"]) > 0
+
+
+WRONG = [  # (exercise, backward's body, the test that fails, the diagnosis's kind, its hint 2)
+    ("legendre_fit", "input, = ctx.saved_tensors\nreturn -grad_output * 1.5 * (5 * input**2 - 1)",
+     "gradient of input", "sign", "the sign is wrong"),
+    ("legendre_fit", "input, = ctx.saved_tensors\nreturn grad_output * 0.5 * (5 * input**2 - 1)",
+     "gradient of input", "factor", "a constant factor is off"),
+    ("my_exp", "y, = ctx.saved_tensors\nreturn y", "gradient of x", "not multiplied",
+     "it does not use grad_output"),
+    ("multiply_add", "x, = ctx.saved_tensors\nreturn grad_output * x, None, None",
+     "gradient of b", "zero", "it is missing"),
+    ("linear_function", "input, weight, bias = ctx.saved_tensors\n"
+     "return grad_output.mm(weight), grad_output.t().mm(input), grad_output[0]",
+     "gradient of bias", "broadcast sum", "it does not sum over"),
+]
+
+
+@pytest.mark.parametrize("name, body, failing, kind, says", WRONG,
+                         ids=[w[3] for w in WRONG])
+def test_a_wrong_backward_gets_fewer_points_and_the_hint_of_its_kind(tmp_path, name, body,
+                                                                     failing, kind, says):
+    folder = make(tmp_path, name)
+    code, out, err, data = grade(solve(folder, body))
+    assert code == 1, out
+    bad = named(data, failing)
+    assert bad["score"] == 0 < bad["max_score"]
+    assert 0 < data["score"] < sum(t["max_score"] for t in data["tests"])
+    assert f"hint 1: it is {failing.removeprefix('gradient of ')}'s gradient" in bad["output"]
+    assert f"hint 2: the kind of mistake: {says}" in bad["output"]
+    assert "hint 3: " in bad["output"]
+    from demos.exercise.grade import KINDS
+    assert KINDS[kind].startswith(says)
+
+
+def test_grad_output_dropped_passes_a_ones_grader_but_not_this_one(tmp_path):
+    """MyExp's backward returning y alone: right for grad_output = ones (what several course
+    graders send), wrong for any other."""
+    x = torch.randn(4, dtype=torch.float64)
+    assert torch.equal(torch.ones(4, dtype=torch.float64) * x.exp(), x.exp())  # ones: passes
+    folder = make(tmp_path, "my_exp")
+    code, out, _, data = grade(solve(folder, "y, = ctx.saved_tensors\nreturn y"))
+    assert code == 1 and named(data, "gradient of x")["score"] == 0
+
+
+def test_hint_levels_follow_grading_yaml(tmp_path):
+    folder = make(tmp_path)
+    sub = solve(folder, WRONG[0][1])
+    yaml = folder / "grading.yaml"
+    yaml.write_text(yaml.read_text().replace("hints: 3", "hints: 1"))
+    out = named(grade(sub)[3], "gradient of input")["output"]
+    assert "hint 1:" in out and "hint 2:" not in out
+    yaml.write_text(yaml.read_text().replace("hints: 1", "hints: 0"))
+    assert "hint" not in named(grade(sub)[3], "gradient of input")["output"]
+
+
+def test_a_submission_that_cannot_be_graded_is_exit_2_with_file_and_line(tmp_path):
+    folder = make(tmp_path)
+    broken = solve(folder, "input, = ctx.saved_tensors\nreturn grad_output *", "broken.py")
+    code, out, err, data = grade(broken)
+    assert code == 2 and "Traceback" not in err
+    line = next(i for i, ln in enumerate(broken.read_text().splitlines(), 1)
+                if ln.rstrip().endswith("grad_output *"))
+    assert err.strip() == f"error: broken.py:{line}: SyntaxError: invalid syntax"
+    assert data == {"score": 0.0, "output": f"cannot be graded: broken.py:{line}: SyntaxError: "
+                    f"invalid syntax", "tests": []}
+    other = folder / "other.py"
+    other.write_text("import torch\n\nclass Something:\n    pass\n")
+    code, out, err, _ = grade(other)
+    assert code == 2 and err.strip() == ("error: other.py:1: no class LegendrePolynomial3 "
+                                         "(grading.yaml's function)")
+    raising = folder / "raising.py"
+    raising.write_text("import torch\n\n\nraise ValueError('at import')\n")
+    code, out, err, _ = grade(raising)
+    assert code == 2 and err.startswith("error: raising.py:4: importing it raised ValueError")
+
+
+@pytest.mark.parametrize("how", ["torch.autograd.grad", ".backward()"])
+def test_a_backward_that_calls_autograd_is_flagged_not_scored(tmp_path, how):
+    folder = make(tmp_path, "my_exp")
+    call = ("g, = torch.autograd.grad(t.exp(), t, grad_output)" if how != ".backward()" else
+            "t.exp().backward(grad_output)\n    g = t.grad")
+    body = (f"y, = ctx.saved_tensors\nwith torch.enable_grad():\n"
+            f"    t = y.log().detach().requires_grad_()\n    {call}\nreturn g")
+    code, out, err, data = grade(solve(folder, body))
+    assert code == 1
+    assert f"FLAGGED for the teacher: backward calls autograd itself: {how}" in err
+    assert named(data, "gradient of x")["score"] == 0
+    assert "FLAGGED" in data["output"] and "not scored" in named(data, "gradient of x")["output"]
+
+
+def test_results_json_has_gradescopes_shape(tmp_path):
+    """Gradescope's autograder results: a top-level score (and output), and tests, each with
+    name, score, max_score and output (its documentation's keys)."""
+    folder = make(tmp_path, "linear_function")
+    _, _, _, data = grade(solve(folder, WRONG[4][1]))
+    assert set(data) <= {"score", "output", "tests", "execution_time", "visibility",
+                         "stdout_visibility", "extra_data", "leaderboard"}
+    assert isinstance(data["score"], float) and isinstance(data["output"], str)
+    for t in data["tests"]:
+        assert set(t) == {"name", "score", "max_score", "output"}
+        assert isinstance(t["name"], str) and isinstance(t["output"], str)
+        assert isinstance(t["score"], float) and isinstance(t["max_score"], float)
+        assert 0 <= t["score"] <= t["max_score"]
+    assert data["score"] == sum(t["score"] for t in data["tests"])
+
+
+def test_the_hidden_shapes_and_seeds_come_from_grading_yaml(tmp_path):
+    folder = make(tmp_path, "my_exp")
+    hard = solve(folder, "y, = ctx.saved_tensors\nreturn grad_output * y.view(5, 3)")
+    code, out, _, data = grade(hard)  # the statement's shape, hard-coded: fails hidden ones
+    assert code == 1 and "backward raised RuntimeError" in named(
+        data, "runs: forward and backward run")["output"]
+    yaml = folder / "grading.yaml"
+    text = yaml.read_text()
+    assert "{x: [7, 5]}" in text and "{x: [11, 7]}" in text  # other shapes than [5, 3]
+    yaml.write_text(text.replace("{x: [7, 5]}", "{x: [5, 3]}").replace("{x: [11, 7]}",
+                                                                       "{x: [5, 3]}"))
+    assert grade(hard)[0] == 0  # the teacher's edit is what is graded
+    from demos.exercise import grade as kit
+    from demos.exercise.spec import read
+    g = read(str(yaml))
+    a, b = (kit.inputs(g, {"x": [5, 3]}, s)["x"] for s in g.hidden.seeds[:2])
+    assert not torch.equal(a, b)
+
+
+@pytest.mark.parametrize("change, message", [
+    (("hints: 3", "hints: 3\nextra: 1"), "grading.yaml: extra: unknown key"),
+    (("runs: 1", "runs: -1"), "grading.yaml: points.runs: must be >= 0, got -1"),
+    (("seeds: [1009, 2027, 3061]", "seeds: []"), "grading.yaml: hidden.seeds: at least one seed"),
+    (("{x: [7, 5]}", "{y: [7, 5]}"), "grading.yaml: hidden.shapes[0].x: missing"),
+    (("hints: 3", "hints: 3\nhints: 2"), "grading.yaml"),
+])
+def test_a_bad_grading_yaml_is_one_line_naming_file_and_key(tmp_path, change, message):
+    folder = make(tmp_path, "my_exp")
+    yaml = folder / "grading.yaml"
+    yaml.write_text(yaml.read_text().replace(*change))
+    code, out, err, _ = grade(solve(folder, SOLUTIONS["my_exp"]))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert message in err
+
+
+def test_bad_names_and_files_are_one_line_exit_2(tmp_path):
+    code, _, err = cli("exercise", "legendre", "--output-dir", tmp_path)
+    assert code == 2 and "exercise legendre: unknown" in err and "legendre_fit" in err
+    code, _, err = cli("grade", tmp_path / "missing.py")
+    assert code == 2 and "grading.yaml" in err and len(err.strip().splitlines()) == 1
+    folder = make(tmp_path)
+    code, _, err = cli("grade", folder / "missing.py")
+    assert code == 2 and "missing.py: cannot read it" in err
+
+
+def test_a_configs_function_becomes_an_exercise_with_its_second_derivative(tmp_path):
+    folder = tmp_path / "cube"
+    code, out, err = cli("exercise", CONFIGS / "examples" / "cube_ok.yaml", "--output-dir", folder)
+    assert code == 0, err
+    text = (folder / "exercise.py").read_text()
+    assert "class MyCubeMissingFactor" not in text and "return w * x**3 + b" in text
+    body = ("x, w = ctx.saved_tensors\n"
+            "return grad_output * 3 * w * x**2, (grad_output * x**3).sum(0), None")
+    code, out, err, data = grade(solve(folder, body))
+    assert code == 0, out
+    assert named(data, "second derivative (backward's own backward)")["score"] > 0
+    detached = body.replace("3 * w * x**2", "3 * w.detach() * x**2")
+    code, out, err, data = grade(solve(folder, detached))
+    assert code == 1 and named(data, "second derivative (backward's own backward)")["score"] == 0
+
+
+def test_the_transcripts_of_exercises_md_are_what_the_kit_prints(tmp_path, monkeypatch):
+    """exercises.md's `$ autograd-demos ...` blocks, replayed in a folder of their own (the
+    student's alice.py: MyExp's backward returning y alone)."""
+    import re
+    import shlex
+
+    from tests import docs
+
+    monkeypatch.chdir(tmp_path)
+    blocks = re.findall(r"```\n(\$ autograd-demos .*?)```", docs.page("exercises.md"), re.S)
+    assert len(blocks) == 2
+    for block in blocks:
+        lines = block.splitlines()
+        command, expected = shlex.split(lines[0][2:])[1:], lines[1:]
+        code = None
+        if expected[-2:-1] == ["$ echo $?"]:
+            code, expected = int(expected[-1]), expected[:-2]
+        if command[0] == "grade":
+            solve(tmp_path / "my_exp", "y, = ctx.saved_tensors\nreturn y", "alice.py")
+        got, out, err = cli(*command)
+        assert out.splitlines() == expected
+        assert code is None or got == code
