@@ -4,6 +4,7 @@ The Python API (demos.python_api), loaded on first use so that `import demos` st
 
     from demos import run
     r = run("my_exp")          # as `python runner.py my_exp`; r.passed, r.folder, r["my_exp"]
+    grade("ex/exercise.py")    # as `autograd-demos grade ex/exercise.py`; .score, .tests
 """
 from __future__ import annotations
 
@@ -17,19 +18,24 @@ if TYPE_CHECKING:
     from demos.python_api import (
         ConfigError,
         EntryResult,
+        GradeResult,
         GraphView,
         RunInterrupted,
         RunResult,
         SupportView,
+        Ungradable,
         check_function,
+        exercise,
         forward_mode,
+        grade,
         graph,
         load,
         run,
     )
 
-__all__ = ["run", "check_function", "graph", "forward_mode", "load", "ConfigError",
-           "RunInterrupted", "RunResult", "EntryResult", "GraphView", "SupportView"]
+__all__ = ["run", "check_function", "graph", "forward_mode", "load", "exercise", "grade",
+           "ConfigError", "Ungradable", "RunInterrupted", "RunResult", "EntryResult",
+           "GraphView", "SupportView", "GradeResult"]
 
 
 def lazily(namespace: dict[str, Any], names: Mapping[str, tuple[str, str | None]]

@@ -13,8 +13,8 @@ def main(argv: list[str] | None = None, prog: str = "runner.py") -> int:
 
     ensure_streams()  # a closed stdout or stderr (>&-) is the null device, not a crash
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] in (["exercise"], ["grade"]):  # the exercise kit's words (demos/exercise/)
-        from demos.exercise.cli import main as kit
+    if argv[:1] in (["exercise"], ["grade"]):  # the exercise kit's words (demos/exercises/)
+        from demos.exercises.cli import main as kit
         return kit(argv, prog)
 
     stop = StopRequest()

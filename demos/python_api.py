@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
+from demos.exercises.results import GradeResult, Ungradable  # noqa: F401  (demos.Ungradable)
 from demos.lab.core import user_code
 from demos.lab.core.files import write_atomic, write_json
 from demos.lab.core.layout import (
@@ -453,6 +454,35 @@ def looked(call: str, name: str, output_dir: str | os.PathLike[str],
     for message in said:  # no dot, say: the .gv is there, the pictures are not
         warnings.warn(message, stacklevel=3)
     return GraphView(folder, name, seen.checks)
+
+
+# -- the exercise kit ----------------------------------------------------------------------
+
+
+def exercise(name: str | os.PathLike[str], output_dir: str | os.PathLike[str]) -> list[Path]:
+    """`autograd-demos exercise NAME --output-dir DIR`: a student's exercise, exercise.py
+    (forward given, backward to write) and grading.yaml (the teacher's), for a document's
+    Function (legendre_fit, my_relu, multiply_add, my_exp, linear_function) or for each
+    custom_function entry of a config (a folder each, by id); the files written. An unknown
+    name or a folder that cannot be written is a ConfigError, the command line's line."""
+    from demos.exercises.make import write
+
+    return write(text_of("exercise", name), text_of("output_dir", output_dir))
+
+
+def grade(file: str | os.PathLike[str], grading: str | os.PathLike[str] | None = None,
+          results: str | os.PathLike[str] | None = None) -> GradeResult:
+    """`autograd-demos grade FILE [--grading YAML] [--results JSON]`: the submission graded on
+    grading.yaml's hidden inputs (default: the one beside FILE), a GradeResult (score,
+    max_score, tests, flagged, exit_code; its repr is what the command line prints), and
+    Gradescope's results.json where `results` names it. A submission that cannot be graded
+    raises Ungradable (`file:line: what`; results.json, where asked, scores it 0); a bad
+    grading.yaml, a ConfigError. Nothing is printed."""
+    from demos.exercises.grade import grade_file
+
+    return grade_file(text_of("grade", file),
+                      None if grading is None else text_of("grading", grading),
+                      None if results is None else text_of("results", results))
 
 
 # -- how a call becomes a run's request ---------------------------------------------------

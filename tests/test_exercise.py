@@ -1,4 +1,4 @@
-"""The exercise kit (demos/exercise/, issue 45 part 2): `exercise NAME` writes a student's
+"""The exercise kit (demos/exercises/, issue 45 part 2): `exercise NAME` writes a student's
 exercise and its grading.yaml; `grade FILE` grades a submission on hidden inputs against the
 reference's autograd, with points per check, the diagnosis's hints, Gradescope's results.json
 and a backward that calls autograd itself flagged. In-process, through demos.cli.main."""
@@ -93,7 +93,7 @@ def test_a_wrong_backward_gets_fewer_points_and_the_hint_of_its_kind(tmp_path, n
     assert f"hint 1: it is {failing.removeprefix('gradient of ')}'s gradient" in bad["output"]
     assert f"hint 2: the kind of mistake: {says}" in bad["output"]
     assert "hint 3: " in bad["output"]
-    from demos.exercise.grade import KINDS
+    from demos.exercises.grade import KINDS
     assert KINDS[kind].startswith(says)
 
 
@@ -181,8 +181,8 @@ def test_the_hidden_shapes_and_seeds_come_from_grading_yaml(tmp_path):
     yaml.write_text(text.replace("{x: [7, 5]}", "{x: [5, 3]}").replace("{x: [11, 7]}",
                                                                        "{x: [5, 3]}"))
     assert grade(hard)[0] == 0  # the teacher's edit is what is graded
-    from demos.exercise import grade as kit
-    from demos.exercise.spec import read
+    from demos.exercises import grade as kit
+    from demos.exercises.spec import read
     g = read(str(yaml))
     a, b = (kit.inputs(g, {"x": [5, 3]}, s)["x"] for s in g.hidden.seeds[:2])
     assert not torch.equal(a, b)
@@ -252,3 +252,50 @@ def test_the_transcripts_of_exercises_md_are_what_the_kit_prints(tmp_path, monke
         got, out, err = cli(*command)
         assert out.splitlines() == expected
         assert code is None or got == code
+
+
+# -- the Python API: demos.exercise and demos.grade, the command line's equals -------------------
+
+
+def test_the_python_api_writes_and_grades_as_the_command_line_does(tmp_path, capsys):
+    import demos
+
+    written = demos.exercise("my_exp", tmp_path / "ex")
+    assert [p.name for p in written] == ["exercise.py", "grading.yaml"]
+    capsys.readouterr()
+    untouched = demos.grade(tmp_path / "ex" / "exercise.py")
+    assert capsys.readouterr().out == ""  # the API prints nothing
+    assert (untouched.score, untouched.max_score, untouched.exit_code) == (0, 4, 1)
+    assert "backward is not written yet" in repr(untouched)
+    wrong = solve(tmp_path / "ex", WRONG[2][1])
+    r = demos.grade(wrong, results=tmp_path / "r.json")
+    code, out, _, data = grade(wrong)
+    assert (r.exit_code, r.score, r.max_score) == (code, data["score"], 4) == (1, 2, 4)
+    assert repr(r).splitlines() == out.splitlines()  # its repr: what the command line prints
+    assert json.loads((tmp_path / "r.json").read_text()) == data
+    assert [t.name for t in r.tests if not t.passed] == ["gradient of x"]
+    assert "hint 2: the kind of mistake: it does not use grad_output" in \
+        r.hints["gradient of x"] and r.tests[-1].kind == "not multiplied"
+    right = demos.grade(solve(tmp_path / "ex", SOLUTIONS["my_exp"], "right.py"),
+                        grading=tmp_path / "ex" / "grading.yaml")
+    assert (right.score, right.exit_code, right.flagged) == (4, 0, "")
+
+
+def test_the_python_api_raises_the_command_lines_one_line_errors(tmp_path):
+    import demos
+
+    with pytest.raises(demos.ConfigError, match="exercise nope: unknown"):
+        demos.exercise("nope", tmp_path)
+    with pytest.raises(demos.ConfigError, match="output_dir: expected text or a path"):
+        demos.exercise("my_exp", 3.5j)
+    folder = tmp_path / "ex"
+    demos.exercise("my_exp", folder)
+    (folder / "bad.py").write_text("import torch\nclass MyExp(:\n")
+    with pytest.raises(demos.Ungradable, match=r"^bad.py:2: SyntaxError") as caught:
+        demos.grade(folder / "bad.py", results=tmp_path / "r.json")
+    assert isinstance(caught.value, demos.ConfigError)  # every exit-2 case is one
+    assert json.loads((tmp_path / "r.json").read_text())["score"] == 0
+    (folder / "grading.yaml").write_text("exercise: my_exp\nnope: 1\n")
+    with pytest.raises(demos.ConfigError, match="grading.yaml: nope: unknown key"):
+        demos.grade(folder / "exercise.py")
+

@@ -20,8 +20,9 @@ from typing import Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
-from demos.exercise.spec import Grading
-from demos.exercise.table import MARGIN
+from demos.exercises.results import GradeResult, Test, Ungradable
+from demos.exercises.spec import Grading
+from demos.exercises.table import MARGIN
 from demos.lab.checks.diagnose import (
     EXACT,
     Diagnosis,
@@ -31,13 +32,9 @@ from demos.lab.checks.diagnose import (
     pullback,
     second_against_numbers,
 )
+from demos.lab.core.schema import ConfigError
 from demos.lab.core.text import message
 from demos.lab.tensors import agree, fresh
-
-
-class Ungradable(Exception):
-    """A submission that cannot be graded: one line, `file:line: what`."""
-
 
 # -- the submission -----------------------------------------------------------------------------
 
@@ -158,44 +155,6 @@ def grad_output(shape: torch.Size, seed: int) -> torch.Tensor:
 
 # -- the checks ---------------------------------------------------------------------------------
 
-@dataclass
-class Test:
-    """One of Gradescope's tests: name, points, what the student reads."""
-    name: str
-    max_score: float
-    score: float = 0.0
-    output: str = ""
-    kind: str = ""  # the diagnosis's kind, for the teacher (and the tests)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "score": self.score, "max_score": self.max_score,
-                "output": self.output}
-
-
-@dataclass
-class Outcome:
-    """A graded submission."""
-    file: str
-    tests: list[Test]
-    flagged: str = ""  # the autograd calls found in backward, for the teacher
-    cases: int = 0
-
-    @property
-    def score(self) -> float:
-        return sum(t.score for t in self.tests)
-
-    @property
-    def max_score(self) -> float:
-        return sum(t.max_score for t in self.tests)
-
-    def to_json(self) -> dict[str, Any]:
-        """Gradescope's results.json."""
-        head = f"{self.score:g}/{self.max_score:g} points on {self.cases} hidden cases."
-        return {"score": self.score, "output": head + (f" {self.flagged}" if self.flagged
-                                                        else ""),
-                "tests": [t.to_json() for t in self.tests]}
-
-
 def same(got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
     """Gradients equal to the reference's, as the lab's parity compares them (None is zero,
     a broadcastable shape summed as autograd sums it)."""
@@ -213,7 +172,7 @@ def same(got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
     return agree(got.detach().double(), expected.detach().double(), *EXACT)
 
 
-def grade(path: str, g: Grading, reference: Callable) -> Outcome:
+def grade(path: str, g: Grading, reference: Callable) -> GradeResult:
     """The submission at `path` graded as `g` says, against `reference`."""
     cls = load(path, g.function)
     record = Record(path)
@@ -227,7 +186,7 @@ def grade(path: str, g: Grading, reference: Callable) -> Outcome:
     second = Test("second derivative (backward's own backward)", p.second)
     tests = [runs, returns, *grads.values(), *([second] if p.second else [])]
     cases = list(itertools.product(g.hidden.shapes, g.hidden.seeds))
-    outcome = Outcome(path, tests, cases=len(cases))
+    result = GradeResult(path, tests, cases=len(cases), exercise=g.exercise)
     wrong: dict[str, list[dict[str, torch.Tensor]]] = {k: [] for k in wrt}
     returns_wrong, second_wrong = "", []
     refused = False
@@ -241,7 +200,7 @@ def grade(path: str, g: Grading, reference: Callable) -> Outcome:
             runs.output = f"{failed} (on a hidden case). Nothing else is graded."
             for t in tests[1:]:
                 t.output = "not graded: the Function does not run"
-            return flag(outcome, record, grads)
+            return flag(result, record, grads)
         said, failed = failed
         returns_wrong = returns_wrong or said
         for k in failed:
@@ -273,7 +232,7 @@ def grade(path: str, g: Grading, reference: Callable) -> Outcome:
             second.output = (f"the second derivative differs from the reference's on "
                              f"{len(second_wrong)} of {len(cases)} hidden cases." +
                              (hints(d2, d2.input, g.hints) if d2 else ""))
-    return flag(outcome, record, grads)
+    return flag(result, record, grads)
 
 
 def run_once(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], seed: int,
@@ -409,18 +368,18 @@ def hints(d: Diagnosis, name: str, level: int) -> str:
     return "".join(f"\n{h}" for h in ladder[:level])
 
 
-def flag(outcome: Outcome, record: Record, grads: dict[str, Test]) -> Outcome:
+def flag(result: GradeResult, record: Record, grads: dict[str, Test]) -> GradeResult:
     """A backward that called autograd: its gradients scored 0, and said, for the teacher."""
     if record.autograd:
         calls = ", ".join(f"{call} (line {line})" if line else call
                           for call, line in record.autograd.items())
-        outcome.flagged = (f"FLAGGED for the teacher: backward calls autograd itself: {calls}; "
+        result.flagged = (f"FLAGGED for the teacher: backward calls autograd itself: {calls}; "
                            f"its gradients are autograd's, not its own: they score 0")
         for t in grads.values():
             t.score = 0.0
             t.kind = "autograd inside backward"
-            t.output = f"not scored: {outcome.flagged}"
-    return outcome
+            t.output = f"not scored: {result.flagged}"
+    return result
 
 
 def load_reference(g: Grading, grading_path: str) -> Callable:
@@ -433,12 +392,37 @@ def load_reference(g: Grading, grading_path: str) -> Callable:
         module = os.path.join(base, module)
     ref = load_object(f"{module}:{attr}", f"{grading_path}: reference")
     if not callable(ref):
-        from demos.lab.core.schema import ConfigError
         raise ConfigError(f"{grading_path}: reference: {g.reference} is not callable")
     return ref
 
 
-def main_score(outcome: Outcome) -> int:
-    """The exit code: 0 full marks, 1 fewer."""
-    return 0 if outcome.score >= outcome.max_score and not outcome.flagged else 1
+def grade_file(file: str, grading: str | None = None, results: str | None = None
+               ) -> GradeResult:
+    """`autograd-demos grade FILE [--grading YAML] [--results JSON]` and `demos.grade`: the
+    submission at `file` graded as `grading` (default: the grading.yaml beside it) says;
+    results.json written where asked (a submission that cannot be graded: score 0, then
+    Ungradable raised). A bad grading.yaml or reference is a ConfigError."""
+    from demos.exercises import spec
+    from demos.lab.core.files import dumps
 
+    grading = grading or os.path.join(os.path.dirname(file) or ".", "grading.yaml")
+    g = spec.read(grading)
+    reference = load_reference(g, grading)
+    try:
+        result = grade(file, g, reference)
+    except Ungradable as e:
+        if results:
+            write_results(results, dumps({"score": 0.0, "output": f"cannot be graded: {e}",
+                                          "tests": []}))
+        raise
+    if results:
+        write_results(results, dumps(result.to_json()))
+    return result
+
+
+def write_results(path: str, text: str) -> None:
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError as e:
+        raise ConfigError(f"--results {path}: cannot write it: {e.strerror or e}") from None

@@ -10,8 +10,8 @@ import os
 import textwrap
 from pathlib import Path
 
-from demos.exercise import spec
-from demos.exercise.table import DOCUMENTS, MARGIN, Exercise, Input
+from demos.exercises import spec
+from demos.exercises.table import DOCUMENTS, MARGIN, Exercise, Input
 from demos.lab.core.schema import ConfigError, did_you_mean
 
 BACKWARD_DOC = '''\

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from demos.exercise.table import Exercise, Input
+from demos.exercises.table import Exercise, Input
 from demos.lab.core.safe_yaml import read_yaml
 from demos.lab.core.schema import ConfigError, build, param
 

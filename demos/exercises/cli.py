@@ -5,8 +5,6 @@ written, 2 bad input; grade 0 full marks, 1 fewer, 2 a submission or grading.yam
 be graded."""
 from __future__ import annotations
 
-import os
-
 from demos.lab.core.console import say
 from demos.lab.core.results import EXIT_USAGE
 from demos.lab.core.schema import ConfigError
@@ -14,7 +12,7 @@ from demos.lab.runner.options import Parser
 
 
 def parser(prog: str, command: str) -> Parser:
-    from demos.exercise.table import DOCUMENTS
+    from demos.exercises.table import DOCUMENTS
 
     if command == "exercise":
         p = Parser(prog=f"{prog} exercise", description=(
@@ -50,7 +48,7 @@ def main(argv: list[str], prog: str) -> int:
 
 
 def exercise(name: str, output_dir: str) -> int:
-    from demos.exercise.make import write
+    from demos.exercises.make import write
 
     for path in write(name, output_dir):
         say(f"wrote {path}")
@@ -58,39 +56,11 @@ def exercise(name: str, output_dir: str) -> int:
 
 
 def grade(file: str, grading: str | None, results: str | None) -> int:
-    from demos.exercise import spec
-    from demos.exercise.grade import Ungradable, grade, load_reference, main_score
-    from demos.lab.core.files import dumps
+    from demos.exercises.grade import grade_file
 
-    grading = grading or os.path.join(os.path.dirname(file) or ".", "grading.yaml")
-    g = spec.read(grading)
-    reference = load_reference(g, grading)
-    try:
-        outcome = grade(file, g, reference)
-    except Ungradable as e:
-        say(f"error: {e}", err=True)
-        if results:
-            write(results, dumps({"score": 0.0, "output": f"cannot be graded: {e}",
-                                  "tests": []}))
-        return EXIT_USAGE
-    say(f"{file}: {outcome.score:g}/{outcome.max_score:g} points ({g.exercise}, "
-        f"{outcome.cases} hidden cases)")
-    for t in outcome.tests:
-        mark = "ok  " if t.score >= t.max_score else "FAIL"
-        say(f"  {mark} {t.score:g}/{t.max_score:g}  {t.name}")
-        if t.score < t.max_score:
-            for line in t.output.splitlines():
-                say(f"       {line}")
-    if outcome.flagged:
-        say(outcome.flagged, err=True)
-    if results:
-        write(results, dumps(outcome.to_json()))
-    return main_score(outcome)
-
-
-def write(path: str, text: str) -> None:
-    try:
-        with open(path, "w") as f:
-            f.write(text)
-    except OSError as e:
-        raise ConfigError(f"--results {path}: cannot write it: {e.strerror or e}") from None
+    result = grade_file(file, grading, results)  # Ungradable, a ConfigError: main says it
+    for line in result.lines():
+        say(line)
+    if result.flagged:
+        say(result.flagged, err=True)
+    return result.exit_code
