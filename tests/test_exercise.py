@@ -2,6 +2,7 @@
 exercise and its grading.yaml; `grade FILE` grades a submission on hidden inputs against the
 reference's autograd, with points per check, the diagnosis's hints, Gradescope's results.json
 and a backward that calls autograd itself flagged. In-process, through demos.cli.main."""
+import collections
 import json
 import textwrap
 
@@ -299,3 +300,72 @@ def test_the_python_api_raises_the_command_lines_one_line_errors(tmp_path):
     with pytest.raises(demos.ConfigError, match="grading.yaml: nope: unknown key"):
         demos.grade(folder / "exercise.py")
 
+
+# -- issue 45's "done when": every benchmark mutant of a document's Function loses points --------
+
+
+def with_backward(text, cls_name, source):
+    """exercise.py's text with its class's backward (the def, its decorators kept) replaced by
+    `source`, a mutant's backward as tests/mutants.py writes it (ast.unparse)."""
+    import ast
+
+    tree = ast.parse(text)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    fn = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "backward")
+    lines = text.splitlines()
+    return "\n".join([*lines[:fn.lineno - 1],
+                      *textwrap.indent(source, " " * fn.col_offset).splitlines(),
+                      *lines[fn.end_lineno:]]) + "\n"
+
+
+@pytest.mark.parametrize("name", list(SOLUTIONS))
+def test_every_benchmark_mutant_of_a_document_exercise_loses_points_with_its_kind(tmp_path,
+                                                                                   name):
+    """The diagnosis benchmark's mutants of the document's Function (tests/mutants.py, on the
+    scenario's class, as tests/bench_diagnosis.py makes them), each written as a submission:
+    exercise.py with its backward replaced by the mutant's. Each one that changes the gradient
+    (on the benchmark's inputs, tests/bench_diagnosis.Probe) or raises scores less than full
+    marks, and each gradient test it fails names a kind the benchmark counts as naming that
+    mutant (its operator's, or one alike) in hint 2. Left out, with the reason: mutants that
+    leave the gradient unchanged (the benchmark's "gradient unchanged"); mutants that change the
+    second derivative alone are graded with grading.yaml's `second` points asked for, and lose
+    those. A mutant that raises on the hidden shapes (a transpose of a non-square matrix) scores
+    0 for running, with the error's line: the benchmark counts it apart ("raise an error")."""
+    import demos
+    from demos.exercises.grade import KINDS
+    from demos.exercises.table import DOCUMENTS
+    from tests import mutants as M
+    from tests.bench_diagnosis import Probe, floating
+    from tests.fixtures.mutation_targets import TARGETS
+
+    e = DOCUMENTS[name]
+    target = next(t for t in TARGETS if t.name == e.function)  # the benchmark's, not "(square)"
+    folder = tmp_path / name
+    demos.exercise(name, folder)
+    text = (folder / "exercise.py").read_text()
+    grading = folder / "grading.yaml"
+    second = folder / "second.yaml"
+    second.write_text(grading.read_text().replace("  second: 0 ", "  second: 2 "))
+    probe = Probe(target)
+    seen = collections.Counter()
+    for k, m in enumerate(M.mutants(target.function, set(floating(probe.args)), target.name)):
+        what, _ = probe.behaviour(m.function.apply)
+        seen[what] += 1
+        if what == "unchanged":
+            continue
+        sub = folder / f"mutant{k}.py"
+        sub.write_text(with_backward(text, e.function, m.source))
+        r = demos.grade(sub, grading=second if what == "second" else grading)
+        about = f"{m.operator.name}: {m.site.what} ({what})\n{r!r}"
+        assert r.score < r.max_score and r.exit_code == 1, about
+        if what == "raises":
+            assert r.tests[0].passed is False or r.tests[1].passed is False, about
+            continue
+        failed = [t for t in r.tests if not t.passed]
+        assert failed and all(t.kind for t in failed), about
+        for t in failed:
+            says = next((ln.removeprefix("hint 3: ") for ln in t.output.splitlines()
+                         if ln.startswith("hint 3: ")), "")
+            assert M.verdict(m.operator, m.site, t.kind, says) in ("right", "alike"), about
+            assert f"hint 2: the kind of mistake: {KINDS[t.kind]}" in t.output, about
+    assert seen["first"] >= 5, seen  # the benchmark's mutants were made
