@@ -482,6 +482,54 @@ def print_checks(rows: list[dict]) -> None:
         print(f"| {r['case']} | {r['median_s']} | {r['min_s']} | {r['verdict']} |", flush=True)
 
 
+def grade_times(repeats: int) -> list[dict]:
+    """demos.grade, warm (after one call of each), on each document exercise solved right and
+    solved wrong (its backward's grad_output dropped: every gradient diagnosed): median wall
+    seconds over `repeats` alternating calls, and the score."""
+    import demos
+    from tests.test_exercise import SOLUTIONS, TODO
+
+    wrong = {name: body.replace("grad_output.t()", "torch.ones_like(grad_output).t()")
+             .replace("grad_output", "torch.ones_like(grad_output)")
+             for name, body in SOLUTIONS.items()}
+    cases: dict[str, tuple[Path, Path]] = {}
+    with tempfile.TemporaryDirectory() as out:
+        for name in SOLUTIONS:
+            folder = Path(out) / name
+            demos.exercise(name, folder)
+            text = (folder / "exercise.py").read_text()
+            line = next(ln for ln in text.splitlines() if TODO in ln)
+            indent = line[:len(line) - len(line.lstrip())]
+            for how, body in (("right", SOLUTIONS[name]), ("wrong", wrong[name])):
+                sub = folder / f"{how}.py"
+                sub.write_text(text.replace(line, "\n".join(indent + b
+                                                            for b in body.splitlines())))
+                cases[f"{name}, {how}"] = (sub, folder / "grading.yaml")
+        times: dict[str, list[float]] = {k: [] for k in cases}
+        first, scores = {}, {}
+        for i in range(repeats + 1):
+            for case, (sub, grading) in cases.items():
+                start = time.perf_counter()
+                r = demos.grade(sub, grading=grading)
+                took = time.perf_counter() - start
+                if i:  # the first of each: warm-up (the process's first: torch's lazy imports)
+                    times[case].append(took)
+                else:
+                    first[case] = took
+                scores[case] = f"{r.score:g}/{r.max_score:g}, {r.cases} hidden cases"
+    return [{"case": k, "median_s": round(statistics.median(v), 4), "max_s": round(max(v), 4),
+             "first_s": round(first[k], 3), "score": scores[k]} for k, v in times.items()]
+
+
+def print_grades(rows: list[dict]) -> None:
+    print("\ndemos.grade, warm (median and slowest of the repetitions)")
+    print("| exercise, submission | median s | slowest s | first call s | score |\n"
+          "|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['case']} | {r['median_s']} | {r['max_s']} | {r['first_s']} | "
+              f"{r['score']} |", flush=True)
+
+
 def machine(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
@@ -496,11 +544,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow start)")
     p.add_argument("--out", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--only", choices=["whole-run", "single", "loops", "watch", "contention",
-                                      "check"],
+                                      "check", "grade"],
                    help="just the whole-run ratio, one scenario's run against its document's "
                         "script, the loops at 1 and the default threads, the --watch rerun, "
-                        "the thread contention table, or check_function at the documents' "
-                        "size and at [64, 128]")
+                        "the thread contention table, check_function at the documents' "
+                        "size and at [64, 128], or demos.grade on the five document exercises")
     args = p.parse_args(argv)
     device = torch.device(args.device)
     repeats = 7 if args.quick else 15
@@ -598,7 +646,8 @@ def print_watch(w: dict) -> None:
 
 
 def only(args, device: torch.device, results: dict) -> int:
-    """--only whole-run | single | loops | watch | contention | check: one table, quickly."""
+    """--only whole-run | single | loops | watch | contention | check | grade: one table,
+    quickly."""
     if args.only == "whole-run":
         results["all_yaml"] = all_yaml(args.device, 3 if args.quick else 5,
                                        timed_command([sys.executable, "-c", "import torch"], 5))
@@ -615,6 +664,9 @@ def only(args, device: torch.device, results: dict) -> int:
     elif args.only == "check":
         results["check"] = check_times(5 if args.quick else 9)
         print_checks(results["check"])
+    elif args.only == "grade":
+        results["grade"] = grade_times(5 if args.quick else 9)
+        print_grades(results["grade"])
     else:
         results["contention"] = rows = contention(device, 3 if args.quick else 5)
         for r in rows:

@@ -369,3 +369,16 @@ def test_every_benchmark_mutant_of_a_document_exercise_loses_points_with_its_kin
             assert M.verdict(m.operator, m.site, t.kind, says) in ("right", "alike"), about
             assert f"hint 2: the kind of mistake: {KINDS[t.kind]}" in t.output, about
     assert seen["first"] >= 5, seen  # the benchmark's mutants were made
+
+
+def test_the_grade_bench_grades_each_exercise_right_and_wrong_in_under_3_s():
+    """tests/bench.py --only grade, one repetition: the right submissions full marks, the wrong
+    fewer, each warm call well under the issue's 3 s (performance.md has the measured table)."""
+    from tests.bench import grade_times
+
+    rows = {r["case"]: r for r in grade_times(1)}
+    assert len(rows) == 10
+    for case, r in rows.items():
+        got, full = r["score"].split(",")[0].split("/")
+        assert (got == full) == case.endswith("right"), r
+        assert r["max_s"] < 3, r
