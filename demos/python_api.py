@@ -470,17 +470,18 @@ def exercise(name: str | os.PathLike[str], output_dir: str | os.PathLike[str]) -
     return write(text_of("exercise", name), text_of("output_dir", output_dir))
 
 
-def grade(file: str | os.PathLike[str], grading: str | os.PathLike[str] | None = None,
+def grade(file: str | os.PathLike[str] | type, grading: str | os.PathLike[str] | None = None,
           results: str | os.PathLike[str] | None = None) -> GradeResult:
     """`autograd-demos grade FILE [--grading YAML] [--results JSON]`: the submission graded on
-    grading.yaml's hidden inputs (default: the one beside FILE), a GradeResult (score,
+    grading.yaml's hidden inputs (default: the one beside FILE; `file` may be the Function
+    class itself, as a notebook defines it, with `grading` given), a GradeResult (score,
     max_score, tests, flagged, exit_code; its repr is what the command line prints), and
     Gradescope's results.json where `results` names it. A submission that cannot be graded
     raises Ungradable (`file:line: what`; results.json, where asked, scores it 0); a bad
     grading.yaml, a ConfigError. Nothing is printed."""
     from demos.exercises.grade import grade_file
 
-    return grade_file(text_of("grade", file),
+    return grade_file(file if isinstance(file, type) else text_of("grade", file),
                       None if grading is None else text_of("grading", grading),
                       None if results is None else text_of("results", results))
 

@@ -427,6 +427,67 @@ def text(name: str) -> str:
     return json.dumps(notebook(name), indent=1, ensure_ascii=False) + "\n"
 
 
+# -- the exercise notebooks (demos/notebooks/exercises/, issue 45) ----------------------------
+
+EXERCISES = FOLDER / "exercises"
+
+
+def exercise_notebook(name: str) -> dict:
+    """A document exercise as a notebook, shipped as the student gets it: the maths, the
+    Function with forward given and backward to write (`raise NotImplementedError`), and a cell
+    that grades the notebook's own class with demos.grade (0 points and "not written yet" until
+    backward is written; headless runs pass)."""
+    from demos.exercises.make import statement
+    from demos.exercises.table import DOCUMENTS
+
+    e = DOCUMENTS[name]
+    code = statement(e).split('\n"""\n', 1)[1].split('\n\nif __name__ == "__main__":')[0]
+    cells = [
+        cell("markdown", "statement", f"# Exercise {name}: write the backward of "
+             f"`{e.function}`\n\n{e.maths}\n\nforward is given: leave it as it is. Write "
+             "backward's body in the next cell, in place of `raise NotImplementedError`, run "
+             "it, then run the check below: it grades your class on hidden inputs (other "
+             "seeds and shapes, random grad_outputs) and gives hints where it is wrong."),
+        cell("code", "function", code.strip() + "\n"),
+        cell("markdown", "gradcheck-intro", "torch's gradcheck on the example inputs: "
+             "finite differences against your backward (it raises until backward is written)."),
+        cell("code", "gradcheck", "try:\n    print(torch.autograd.gradcheck("
+             f"{e.function}.apply, example_inputs()))\nexcept NotImplementedError as e:\n"
+             "    print(\"backward is not written yet:\", e)"),
+        cell("markdown", "grade-intro", "## Check it\n\nThe grader's files (grading.yaml: "
+             "points, hints, hidden seeds and shapes) are written to `grading/`, then "
+             "`demos.grade` grades the class above: the score, and for each test that lost "
+             "points what is wrong (hint 1: which input, 2: the kind of mistake, 3: the fix)."),
+        cell("code", "grade", f"import demos\n\ndemos.exercise({name!r}, \"grading\")\n"
+             f"r = demos.grade({e.function}, grading=\"grading/grading.yaml\")\nr"),
+    ]
+    return {"cells": cells, "metadata": {
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def exercise_text(name: str) -> str:
+    return json.dumps(exercise_notebook(name), indent=1, ensure_ascii=False) + "\n"
+
+
+def execute_exercise(name: str, folder, body: str | None = None):
+    """The exercise notebook `name`, executed in `folder`; `body`: backward's body written in
+    place of the raise, as a student writes it."""
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(EXERCISES / f"{name}.ipynb", as_version=4)
+    if body is not None:
+        function = next(c for c in nb.cells if c.get("id") == "function")
+        line = next(ln for ln in function.source.splitlines() if "raise NotImplementedError" in ln)
+        indent = line[:len(line) - len(line.lstrip())]
+        function.source = function.source.replace(
+            line, "\n".join(indent + b for b in body.splitlines()))
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(folder)}}).execute()
+    return nb
+
+
 # -- running them (tests/test_notebooks*.py) ------------------------------------------------
 
 executed: dict[str, Any] = {}  # name: the executed notebook, for the browser test
@@ -558,6 +619,11 @@ def main() -> None:
     for name in WALKS:
         (FOLDER / f"{name}.ipynb").write_text(text(name), encoding="utf-8")
     print(f"wrote {len(WALKS)} notebooks in {FOLDER}", file=sys.stderr)
+    from demos.exercises.table import DOCUMENTS
+    EXERCISES.mkdir(exist_ok=True)
+    for name in DOCUMENTS:
+        (EXERCISES / f"{name}.ipynb").write_text(exercise_text(name), encoding="utf-8")
+    print(f"wrote {len(DOCUMENTS)} exercise notebooks in {EXERCISES}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ def test_the_notebooks_are_as_the_table_writes_them():
     """One per scenario that runs in one process; regenerate with `python -m tests.notebooks`."""
     from demos.scenarios import registry
     assert sorted(WALKS) == sorted(n for n, s in registry().items() if not s.data_parallel)
-    assert sorted(p.name for p in FOLDER.iterdir()) == sorted(f"{n}.ipynb" for n in WALKS)
+    assert sorted(p.name for p in FOLDER.iterdir() if p.name != "exercises") == \
+        sorted(f"{n}.ipynb" for n in WALKS)
     for name in WALKS:
         assert (FOLDER / f"{name}.ipynb").read_text(encoding="utf-8") == notebooks.text(name), \
             f"{name}.ipynb differs: python -m tests.notebooks"
@@ -116,3 +117,40 @@ def test_a_notebooks_interrupt_stops_the_run_whole(tmp_path, kernel):  # noqa: F
         assert (run_dir / "report.html").is_file()
     finally:
         km.shutdown_kernel(now=True)
+
+
+# -- the exercise notebooks (demos/notebooks/exercises/, issue 45) -----------------------------
+
+EXERCISE_NAMES = ["legendre_fit", "my_relu", "multiply_add", "my_exp", "linear_function"]
+
+
+def test_the_exercise_notebooks_are_as_the_generator_writes_them():
+    assert sorted(p.name for p in notebooks.EXERCISES.iterdir()) == \
+        sorted(f"{n}.ipynb" for n in EXERCISE_NAMES)
+    for name in EXERCISE_NAMES:
+        path = notebooks.EXERCISES / f"{name}.ipynb"
+        assert path.read_text(encoding="utf-8") == notebooks.exercise_text(name), \
+            f"{path.name} differs: python -m tests.notebooks"
+        nbformat.validate(nbformat.read(path, as_version=4))
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == "my_exp" else
+                                               pytest.mark.slow) for n in EXERCISE_NAMES])
+def test_an_exercise_notebook_runs_headless_untouched_and_solved(name, tmp_path, kernel,  # noqa: F811
+                                                                  monkeypatch):
+    """As shipped (backward raises NotImplementedError) it runs through and its grade cell
+    shows 0 points and why; with backward written, full marks."""
+    from tests.conftest import ROOT
+    from tests.test_exercise import SOLUTIONS
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the kernel imports this checkout's demos
+
+    def graded(nb) -> str:
+        out = next(c for c in nb.cells if c.get("id") == "grade").outputs
+        return "".join(o.get("data", {}).get("text/plain", "") for o in out)
+
+    shown = graded(notebooks.execute_exercise(name, tmp_path))
+    assert ": 0/" in shown and "backward is not written yet" in shown, shown
+    shown = graded(notebooks.execute_exercise(name, tmp_path, SOLUTIONS[name]))
+    points = shown.splitlines()[0].split(": ")[1].split(" ")[0]
+    assert points.split("/")[0] == points.split("/")[1] and "FAIL" not in shown, shown

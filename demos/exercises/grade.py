@@ -172,9 +172,11 @@ def same(got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
     return agree(got.detach().double(), expected.detach().double(), *EXACT)
 
 
-def grade(path: str, g: Grading, reference: Callable) -> GradeResult:
-    """The submission at `path` graded as `g` says, against `reference`."""
-    cls = load(path, g.function)
+def grade(path: str, g: Grading, reference: Callable, given: type | None = None
+          ) -> GradeResult:
+    """The submission at `path` graded as `g` says, against `reference`; `given`: the class
+    itself (a notebook's), `path` the file its backward's code is in."""
+    cls = given or load(path, g.function)
     record = Record(path)
     fn = watched(cls, record).apply
     names = [i.name for i in g.inputs]
@@ -396,20 +398,32 @@ def load_reference(g: Grading, grading_path: str) -> Callable:
     return ref
 
 
-def grade_file(file: str, grading: str | None = None, results: str | None = None
+def grade_file(file: str | type, grading: str | None = None, results: str | None = None
                ) -> GradeResult:
     """`autograd-demos grade FILE [--grading YAML] [--results JSON]` and `demos.grade`: the
-    submission at `file` graded as `grading` (default: the grading.yaml beside it) says;
+    submission at `file` (or the Function class itself, grading then required) graded as
+    `grading` (default: the grading.yaml beside it) says;
     results.json written where asked (a submission that cannot be graded: score 0, then
     Ungradable raised). A bad grading.yaml or reference is a ConfigError."""
     from demos.exercises import spec
     from demos.lab.core.files import dumps
 
+    given = None
+    if isinstance(file, type):  # a class, as a notebook defines it
+        given = file
+        if not issubclass(given, torch.autograd.Function):
+            raise ConfigError(f"grade: {given.__name__} is not a torch.autograd.Function")
+        if grading is None:
+            raise ConfigError(f"grade: {given.__name__}: a class needs grading= (its "
+                              f"exercise's grading.yaml)")
+        file = getattr(getattr(given.backward, "__code__", None), "co_filename", "<class>")
     grading = grading or os.path.join(os.path.dirname(file) or ".", "grading.yaml")
     g = spec.read(grading)
     reference = load_reference(g, grading)
     try:
-        result = grade(file, g, reference)
+        result = grade(file, g, reference, given)
+        if given is not None:
+            result.file = given.__name__
     except Ungradable as e:
         if results:
             write_results(results, dumps({"score": 0.0, "output": f"cannot be graded: {e}",
