@@ -134,8 +134,8 @@ def test_the_exercise_notebooks_are_as_the_generator_writes_them():
         nbformat.validate(nbformat.read(path, as_version=4))
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == "my_exp" else
-                                               pytest.mark.slow) for n in EXERCISE_NAMES])
+@pytest.mark.slow  # a kernel each (5 s): the quick tier keeps one notebook, legendre_fit's
+@pytest.mark.parametrize("name", EXERCISE_NAMES)
 def test_an_exercise_notebook_runs_headless_untouched_and_solved(name, tmp_path, kernel,  # noqa: F811
                                                                   monkeypatch):
     """As shipped (backward raises NotImplementedError) it runs through and its grade cell
