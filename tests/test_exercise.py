@@ -149,7 +149,8 @@ def test_a_backward_that_calls_autograd_is_flagged_not_scored(tmp_path, how):
             f"    t = y.log().detach().requires_grad_()\n    {call}\nreturn g")
     code, out, err, data = grade(solve(folder, body))
     assert code == 1
-    assert f"FLAGGED for the teacher: backward calls autograd itself: {how}" in err
+    assert f"FLAGGED for the teacher: the Function calls autograd itself: {how} in backward" \
+        in err
     assert named(data, "gradient of x")["score"] == 0
     assert "FLAGGED" in data["output"] and "not scored" in named(data, "gradient of x")["output"]
 
@@ -382,3 +383,52 @@ def test_the_grade_bench_grades_each_exercise_right_and_wrong_in_under_3_s():
         got, full = r["score"].split(",")[0].split("/")
         assert (got == full) == case.endswith("right"), r
         assert r["max_s"] < 3, r
+
+
+# -- from a hostile review: what a submission may do to its grading -------------------------
+def test_a_forward_that_computes_the_derivative_with_autograd_is_flagged(tmp_path):
+    """forward's value unchanged, its derivative taken with autograd and saved for a backward
+    that only multiplies: flagged, as inside backward (forward was not watched)."""
+    folder = make(tmp_path, "my_exp")
+    text = (folder / "exercise.py").read_text().replace(
+        "        y = x.exp()\n        ctx.save_for_backward(y)\n",
+        "        y = x.exp()\n        with torch.enable_grad():\n"
+        "            t = x.detach().requires_grad_()\n"
+        "            d, = torch.autograd.grad(t.exp().sum(), t)\n"
+        "        ctx.save_for_backward(d)\n")
+    (folder / "exercise.py").write_text(text)
+    code, _, err, data = grade(solve(folder, "d, = ctx.saved_tensors\nreturn grad_output * d"))
+    assert code == 1 and "calls autograd itself: torch.autograd.grad in forward" in err
+    assert named(data, "gradient of x")["score"] == 0
+
+
+def test_a_backward_that_exits_the_process_is_graded_not_obeyed(tmp_path):
+    folder = make(tmp_path, "my_exp")
+    code, _, _, data = grade(solve(folder, "import sys\nsys.exit(0)"))
+    assert code == 1 and data["score"] == 0
+    assert named(data, "runs: forward and backward run")["output"].startswith(
+        "backward raised SystemExit: 0")
+
+
+def test_a_submission_that_never_ends_is_stopped_at_the_time_limit(tmp_path, monkeypatch):
+    from demos.exercises import grade as grading
+
+    monkeypatch.setattr(grading, "TIME_LIMIT", 0.5)
+    folder = make(tmp_path, "my_exp")
+    code, _, err, data = grade(solve(folder, "while True:\n    pass"))
+    assert code == 1 and data["score"] == 0  # in backward: it runs, and does not finish
+    assert named(data, "runs: forward and backward run")["output"].startswith(
+        "backward raised TooSlow: took more than 0.5 s"), data
+    (folder / "hangs.py").write_text("while True:\n    pass\n")
+    code, _, err, data = grade(folder / "hangs.py", "--grading", folder / "grading.yaml")
+    assert code == 2 and "importing it raised TooSlow: took more than 0.5 s" in err, err
+
+
+def test_what_a_grade_reads_is_bounded(tmp_path):
+    folder = make(tmp_path, "my_exp")
+    code, _, err = cli("grade", "/dev/zero", "--grading", folder / "grading.yaml")
+    assert code == 2 and "/dev/zero: cannot read it: not a regular file" in err
+    big = folder / "grading.yaml"
+    big.write_text(big.read_text().replace("{x: [7, 5]}", "{x: [100000, 100000]}"))
+    code, _, err = cli("grade", solve(folder, "return grad_output"), "--grading", big)
+    assert code == 2 and "is 10,000,000,000 elements; at most 1,000,000" in err, err

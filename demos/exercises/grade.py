@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import signal
+import threading
 import traceback
 import types
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -32,9 +33,37 @@ from demos.lab.checks.diagnose import (
     pullback,
     second_against_numbers,
 )
+from demos.lab.core.files import NotReadable, read_bytes
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.text import message
 from demos.lab.tensors import agree, fresh
+
+MAX_SOURCE = 1 << 20  # a submission's bytes
+TIME_LIMIT = 120  # seconds for one submission's grading, its import included
+
+
+class TooSlow(Exception):
+    """The submission's grading ran past TIME_LIMIT (a loop in it, at import or in backward)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Any:
+    """TooSlow raised where the code is after `seconds` (SIGALRM: the main thread only)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(*_: Any) -> None:
+        raise TooSlow(f"took more than {seconds:g} s")
+
+    before = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
 
 # -- the submission -----------------------------------------------------------------------------
 
@@ -43,9 +72,11 @@ def load(path: str, name: str) -> type:
     script would be, but not as __main__)."""
     shown = os.path.basename(path)
     try:
-        source = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise Ungradable(f"{path}: cannot read it: {getattr(e, 'strerror', None) or e}") from None
+        source = read_bytes(path, MAX_SOURCE).decode()
+    except NotReadable as e:
+        raise Ungradable(f"{path}: cannot read it: {e}") from None
+    except UnicodeDecodeError as e:
+        raise Ungradable(f"{path}: cannot read it: {e}") from None
     try:
         code = compile(source, path, "exec")
     except SyntaxError as e:
@@ -99,21 +130,27 @@ class Watch(TorchFunctionMode):
     on), however the submission got hold of them (torch.func's transforms call
     torch.autograd.grad too)."""
 
-    def __init__(self, record: Record):
+    def __init__(self, record: Record, phase: str = "backward"):
         super().__init__()
-        self.record = record
+        self.record, self.phase = record, phase
 
     def __torch_function__(self, func, types_, args=(), kwargs=None):
         if func in AUTOGRAD:
             frames = [f.lineno for f in traceback.extract_stack()
                       if os.path.abspath(f.filename) == os.path.abspath(self.record.path)]
-            self.record.autograd.setdefault(AUTOGRAD[func], frames[-1] if frames else 0)
+            self.record.autograd.setdefault(f"{AUTOGRAD[func]} in {self.phase}",
+                                            frames[-1] if frames else 0)
         return func(*args, **(kwargs or {}))
 
 
 def watched(cls: type, record: Record) -> type:
-    """A subclass of the submission's Function whose backward is its own, watched."""
-    original = cls.backward
+    """A subclass of the submission's Function whose forward and backward are its own,
+    watched (a forward may compute the derivative with autograd and save it for backward)."""
+    original, forward = cls.backward, cls.forward
+
+    def watched_forward(*args, **kwargs):
+        with Watch(record, "forward"):
+            return forward(*args, **kwargs)
 
     def backward(ctx, *grads):
         try:
@@ -125,6 +162,7 @@ def watched(cls: type, record: Record) -> type:
         record.returned.append(out)
         return out
     return type(cls.__name__, (cls,), {"backward": staticmethod(backward),
+                                       "forward": staticmethod(watched_forward),
                                        "__module__": cls.__module__})
 
 
@@ -246,7 +284,7 @@ def run_once(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], see
     try:
         with torch.enable_grad():
             out = fn(*mine.values())
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         return f"forward raised {brief(e)}{at(e, record.path)}"
     with torch.enable_grad():
         right = reference(*theirs.values())
@@ -259,7 +297,7 @@ def run_once(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], see
     record.raised = None
     try:
         got = torch.autograd.grad(out, [mine[k] for k in wrt], go, allow_unused=True)
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         if record.raised is not None:
             if isinstance(record.raised, NotImplementedError):
                 return "backward is not written yet: it raises NotImplementedError"
@@ -375,8 +413,8 @@ def flag(result: GradeResult, record: Record, grads: dict[str, Test]) -> GradeRe
     if record.autograd:
         calls = ", ".join(f"{call} (line {line})" if line else call
                           for call, line in record.autograd.items())
-        result.flagged = (f"FLAGGED for the teacher: backward calls autograd itself: {calls}; "
-                           f"its gradients are autograd's, not its own: they score 0")
+        result.flagged = (f"FLAGGED for the teacher: the Function calls autograd itself: "
+                          f"{calls}; its gradients are autograd's, not its own: they score 0")
         for t in grads.values():
             t.score = 0.0
             t.kind = "autograd inside backward"
@@ -421,7 +459,12 @@ def grade_file(file: str | type, grading: str | None = None, results: str | None
     g = spec.read(grading)
     reference = load_reference(g, grading)
     try:
-        result = grade(file, g, reference, given)
+        try:
+            with time_limit(TIME_LIMIT):
+                result = grade(file, g, reference, given)
+        except TooSlow:
+            raise Ungradable(f"{file}: grading it took more than {TIME_LIMIT} s (a loop that "
+                             f"does not end?)") from None
         if given is not None:
             result.file = given.__name__
     except Ungradable as e:

@@ -4,12 +4,14 @@ and written with a comment on every key."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 
 from demos.exercises.table import Exercise, Input
 from demos.lab.core.safe_yaml import read_yaml
 from demos.lab.core.schema import ConfigError, build, param
 
+MAX_ELEMENTS = 1_000_000  # a hidden input's elements
 HINT_LEVELS = ("none", "which input is wrong", "the kind of mistake", "the fix")
 
 
@@ -71,6 +73,10 @@ class Grading:
                 if any(d < 1 for d in shape):
                     raise ConfigError(f"{where}hidden.shapes[{i}].{name}: each size must be "
                                       f">= 1, got {shape}")
+                if math.prod(shape) > MAX_ELEMENTS:
+                    raise ConfigError(f"{where}hidden.shapes[{i}].{name}: {shape} is "
+                                      f"{math.prod(shape):,} elements; at most {MAX_ELEMENTS:,} "
+                                      f"an input (a grade compares whole Jacobian products)")
 
 
 def read(path: str) -> Grading:
