@@ -432,3 +432,20 @@ def test_what_a_grade_reads_is_bounded(tmp_path):
     big.write_text(big.read_text().replace("{x: [7, 5]}", "{x: [100000, 100000]}"))
     code, _, err = cli("grade", solve(folder, "return grad_output"), "--grading", big)
     assert code == 2 and "is 10,000,000,000 elements; at most 1,000,000" in err, err
+
+
+@pytest.mark.parametrize("how", [
+    "with torch._C.DisableTorchFunction():\n"
+    "        g, = torch.autograd.grad(t.exp(), t, grad_output)",
+    "from torch.autograd import Variable\n    out = t.exp()\n"
+    "    g, = Variable._execution_engine.run_backward((out,), (grad_output,), False, False, "
+    "(t,), True, False)"])
+def test_autograd_out_of_the_modes_sight_is_flagged_by_the_graph_it_builds(tmp_path, how):
+    """A torch function mode switched off, autograd's engine called directly (a hostile
+    review's probes, which scored full marks): the graph built in backward gives it away."""
+    folder = make(tmp_path, "my_exp")
+    body = (f"y, = ctx.saved_tensors\nwith torch.enable_grad():\n"
+            f"    t = y.log().detach().requires_grad_()\n    {how}\nreturn g")
+    code, _, err, data = grade(solve(folder, body))
+    assert code == 1 and "an autograd graph built in backward" in err, err
+    assert named(data, "gradient of x")["score"] == 0

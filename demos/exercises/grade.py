@@ -136,11 +136,33 @@ class Watch(TorchFunctionMode):
 
     def __torch_function__(self, func, types_, args=(), kwargs=None):
         if func in AUTOGRAD:
-            frames = [f.lineno for f in traceback.extract_stack()
-                      if os.path.abspath(f.filename) == os.path.abspath(self.record.path)]
             self.record.autograd.setdefault(f"{AUTOGRAD[func]} in {self.phase}",
-                                            frames[-1] if frames else 0)
+                                            line_now(self.record.path))
         return func(*args, **(kwargs or {}))
+
+
+def line_now(path: str) -> int:
+    """The line of `path` the stack is at now (0: none)."""
+    frames = [f.lineno for f in traceback.extract_stack()
+              if os.path.abspath(f.filename) == os.path.abspath(path)]
+    return (frames[-1] or 0) if frames else 0
+
+
+@contextlib.contextmanager
+def watching(record: Record, phase: str) -> Any:
+    """Watch's mode; and where grad mode is off (forward; backward without create_graph),
+    saved-tensor hooks: an op that saves a tensor for a backward there means the code built an
+    autograd graph, which a mode switched off, an engine called directly, does not hide."""
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        record.autograd.setdefault(f"an autograd graph built in {phase}",
+                                   line_now(record.path))
+        return t
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(Watch(record, phase))
+        if not torch.is_grad_enabled():
+            stack.enter_context(torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t))
+        yield
 
 
 def watched(cls: type, record: Record) -> type:
@@ -149,12 +171,12 @@ def watched(cls: type, record: Record) -> type:
     original, forward = cls.backward, cls.forward
 
     def watched_forward(*args, **kwargs):
-        with Watch(record, "forward"):
+        with watching(record, "forward"):
             return forward(*args, **kwargs)
 
     def backward(ctx, *grads):
         try:
-            with Watch(record):
+            with watching(record, "backward"):
                 out = original(ctx, *grads)
         except BaseException as e:
             record.raised = e
@@ -411,8 +433,9 @@ def hints(d: Diagnosis, name: str, level: int) -> str:
 def flag(result: GradeResult, record: Record, grads: dict[str, Test]) -> GradeResult:
     """A backward that called autograd: its gradients scored 0, and said, for the teacher."""
     if record.autograd:
-        calls = ", ".join(f"{call} (line {line})" if line else call
-                          for call, line in record.autograd.items())
+        said = {k: v for k, v in record.autograd.items() if not k.startswith("an autograd")}
+        calls = ", ".join(f"{call} (line {line})" if line else call  # the calls, if it named any
+                          for call, line in (said or record.autograd).items())
         result.flagged = (f"FLAGGED for the teacher: the Function calls autograd itself: "
                           f"{calls}; its gradients are autograd's, not its own: they score 0")
         for t in grads.values():
