@@ -28,6 +28,7 @@ from demos.lab.checks.diagnose import (
     EXACT,
     Diagnosis,
     Maps,
+    aligned,
     diagnose,
     point,
     pullback,
@@ -35,7 +36,7 @@ from demos.lab.checks.diagnose import (
 )
 from demos.lab.core.files import NotReadable, read_bytes
 from demos.lab.core.schema import ConfigError
-from demos.lab.core.text import message
+from demos.lab.core.text import message, one_line
 from demos.lab.tensors import agree, fresh
 
 MAX_SOURCE = 1 << 20  # a submission's bytes
@@ -216,20 +217,13 @@ def grad_output(shape: torch.Size, seed: int) -> torch.Tensor:
 # -- the checks ---------------------------------------------------------------------------------
 
 def same(got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
-    """Gradients equal to the reference's, as the lab's parity compares them (None is zero,
-    a broadcastable shape summed as autograd sums it)."""
+    """Gradients equal to the reference's, as the diagnosis compares them (`aligned`: None is
+    zero, a broadcastable shape summed as autograd sums it)."""
     if got is None and expected is None:
         return True
-    if got is None:
-        return not bool(expected.abs().max()) if expected.numel() else True  # type: ignore
-    if expected is None:
-        expected = torch.zeros_like(got)
-    if got.shape != expected.shape:
-        try:
-            got = got.sum_to_size(expected.shape)
-        except RuntimeError:
-            return False
-    return agree(got.detach().double(), expected.detach().double(), *EXACT)
+    got, expected = aligned(got, expected)
+    return got.shape == expected.shape and agree(got.detach().double(),
+                                                 expected.detach().double(), *EXACT)
 
 
 def grade(path: str, g: Grading, reference: Callable, given: type | None = None
@@ -307,7 +301,7 @@ def run_once(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], see
         with torch.enable_grad():
             out = fn(*mine.values())
     except (Exception, SystemExit) as e:
-        return f"forward raised {brief(e)}{at(e, record.path)}"
+        return f"forward raised {one_line(e, 300)}"
     with torch.enable_grad():
         right = reference(*theirs.values())
     if not isinstance(out, torch.Tensor) or out.shape != right.shape or not agree(
@@ -323,7 +317,7 @@ def run_once(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], see
         if record.raised is not None:
             if isinstance(record.raised, NotImplementedError):
                 return "backward is not written yet: it raises NotImplementedError"
-            return f"backward raised {brief(record.raised)}{at(record.raised, record.path)}"
+            return f"backward raised {one_line(record.raised, 300)}"
         said = returned_wrong(record.returned[0], xs, names) if record.returned else ""
         return f"returns: {said or 'autograd refused what backward returned: ' + brief(e)}"
     expected = torch.autograd.grad(right, [theirs[k] for k in wrt], go, allow_unused=True)
@@ -336,13 +330,6 @@ def brief(e: BaseException) -> str:
     """An exception in a line: its type and message (its first 300 characters)."""
     text = " ".join(message(e).split())
     return f"{type(e).__name__}: {text[:300]}{'...' if len(text) > 300 else ''}"
-
-
-def at(e: BaseException, path: str) -> str:
-    """' (exercise.py:N)' where `e` was raised in the submission."""
-    lines = [f.lineno for f in traceback.extract_tb(e.__traceback__)
-             if os.path.abspath(f.filename) == os.path.abspath(path)]
-    return f" ({os.path.basename(path)}:{lines[-1]})" if lines else ""
 
 
 def returned_wrong(returned: Any, xs: dict[str, torch.Tensor], names: list[str]) -> str:

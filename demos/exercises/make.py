@@ -42,6 +42,7 @@ def exercises(name: str) -> list[Exercise]:
 def from_config(path: str) -> list[Exercise]:
     from demos.lab.core import config as config_mod
     from demos.scenarios import registry
+    from demos.scenarios.custom_function import shape_of
 
     cfg = config_mod.load(path, registry(), [])
     found = []
@@ -57,24 +58,15 @@ def from_config(path: str) -> list[Exercise]:
             if not s.tensor or s.dtype != "float64":
                 raise ConfigError(f"{where}.inputs[{j}]: an exercise takes floating-point "
                                   f"tensors only")
-            shape = s.shape if s.shape is not None else list(_shape(s.value))
+            shape = s.shape if s.shape is not None else shape_of(s.value)
             inputs.append(Input(s.name or f"x{j}", shape, s.low, s.high,
                                 requires_grad=s.requires_grad))
         module, _, function = entry.function.rpartition(":")
-        fn_doc = ""
-        found.append(Exercise(entry.id, module, function, entry.reference, fn_doc, inputs,
+        found.append(Exercise(entry.id, module, function, entry.reference, "", inputs,
                               second=bool(entry.double_backward)))
     if not found:
         raise ConfigError(f"{path}: no custom_function entry (an exercise is made of one)")
     return found
-
-
-def _shape(value) -> tuple[int, ...]:
-    shape = []
-    while isinstance(value, list):
-        shape.append(len(value))
-        value = value[0] if value else None
-    return tuple(shape)
 
 
 def load_class(e: Exercise):
