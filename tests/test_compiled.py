@@ -349,6 +349,35 @@ def test_a_reproduction_says_first_what_it_could_not_carry(tmp_path, monkeypatch
     assert "def rev(g):" in text  # a helper function of its neighbour: carried, as source
 
 
+def test_a_reproduction_names_a_definition_it_leaves_out_and_a_star_import(tmp_path,
+                                                                          monkeypatch):
+    """A helper that calls the lab is left out of the script, and a `*` import cannot be
+    carried: both are named in its third line (the helper was dropped silently, and `*` was
+    written as `* = None`, a SyntaxError; from a review)."""
+    import importlib
+
+    from demos.lab.checks.repro import script
+
+    (tmp_path / "star_pkg").mkdir()
+    (tmp_path / "star_pkg" / "__init__.py").write_text("")
+    (tmp_path / "star_pkg" / "helper.py").write_text("K = 2.0\n")
+    (tmp_path / "star_pkg" / "ops.py").write_text(
+        "import torch\nfrom demos.lab.tensors import dense\nfrom .helper import *\n\n\n"
+        "def twice(t):\n    return dense(t) * K\n\n\n"
+        "class Rev(torch.autograd.Function):\n    @staticmethod\n    def forward(x):\n"
+        "        return twice(x)\n\n    @staticmethod\n"
+        "    def setup_context(ctx, inputs, output):\n        pass\n\n    @staticmethod\n"
+        "    def backward(ctx, g):\n        return -K * g\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fn = importlib.import_module("star_pkg.ops").Rev.apply
+    text = script({"transform": "torch.func.vmap", "backend": "aot_eager", "fn": fn,
+                   "inputs": {"x": torch.ones(2)}, "batched": [torch.ones(3, 2)]}, "Rev",
+                  "compile_vmap")
+    line = text.splitlines()[2]
+    assert line.startswith("# Not carried") and "twice" in line and "*" in line, text
+    compile(text, "repro.py", "exec")  # no `* = None`
+
+
 def test_literals_are_python_wherever_nan_hides():
     from demos.lab.checks.repro import literal
 

@@ -351,6 +351,10 @@ def test_the_output_folder_is_never_a_run_folder(tmp_path):
             "a run's folder" in err, err
     assert sorted(p.name for p in run.iterdir()) == sorted(
         ["config.yaml", "my_exp", "report.html", "run.log", "summary.json"])
+    project = tmp_path / "project"  # another tool's summary.json alone: no run's folder
+    project.mkdir()
+    (project / "summary.json").write_text("{}")
+    assert cli("--config", QUICK, "--dry-run", "--output-dir", project / "outputs")[0] == 0
     (tmp_path / "loop").symlink_to(tmp_path / "pool")
     (tmp_path / "pool").symlink_to(tmp_path / "loop")
     code, out, err = cli("--config", QUICK, "--dry-run", "--output-dir", tmp_path / "loop" / "x")

@@ -159,10 +159,14 @@ def context(module: Any, missing: list[str], seen: tuple[str, ...] = ()) -> str 
         if any(n.split(".")[0] == LAB for n in names) or lab & {
                 n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
             lab |= bound  # the lab's, and what runs it
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                missing.append(node.name)  # a definition that uses the lab: to write by hand
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)) and (
                 getattr(node, "level", 0) or any(mine(sys.modules.get(n)) for n in names)):
-            out += carried({n: vars(module).get(n) for n in sorted(bound)}, missing,
+            here = vars(module)
+            missing += [n for n in sorted(bound) if n not in here]  # `*`, or never bound
+            out += carried({n: here[n] for n in sorted(bound) if n in here}, missing,
                            (*seen, module.__name__))
             continue
         out.append("\n".join(lines[first:end]))

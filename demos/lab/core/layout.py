@@ -138,15 +138,17 @@ def clashes(name: str, kind: str = "run") -> str | None:
 
 def check_output_dir(path: str) -> None:
     """--output-dir before any work: a folder that holds run folders, never one of them nor
-    anywhere inside one, and never the empty path (an unset shell variable: the current folder)."""
+    anywhere inside one (a folder with summary.json and run.log: another project's
+    summary.json alone is no run's), and never the empty path (an unset shell variable: the
+    current folder)."""
     if path == "":
         raise ConfigError("--output-dir: an empty path; name a folder (the default is outputs)")
     try:
         folder = Path(path).resolve()  # through links and `..`: where it really is
     except (OSError, RuntimeError) as e:  # a loop of links (RuntimeError before Python 3.13)
         raise ConfigError(f"--output-dir {path}: {e}") from None
-    for place in (folder, *folder.parents):  # at any depth
-        if (place / SUMMARY).is_file():
+    for place in (folder, *folder.parents):  # at any depth; a run's folder holds both
+        if (place / SUMMARY).is_file() and (place / LOG).is_file():
             raise ConfigError(f"--output-dir {path}: {'is' if place == folder else 'is inside'} "
                               f"a run's folder ({place / SUMMARY} exists); the output folder "
                               f"holds run folders, it is not one")

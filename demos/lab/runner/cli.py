@@ -179,11 +179,8 @@ def start(r: RunRequest, cfg, configured, registry: Registry, base, call: Call) 
     world = distributed.from_env()  # under torchrun: which rank this process is
     stop.deferred = True  # until torch has loaded: a signal is noted, not raised
     try:
-        from demos.lab.runner.device import (  # the heavy imports (torch) start here
-            global_state,
-            restore_global_state,
-        )
-        from demos.lab.runner.run import RunOptions, execute
+        from demos.lab.runner.run import RunOptions, execute  # the heavy imports (torch)
+        from demos.lab.state import global_state, restore_global_state
     except Exception as e:  # e.g. TORCH_LOGS=nonsense: torch refuses its environment
         raise ConfigError(torch_refused(e)) from None
 

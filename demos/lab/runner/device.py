@@ -10,7 +10,7 @@ import torch
 
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.threads import auto_threads, available_cores  # noqa: F401 (re-exported)
-from demos.lab.state import SETTINGS, global_state, restore_global_state  # noqa: F401 (the same)
+from demos.lab.state import SETTINGS
 
 
 def resolve_device(spec: str) -> tuple[torch.device, str]:

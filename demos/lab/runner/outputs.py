@@ -36,16 +36,16 @@ def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final
         process = identity()
         data.update(pid=os.getpid(), host=socket.gethostname(),
                     **({"process": dataclasses.asdict(process)} if process else {}))
-    text, compact = dumps(data), dumps(data, compact=True)
+    text = dumps(data)
     # room for what the final summary adds: each entry's results, the closing fields
     room = len(text) + 8192 + 4096 * entries_left
-    whole = [(write_atomic, text if final else text.ljust(room)), (overwrite, text),
-             (overwrite, compact), *([] if final else [(write_atomic, text)]),
-             (write_atomic, compact)]
+    padded, compact = lambda: text if final else text.ljust(room), lambda: dumps(data, compact=True)
+    whole = [(write_atomic, padded), (overwrite, lambda: text), (overwrite, compact),
+             *([] if final else [(write_atomic, lambda: text)]), (write_atomic, compact)]
     why = None
-    for write, form in whole:
+    for write, form in whole:  # each form made only when the one before could not be written
         try:
-            write(path, form)  # overwrite refuses (OSError) what does not fit, or no file
+            write(path, form())  # overwrite refuses (OSError) what does not fit, or no file
             return None
         except OSError as e:
             why = why or e  # the first: the others follow from it

@@ -41,10 +41,11 @@ from demos.lab.pages.report import files_of
 from demos.lab.runner import outputs
 from demos.lab.runner import torchrun as distributed
 from demos.lab.runner.context import Shared
-from demos.lab.runner.device import global_state, restore_global_state, torch_settings
+from demos.lab.runner.device import torch_settings
 from demos.lab.runner.entry import log_checks, run_entry
 from demos.lab.runner.options import RunRequest
 from demos.lab.runner.torchrun import SINGLE, World
+from demos.lab.state import global_state, restore_global_state
 
 
 @dataclass
