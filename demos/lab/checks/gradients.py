@@ -60,9 +60,11 @@ class NotRun(Exception):
 def torch_check(check: Callable, fn: Callable, xs: Mapping[str, torch.Tensor],
                 float32: bool = False, **kwargs: Any) -> list[str]:
     """`check` (gradcheck or gradgradcheck) of fn at xs as a careful user runs it; returns how:
-    fast mode past MAX_JACOBIAN (a failure not rerun in slow mode, as torch does for its
-    message), masked for sparse inputs (without the undefined-grad test, which compares a
-    sparse gradient with 0), a sparse output made dense, float32's step and tolerance."""
+    past MAX_JACOBIAN, fast mode (a failure not rerun in slow mode, as torch does for its
+    message), then the full check on the leading blocks it affords (`restricted`: fast mode's
+    tolerance grows with the sizes, and passed a softmax with one output's term left out),
+    masked for sparse inputs (without the undefined-grad test, which compares a sparse gradient
+    with 0), a sparse output made dense, float32's step and tolerance."""
     with torch.no_grad():
         outs = tensors(fn(*fresh(xs, dtype=None).values()))
     n_in, n_out = sum(x.numel() for x in xs.values() if x.requires_grad), sum(
@@ -75,11 +77,15 @@ def torch_check(check: Callable, fn: Callable, xs: Mapping[str, torch.Tensor],
         raise NotRun("skipped", f"not run: {n_in:,} input and {n_out:,} output elements, more "
                      f"than even {check.__name__}'s fast mode can afford ({FAST_PASSES} passes "
                      f"over them, past {MAX_JACOBIAN:,}); use smaller inputs")
+    # fast mode's tolerance grows with the sizes: the full check on the blocks it can afford
+    block = restricted(fn, xs) if cost > MAX_JACOBIAN and not sparse and all(
+        o.layout == torch.strided for o in outs) else None
     if cost > MAX_JACOBIAN:
         kwargs["fast_mode"] = True
         how.append(f"fast mode: {n_in:,} input and {n_out:,} output elements make the full "
                    f"check's dense Jacobians cost {cost:,}, past {MAX_JACOBIAN:,}; it compares "
-                   f"random projections of them")
+                   f"random projections of them" + (f", then the full check runs on "
+                                                    f"{', '.join(block[2])}" if block else ""))
     if sparse:
         kwargs.update(masked=True, check_undefined_grad=False)
         how.append(f"masked: {', '.join(sparse)} sparse, the gradients of its unspecified "
@@ -95,6 +101,9 @@ def torch_check(check: Callable, fn: Callable, xs: Mapping[str, torch.Tensor],
         with mock.patch.object(sys.modules["torch.autograd.gradcheck"],
                                "_run_slow_mode_and_get_error", lambda *args: ""):
             check(fn, tuple(xs.values()), raise_exception=True, **kwargs)
+        if block:
+            check(block[0], tuple(block[1].values()), raise_exception=True,
+                  **{**kwargs, "fast_mode": False})
     except ValueError as e:  # "Sparse output is not supported at gradcheck yet. ..."
         if "not supported at gradcheck" not in message(e):
             raise
@@ -149,16 +158,32 @@ def jacobian_check(name: str, check: Callable, fn: Callable, inputs: Mapping[str
 
 def diagnosed(why: Callable[[Callable, Mapping], Diagnosis | None], fn: Callable,
               xs: Mapping[str, torch.Tensor]) -> Diagnosis | None:
-    """why(fn, xs); past the input elements finite differences can afford (MAX_NUMERICAL, and
-    two forwards each within MAX_JACOBIAN), why of fn restricted to the leading block of each
-    input and output that they can (x[:16, :32]; the block of a transpose is the block's
-    transpose), said in its `says`."""
+    """why(fn, xs); past what finite differences can afford, why of fn restricted to its
+    leading blocks (`restricted`), said in its `says`."""
+    block = restricted(fn, xs)
+    if block is None:
+        return why(fn, xs)
+    sub, blocks, named = block
+    found = why(sub, blocks)
+    if found:
+        found.says += f" (found on {', '.join(named)}: the elements finite differences can afford)"
+    return found
+
+
+def restricted(fn: Callable, xs: Mapping[str, torch.Tensor]
+               ) -> tuple[Callable, dict[str, torch.Tensor], list[str]] | None:
+    """None where finite differences can afford every input element (MAX_NUMERICAL, and two
+    forwards each within MAX_JACOBIAN); else fn restricted to the leading block of each input
+    that requires grad and each output that they can afford (the block of a transpose is the
+    block's transpose): that function of the blocks, the blocks, and their names
+    (x[:16, :32], the output[:16, :32])."""
     wrt = [k for k, x in xs.items() if x.requires_grad]
     with torch.no_grad():
-        size = sum(t.numel() for t in (*xs.values(), *tensors(fn(*xs.values()))))
-    most = min(diagnose.MAX_NUMERICAL, MAX_JACOBIAN // max(size, 1))
+        outs = tensors(fn(*xs.values()))
+    most = min(diagnose.MAX_NUMERICAL,
+               MAX_JACOBIAN // max(sum(t.numel() for t in (*xs.values(), *outs)), 1))
     if sum(xs[k].numel() for k in wrt) <= most:
-        return why(fn, xs)
+        return None
     each = max(most // len(wrt), 1)
     blocks = {k: x[leading(x.shape, each)] if k in wrt else x for k, x in xs.items()}
 
@@ -168,14 +193,9 @@ def diagnosed(why: Callable[[Callable, Mapping], Diagnosis | None], fn: Callable
             a[leading(a.shape, each) if k in wrt else ...] = p  # the block put in its input
         return tuple(o[leading(o.shape, each)] for o in tensors(fn(*args)))
 
-    found = why(sub, blocks)
-    if found:
-        with torch.no_grad():
-            outs = sub(*blocks.values())
-        named = [k + sliced(blocks[k]) for k in wrt] + [  # x[:64, :64], the output[:64, :64]
-            n + sliced(o) for n, o in zip(diagnose.output_names(len(outs)), outs)]
-        found.says += f" (found on {', '.join(named)}: the elements finite differences can afford)"
-    return found
+    return sub, blocks, [k + sliced(blocks[k]) for k in wrt] + [
+        n + sliced(o[leading(o.shape, each)])
+        for n, o in zip(diagnose.output_names(len(outs)), outs)]
 
 
 def leading(shape: torch.Size, most: int) -> tuple[slice, ...]:
