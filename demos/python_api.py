@@ -1,21 +1,6 @@
-"""The Python API, the command line's equal for notebooks and scripts (`from demos import run`).
-
-    from demos import run, check_function
-    r = run("legendre_fit", lr=1e-5)        # configs/legendre_fit.yaml with one key changed
-    r.passed, r.folder, r["legendre_fit"].metrics
-    r                                       # in a notebook: the run's report, inline
-
-Each call is one run of the runner (`runner.py --config ...`) in this process: the same
-run folder, summary.json, report and index, the same checks and exit status (`exit_code`). A
-config error raises ConfigError with the command line's one-line message, before anything runs.
-Nothing is left behind in the caller's process: the run's signal handler is in place only while
-it runs (Ctrl-C stops it at the next step boundary, keeps what was done, and raises
-RunInterrupted; Ctrl-C again raises at once), and torch's settings, the random number
-generators, the working directory and the environment are as they were. Nothing here calls
-sys.exit.
-
-The results are typed (RunResult, EntryResult, GraphView, SupportView) and each
-has a `_repr_html_`: the report's own HTML, shown in the notebook's output.
+"""The Python API, the command line's equal for notebooks and scripts (`from demos import run`):
+each call is one run of the runner in this process, its results typed, each with a
+`_repr_html_`. What it does and guarantees: demos/docs/python.md.
 """
 from __future__ import annotations
 
@@ -267,10 +252,8 @@ class RunResult:
 
 
 def load(folder: str | os.PathLike[str] | RunResult) -> Any:
-    """A run folder's result, from its summary.json (a run of the command line's too); for an
-    output folder (one that holds run folders, as `outputs`), every run in it, a list of
-    results, oldest first (the folders index.html leaves out, left out). A summary.json that
-    no run wrote (hand-edited, cut short, a link) is a ConfigError naming it and why."""
+    """A run folder's result; for an output folder, every run in it, oldest first (the
+    folders index.html leaves out, left out). See demos/docs/python.md#run."""
     path = Path(text_of("load", folder.folder if isinstance(folder, RunResult) else folder))
     if path.is_dir() and not os.path.lexists(path / SUMMARY):  # an output folder
         runs = []
@@ -294,15 +277,9 @@ def run(target: str | os.PathLike[str] | Mapping[str, Any], *,
         baseline: str | os.PathLike[str] | None = None,
         save_baseline: str | os.PathLike[str] | None = None, quiet: bool = False,
         **keys: Any) -> RunResult:
-    """Run a config, as `runner.py --config ...` does, and return its result.
-
-    `target`: a scenario's name (its shipped configs/<name>.yaml, or its defaults where none
-    ships), a config file's path, or the config's data itself (a mapping). `keys`: keys of the
-    config's one entry (`run("legendre_fit", lr=1e-5)`); `set`: --set's KEY=VALUE pairs as a
-    mapping (`{"scenarios.lenet.epochs": 2, "seed": 3}`). The other arguments are the
-    command line's options of the same names; `quiet` keeps the console lines (not the
-    warnings) out of the output. Raises ConfigError for a config or usage error (nothing
-    ran), RunInterrupted for Ctrl-C (the run's folder whole)."""
+    """Run a config, as `runner.py --config ...` does, and return its result: `target` a
+    scenario's name, a config file or its data, `keys` its one entry's keys; the rest are
+    the command line's options (demos/docs/python.md#run)."""
     options = {k: v for k, v in locals().items() if k in RUN_OPTIONS}  # the arguments above
     return perform(request_of(target, options, keys, "run", target), quiet)
 
@@ -317,21 +294,9 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
                    support: Sequence[str] | None = None,
                    require: Sequence[str] = (), rtol: float | None = None,
                    atol: float | None = None, **options: Any) -> RunResult:
-    """Your torch.autograd.Function (a class defined anywhere, a notebook's cell included),
-    checked as the custom_function scenario checks one named in a config: what backward
-    returns, gradcheck, parity with `reference` (a plain-torch function of the same inputs),
-    the support matrix, the graph, its stepper and what it saves.
-
-    `inputs`: apply's arguments, in order: a list, or a mapping {name: input}; each a tensor
-    (a floating one checked in float64 with its values and requires_grad; an integer or bool
-    one, indices or a mask, of its dtype), any other value passed to apply as it is (a dim, an
-    index tuple, None), or an input spec of the config ({"shape": [5, 3]}: random under the
-    seed). `intended`: the backward is deliberately not the derivative, and `reference`'s
-    autograd gives the intended gradient (see the config's key). `support`: the rows to run
-    (default: all); `require`: rows that must be ok. `options`: run's (device, seed, dry_run,
-    output_dir, run_name, quiet), and `id`, the entry's (default: the class's name). The run
-    checks the very class, reference and tensors given (each check on fresh copies of the
-    tensors); its config.yaml names them as module:name and gives each tensor's shape."""
+    """Your torch.autograd.Function (or custom op), the very class and tensors given, checked
+    as the custom_function scenario checks one named in a config; `options`: run's, and `id`,
+    the entry's (demos/docs/python.md#check_function)."""
     import torch
 
     if not (isinstance(function, type) and issubclass(function, torch.autograd.Function)
@@ -384,14 +349,8 @@ def on_disk(obj: Any) -> Any:
 
 def graph(output: Any, names: Mapping[str, Any] | None = None, *, name: str = "graph",
           output_dir: str | os.PathLike[str] = "outputs") -> GraphView:
-    """The autograd graph behind `output` (a tensor, or a tuple of them), drawn as
-    `torchviz.make_dot(output, params=names)` draws it, with what the runner's scenarios get
-    (the same code draws theirs): the graph walked (`explanation`), one real backward over it
-    node by node (`steps`, the stepper; the leaves' .grad are left as they were), what it saved
-    and when backward let it go (`saved`), and the graph with its gradients in the nodes. Its
-    files go to a new folder of `output_dir`, graph_<time>/; in a notebook the result shows the
-    graph and its stepper. Call it before your own backward(), which frees what the graph
-    saved. Raises ConfigError for what is not a graph's output or a name."""
+    """ctx.graph on your own tensors: the graph behind `output` drawn, walked, traced, into
+    `output_dir`/graph_<time>/ (demos/docs/python.md#graph-the-instruments-on-your-own-tensors)."""
     import torch
 
     from demos.lab.runner.looking import look
@@ -407,12 +366,8 @@ def graph(output: Any, names: Mapping[str, Any] | None = None, *, name: str = "g
 def forward_mode(run: Callable[..., Any], inputs: Mapping[str, Any], *,
                  name: str = "forward_mode",
                  output_dir: str | os.PathLike[str] = "outputs") -> GraphView:
-    """A forward-mode pass of `run(*inputs.values())` (your Function's apply with a jvp, or
-    any function of tensors), recorded operation by operation as a scenario's
-    ctx.forward_mode records it: each operation's value and tangent (`steps`), ending in J·v,
-    beside the reverse pass's vᵀ·J for the same inputs, with the check that J·v equals
-    torch.func.jvp's (`checks`). Its files go to a new folder of `output_dir`,
-    forward_mode_<time>/; in a notebook the result steps through it."""
+    """ctx.forward_mode on `run(*inputs.values())`, into `output_dir`/forward_mode_<time>/
+    (demos/docs/python.md#graph-the-instruments-on-your-own-tensors)."""
     from demos.lab.runner.looking import look_forward
 
     if not callable(run):
@@ -460,11 +415,8 @@ def looked(call: str, name: str, output_dir: str | os.PathLike[str],
 
 
 def exercise(name: str | os.PathLike[str], output_dir: str | os.PathLike[str]) -> list[Path]:
-    """`autograd-demos exercise NAME --output-dir DIR`: a student's exercise, exercise.py
-    (forward given, backward to write) and grading.yaml (the teacher's), for a document's
-    Function (legendre_fit, my_relu, multiply_add, my_exp, linear_function) or for each
-    custom_function entry of a config (a folder each, by id); the files written. An unknown
-    name or a folder that cannot be written is a ConfigError, the command line's line."""
+    """`autograd-demos exercise NAME --output-dir DIR`; the files written
+    (demos/docs/exercises.md)."""
     from demos.exercises.make import write
 
     return write(text_of("exercise", name), text_of("output_dir", output_dir))
@@ -472,13 +424,8 @@ def exercise(name: str | os.PathLike[str], output_dir: str | os.PathLike[str]) -
 
 def grade(file: str | os.PathLike[str] | type, grading: str | os.PathLike[str] | None = None,
           results: str | os.PathLike[str] | None = None) -> GradeResult:
-    """`autograd-demos grade FILE [--grading YAML] [--results JSON]`: the submission graded on
-    grading.yaml's hidden inputs (default: the one beside FILE; `file` may be the Function
-    class itself, as a notebook defines it, with `grading` given), a GradeResult (score,
-    max_score, tests, flagged, exit_code; its repr is what the command line prints), and
-    Gradescope's results.json where `results` names it. A submission that cannot be graded
-    raises Ungradable (`file:line: what`; results.json, where asked, scores it 0); a bad
-    grading.yaml, a ConfigError. Nothing is printed."""
+    """`autograd-demos grade FILE [--grading YAML] [--results JSON]`, printing nothing; `file`
+    may be the Function class itself (demos/docs/python.md#exercise-and-grade-the-exercise-kit)."""
     from demos.exercises.grade import grade_file
 
     return grade_file(file if isinstance(file, type) else text_of("grade", file),
