@@ -164,15 +164,9 @@ class Context:
 
     def graph(self, output: torch.Tensor | tuple[torch.Tensor, ...],
               names: Mapping[str, torch.Tensor], name: str = "graph") -> str:
-        """Render the autograd graph behind `output` to <name>.gv/.pdf/.svg and walk it.
-
-        `names` labels the leaves and inputs. The walk goes to explain.txt. Then one real
-        backward runs over the graph with every node hooked (see demos.lab.instruments.trace):
-        its steps go to backward.json and explain.txt, with what the graph saved (the leaves'
-        .grad are left as they were). Call this before `backward()`, which frees what the graph
-        saved (see demos.lab.instruments.render). Returns the graphviz source; under torchrun,
-        on the ranks but 0, nothing is drawn and it returns "".
-        """
+        """The graph behind `output` drawn to <name>.gv/.pdf/.svg, walked and traced, `names`
+        labelling its leaves (see demos.lab.runner.looking). Call it before `backward()`, which
+        frees what the graph saved. Returns the graphviz source ("" on the ranks but 0)."""
         if not self.world.primary:
             return ""
         seen = look(output, names, name, self.dir, self._artifacts,
@@ -192,13 +186,8 @@ class Context:
     def second_backward(self, run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
                         reference: Callable[..., Any] | None = None,
                         name: str = "second_backward") -> None:
-        """The backward of a gradient, drawn and traced like the first (see
-        demos.lab.instruments.second_backward): `run(*inputs)` and a create_graph=True backward on
-        fresh copies of `inputs`, then a traced backward from the sum of the gradients. Its
-        graph marks the nodes the first backward made (plum) apart from the forward's; its
-        steps go to backward.json (each with the pass that made its node) and explain.txt; the
-        check `second backward agrees` holds the Function's second derivatives to the reference
-        formula's (with `reference`), and fails a backward autograd cannot differentiate."""
+        """The backward of `run(*inputs)`'s gradient, drawn and traced like the first, and the
+        check `second backward agrees` (demos/docs/backward.md#the-second-backward)."""
         if not self.world.primary:
             return
         first = second_backward.first_pass(run, inputs)
@@ -226,10 +215,8 @@ class Context:
 
     def forward_mode(self, run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
                      name: str = "forward_mode") -> None:
-        """A forward-mode pass of `run(*inputs)` (a Function with a jvp), drawn and stepped
-        like a backward (see demos.lab.runner.looking.look_forward): each operation's value
-        and tangent, ending in J·v, beside the reverse pass's vᵀ·J for the same inputs; the
-        check `forward mode agrees` holds J·v to torch.func.jvp."""
+        """A forward-mode pass of `run(*inputs)`, drawn and stepped like a backward, and the
+        check `forward mode agrees` (demos/docs/backward.md#forward-mode-step-by-step)."""
         if not self.world.primary:
             return
         seen = look_forward(run, inputs, name, self.dir, self._artifacts, what=self.cfg.id)

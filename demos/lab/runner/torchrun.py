@@ -1,15 +1,6 @@
-"""More than one process: the runner under `torchrun`, one process per rank.
-
-`torchrun` starts every rank with the same command line and tells each who it is (RANK,
-WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE). Every rank validates the config and joins the
-process group (gloo on the CPU, nccl on CUDA). Rank 0 is the ordinary run: it makes the run
-folder, runs every entry and writes the summary, the report and the index. The other ranks
-follow: they run only the data-parallel entries (a scenario that declares `data_parallel`),
-with contexts that write no file, and log into `rank<N>.log` in rank 0's run folder.
-
-A rank whose data-parallel entry fails ends with exit 1, so torchrun stops the others and
-exits non-zero; a rank left waiting on a peer that is gone gets an error from the process
-group, not a hang (and at worst the process group's timeout, TIMEOUT_S).
+"""More than one process: the runner under `torchrun`, one process per rank. Rank 0 is the
+ordinary run; the other ranks follow it in the data-parallel entries alone
+(demos.lab.runner.other_ranks). What it does and guarantees: demos/docs/torchrun.md.
 """
 from __future__ import annotations
 
