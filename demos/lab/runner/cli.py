@@ -4,8 +4,7 @@ ask for (a demos.lab.runner.options.RunRequest).
 
 Generic: the scenarios come in from the caller (`demos.cli`), as a function returning the
 registry. Imports nothing heavy until a run really starts: --help and --list answer without
-torch, matplotlib or the user's code. Exit codes: 0 all passed, 1 a check failed or a scenario
-raised, 2 usage or config error, 130 interrupted.
+torch, matplotlib or the user's code. Exit codes: demos/docs/command-line.md.
 """
 from __future__ import annotations
 
@@ -109,16 +108,14 @@ def list_scenarios(registry: Registry) -> str:
     return "\n".join(f"{name:<{width}}  {about(name)}" for name in registry)
 
 
-def main(argv: list[str] | None, registry: Callable[[], Registry],
-         prog: str = "runner.py", stop: StopRequest | None = None,
-         request: RunRequest | None = None) -> int:
-    """Run the command line `argv` (default: sys.argv[1:]) over the scenarios of `registry()`,
-    or the `request` made of it already; return the exit code. `stop` is the caller's, when it
-    noted signals already (see demos.cli)."""
+def main(argv: list[str], registry: Callable[[], Registry], prog: str = "runner.py",
+         stop: StopRequest | None = None, request: RunRequest | None = None) -> int:
+    """Run the command line `argv` over the scenarios of `registry()`, or the `request` made
+    of it already; return the exit code. `stop` is the caller's, when it noted signals
+    already (see demos.cli)."""
     code, stop = 0, stop or StopRequest()
     try:
-        request = request or parse(sys.argv[1:] if argv is None else argv, prog,
-                                   list(registry()), CONFIGS)
+        request = request or parse(argv, prog, list(registry()), CONFIGS)
         code = perform(request, Call(registry, stop))
         try:
             sys.stdout.flush()

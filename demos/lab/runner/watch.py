@@ -135,11 +135,7 @@ def show(output_dir: Path, config: str, folder: Path, code: int, runs: int) -> N
 
 
 def short(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return rel if not rel.startswith("..") else path
+    return os.path.relpath(path) if Path(path).is_relative_to(Path.cwd()) else path
 
 
 def write_page(output_dir: Path, config: str) -> None:
