@@ -1,12 +1,6 @@
 """Looking at a graph: the instruments run over one autograd graph, as `ctx.graph` runs them in
 a scenario and `demos.graph` on your own tensors; and over a forward-mode pass, as
-`ctx.forward_mode` and `demos.forward_mode` run them.
-
-`look(output, names, ...)` walks the graph behind `output` (explain.txt), draws it with torchviz
-(<name>.gv, then .pdf and .svg by the drawing helper), reads off what it saved (the ledger), and
-runs one real backward over it with every node hooked (the stepper's steps, backward.json),
-leaving the leaves' .grad as they were; then it draws the same graph with the gradients in its
-nodes (<name>_grads). Call it before your own `backward()`, which frees what the graph saved.
+`ctx.forward_mode` and `demos.forward_mode` run them (demos/docs/backward.md).
 """
 from __future__ import annotations
 
@@ -37,8 +31,12 @@ class Look:
 
 def look(output: Any, names: Mapping[str, torch.Tensor], name: str, folder: Path,
          artifacts: Artifacts, *, stepper_gif: bool = False, what: str = "") -> Look:
-    """Walk, draw, trace and ledger the graph behind `output` into `folder` (<name>.*): the
-    renders are submitted to `artifacts` (labelled `what`/<file>)."""
+    """Walk the graph behind `output` (explain.txt), draw it with torchviz into `folder`
+    (<name>.gv; .pdf and .svg submitted to `artifacts`, labelled `what`/<file>), read off what
+    it saved (the ledger), and run one real backward over it with every node hooked (the
+    stepper's steps, backward.json), leaving the leaves' .grad as they were; then draw it with
+    the gradients in its nodes (<name>_grads). Call it before your own `backward()`, which
+    frees what the graph saved."""
     explanation = walk.explain(output, names, title=name)
     source = graphs.make_graph(output, names)
     found = saved.ledger(output, names)  # before the traced backward runs over the graph

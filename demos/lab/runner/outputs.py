@@ -24,13 +24,9 @@ from demos.lab.pages import index, report
 
 def write_summary(run_dir: Path, summary: RunSummary, log: logging.Logger, final: bool = True,
                   entries_left: int = 0) -> OSError | None:
-    """summary.json, whole at every moment, each time in the fullest form that can be written:
-    while the run runs (status "running"), padded with trailing blanks (still valid JSON) to
-    hold the room the final one will need, the final one indented; else written over the room
-    the last one holds (in place: it needs no new space, and keeps that room), indented or
-    compact; else, as a new file, indented while the run runs, then compact, the smallest.
-    A new file replaces the last one only once written whole. Returns why none could be
-    written (None when one was); the final one says so."""
+    """summary.json, whole at every moment, in the fullest form that can be written (the
+    forms: demos/docs/guarantees.md, "Nothing already produced is lost"). Returns why none
+    could be written (None when one was); the final one says so."""
     path, data = run_dir / SUMMARY, summary.to_json()
     if not final:  # so that the index can tell a run killed outright from a running one
         process = identity()

@@ -66,7 +66,6 @@ class Run:
                  request: RunRequest, options: RunOptions):
         self.cfg, self.registry, self.device, self.options = cfg, registry, device, options
         self.request = request  # as asked for: --dry-run, --open, --save-baseline, ...
-        self.unsaved = False  # --save-baseline could not write its file
         # the folder as given, for the console; absolute for the work, so that user code that
         # changes the working directory (os.chdir) cannot send the rest of the run elsewhere
         self.shown, self.dir = run_dir, run_dir.absolute()
@@ -147,10 +146,10 @@ class Run:
             if block["status"] == "failed":
                 self.status = escalate(self.status, "failed")
         summary = self.final = self.summary()
-        if self.request.save_baseline and not outputs.write_baseline(
-                self.request.save_baseline, summary, self.cfg, self.log):
+        unsaved = self.request.save_baseline and not outputs.write_baseline(
+            self.request.save_baseline, summary, self.cfg, self.log)
+        if unsaved:
             self.status = summary.status = escalate(self.status, "failed")
-            self.unsaved = True
         if self.write_summary(summary):  # a run whose results are not on disk: exit 1
             self.status = summary.status = escalate(self.status, "failed")
         report_path = self.write_report(summary)
@@ -159,7 +158,7 @@ class Run:
             self.write_summary(summary)
             report_path = self.write_report(summary)  # and the index, which said "passed"
         self.log.info("%s%s", run_line(summary, len(self.cfg.scenarios), self.shown),
-                      "; the baseline could not be saved" if self.unsaved else "")
+                      "; the baseline could not be saved" if unsaved else "")
         if report_path is not None:
             self.log.info("report: %s", self.shown / report_path.relative_to(self.dir))
             if self.request.open:
@@ -266,11 +265,9 @@ class Run:
 
 @contextlib.contextmanager
 def escaped_warnings() -> Iterator[None]:
-    """What is warned while the entries run reaches the console as the run's own warnings do,
-    one line each, control characters shown, not obeyed, and run.log: Python warnings (your
-    code's warnings.warn; torch's C++ warnings, vmap's BatchedFallback, come as these), and
-    torch's own log lines of warning level (its recompiles), which torch's loggers print to
-    stderr themselves (their lower levels, TORCH_LOGS's, stay torch's)."""
+    """What is warned while the entries run, Python's warnings and torch's log lines of warning
+    level, one line each on the console and in run.log (demos/docs/guarantees.md, "The
+    environment you bring"); torch's lower levels, TORCH_LOGS's, stay torch's."""
     from torch._logging._internal import _is_torch_handler
 
     said = logging.getLogger("demos.warnings")
