@@ -8,7 +8,6 @@ demos.lab.runner.recorder).
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,15 +17,13 @@ import torch
 from tqdm import tqdm
 
 from demos.lab.core.layout import LOSS_PLOT
-from demos.lab.core.results import Check, Result
+from demos.lab.core.results import Result
 from demos.lab.core.scenario import LOSS, ScenarioConfig
 from demos.lab.core.signals import StopRequest
 from demos.lab.core.threads import available_cores
-from demos.lab.instruments import render as graphs
-from demos.lab.instruments import second_backward, trace, walk
 from demos.lab.pages import plots
 from demos.lab.pages.artifacts import Artifacts
-from demos.lab.runner.looking import look, look_forward
+from demos.lab.runner.looking import Look, look, look_forward, look_second
 from demos.lab.runner.recorder import Diverged, Recorder  # noqa: F401 (re-exported)
 from demos.lab.runner.torchrun import SINGLE, World
 
@@ -58,27 +55,18 @@ class Shared:
     dry_run: bool = False
 
 
-@dataclass
-class Findings:
-    """What an entry's run left for the runner, beside its Result (read by
-    demos.lab.runner.entry)."""
-    explanations: list[str] = field(default_factory=list)  # graph walks, for explain.txt
-    backward: list[dict[str, Any]] = field(default_factory=list)  # traced backwards: backward.json
-    # the passes' checks of a Function: "forward mode agrees", "second backward agrees"
-    pass_checks: list[Check] = field(default_factory=list)
-
-
 class Context:
     """What a scenario gets: its config, device, folder, log and seed; the loop (`steps`), its
     records (`record`, `last`, `history`) and files (`graph`, `plot`, `animate`).
 
-    The runner's own state stays private: it hands in the recorder, the findings and the
-    drawing helper, and reads them back itself (demos.lab.runner.entry)."""
+    The runner's own state stays private: it hands in the recorder, the list of looks (what
+    each graph and pass found) and the drawing helper, and reads them back itself
+    (demos.lab.runner.entry)."""
 
     def __init__(self, cfg: ScenarioConfig, folder: Path, log: logging.Logger, run: Shared,
-                 recorder: Recorder | None = None, findings: Findings | None = None):
+                 recorder: Recorder | None = None, looks: list[Look] | None = None):
         """`run`: what the run's entries share; `recorder` (default: one for `cfg`'s
-        log_every) and `findings`: this entry's, where the runner reads them back."""
+        log_every) and `looks`: this entry's, where the runner reads them back."""
         self.cfg, self.dir, self.log = cfg, folder, log
         self.device, self.seed = run.device, run.seed
         self.stepper_gifs = run.stepper_gifs  # each traced backward as <graph>_steps.gif too
@@ -93,7 +81,7 @@ class Context:
         if run.device.type == "cpu" and torch.get_num_threads() >= available_cores():
             self._artifacts.hold()
         self._recorder = recorder or Recorder(run.device, cfg.log_every)
-        self._findings = findings or Findings()
+        self._looks = looks if looks is not None else []
         # the loop's hot path: record() straight to the recorder, no call in between
         self.record = self._recorder.record
         self.history, self.last = self._recorder.history, self._recorder.last
@@ -171,8 +159,7 @@ class Context:
             return ""
         seen = look(output, names, name, self.dir, self._artifacts,
                     stepper_gif=self.stepper_gifs, what=self.cfg.id)
-        self._findings.backward.append(seen.backward)
-        self._findings.explanations.append(seen.explanation)
+        self._looks.append(seen)
         return seen.source
 
     def forward(self, run: Callable[[], Any], names: Mapping[str, torch.Tensor],
@@ -188,41 +175,17 @@ class Context:
                         name: str = "second_backward") -> None:
         """The backward of `run(*inputs)`'s gradient, drawn and traced like the first, and the
         check `second backward agrees` (demos/docs/backward.md#the-second-backward)."""
-        if not self.world.primary:
-            return
-        first = second_backward.first_pass(run, inputs)
-        ref = second_backward.first_pass(reference, inputs) if reference is not None else None
-        traced = None
-        if first.root is not None:
-            named = second_backward.labels(first)
-            source = graphs.make_graph(first.root, named)
-            marks = "".join(f"\t{id(fn)} [fillcolor=plum]\n" for fn in walk.nodes(first.root)
-                            if second_backward.made_by(first, fn) == second_backward.FIRST)
-            source = source.rstrip().removesuffix("}") + marks + "}\n"
-            traced = trace.record(first.root, named, title=name)
-            if traced is not None:
-                data = trace.to_json(traced)
-                for step, s in zip(data["steps"], traced.steps):
-                    step["pass"] = second_backward.made_by(first, s.fn)
-                self._findings.backward.append(data)
-            self._artifacts.submit(f"{self.cfg.id}/{name}.pdf/.svg", graphs.render_files,
-                                   source, self.dir / name, shutil.which("dot"))
-        check = second_backward.agrees(first, ref, name)
-        if check is not None:
-            self._findings.pass_checks.append(check)
-        self._findings.explanations.append(second_backward.explain(first, traced) + (
-            "\n" + trace.explain(traced) if traced is not None else ""))
+        if self.world.primary:
+            self._looks.append(look_second(run, inputs, reference, name, self.dir,
+                                           self._artifacts, what=self.cfg.id))
 
     def forward_mode(self, run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
                      name: str = "forward_mode") -> None:
         """A forward-mode pass of `run(*inputs)`, drawn and stepped like a backward, and the
         check `forward mode agrees` (demos/docs/backward.md#forward-mode-step-by-step)."""
-        if not self.world.primary:
-            return
-        seen = look_forward(run, inputs, name, self.dir, self._artifacts, what=self.cfg.id)
-        self._findings.backward.append(seen.backward)
-        self._findings.pass_checks.extend(seen.checks)
-        self._findings.explanations.append(seen.explanation)
+        if self.world.primary:
+            self._looks.append(look_forward(run, inputs, name, self.dir, self._artifacts,
+                                            what=self.cfg.id))
 
     def plot(self, filename: str, x: Sequence[float], series: Mapping[str, Sequence[float]],
              **labels: Any) -> None:

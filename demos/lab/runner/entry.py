@@ -19,7 +19,8 @@ from demos.lab.core.layout import BACKWARD, EXPLAIN, METRICS
 from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
 from demos.lab.core.scenario import Scenario, ScenarioConfig
 from demos.lab.core.text import one_line, where
-from demos.lab.runner.context import Context, Diverged, Findings, Interrupted, Shared
+from demos.lab.runner.context import Context, Diverged, Interrupted, Shared
+from demos.lab.runner.looking import Look
 from demos.lab.runner.recorder import Recorder
 
 
@@ -33,8 +34,8 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
     log = logging.getLogger(f"demos.scenario.{entry.id}")
     log.info("start %s (%s): %s", entry.id, entry.scenario, entry_dict(entry))
     recorder = Recorder(s.device, entry.log_every, soft_stop=not s.world.active)
-    findings = Findings()
-    ctx = Context(entry, folder, log, s, recorder, findings)
+    looks: list[Look] = []  # what each graph and pass drawn found
+    ctx = Context(entry, folder, log, s, recorder, looks)
     torch.manual_seed(s.seed)
     result, error, status, diverged = None, None, "passed", None
     try:
@@ -68,16 +69,15 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
                       extra={"console": False})
         if s.device.type == "cuda":
             torch.cuda.empty_cache()  # after an out-of-memory error, for the next scenario
-    if result is not None:  # each failed gradient check's why, after the graph walks
-        findings.explanations += why_sections(result.checks)
-    try:
-        write_files(ctx, findings)
+    try:  # after the graph walks, each failed gradient check's why
+        write_files(ctx, looks, why_sections(result.checks) if result is not None else [])
     except OSError as e:  # what was computed is still reported below, with the failure
         log.error("could not write the files of %s: %s", entry.id, e, extra={"console": False})
         status = escalate(status, "error")
         error = error or f"could not write its files: {e.strerror or e}"
-    found = finish_checks(entry, ctx, findings, recorder.checked_names, result, diverged,
-                          s.dry_run, status == "interrupted")
+    found = finish_checks(entry, ctx, [c for seen in looks for c in seen.checks],
+                          recorder.checked_names, result, diverged, s.dry_run,
+                          status == "interrupted")
     log_checks(log, found)
     if any(c.passed is False for c in found):
         status = escalate(status, "failed")
@@ -118,19 +118,21 @@ def log_checks(log: logging.Logger, found: list[Check]) -> None:
         log.info("why %s: %s", " and ".join(c.name for c in cs), d["says"])
 
 
-def write_files(ctx: Context, findings: Findings) -> None:
-    """The generic files: explain.txt (the graph walks), metrics.csv and loss.png."""
-    if findings.explanations:
-        write_atomic(ctx.dir / EXPLAIN, "\n".join(findings.explanations))
-    if findings.backward:
-        write_json(ctx.dir / BACKWARD, {"graphs": findings.backward})
+def write_files(ctx: Context, looks: list[Look], why: list[str]) -> None:
+    """The generic files: explain.txt (the walks, then `why`), metrics.csv and loss.png."""
+    explanations = [seen.explanation for seen in looks] + why
+    if explanations:
+        write_atomic(ctx.dir / EXPLAIN, "\n".join(explanations))
+    backward = [seen.backward for seen in looks if seen.backward is not None]
+    if backward:
+        write_json(ctx.dir / BACKWARD, {"graphs": backward})
     rows = ctx.history()
     if rows:
         write_csv(ctx.dir / METRICS, rows)
         ctx.draw_loss()  # where the loop's end did not draw it all
 
 
-def finish_checks(entry: ScenarioConfig, ctx: Context, findings: Findings,
+def finish_checks(entry: ScenarioConfig, ctx: Context, pass_checks: list[Check],
                   checked_names: set[str], result: Result | None,
                   diverged: Diverged | None, dry_run: bool,
                   interrupted: bool = False) -> list[Check]:
@@ -145,8 +147,8 @@ def finish_checks(entry: ScenarioConfig, ctx: Context, findings: Findings,
         found.append(Check("loss stays finite", True,
                            f"{checked} finite at all {ctx.steps_run} steps"))
     if result is None:  # the passes' checks (forward mode, second backward) still count
-        return found + findings.pass_checks
+        return found + pass_checks
     skip = ("training diverged" if diverged else "an interrupted run" if interrupted
             else "--dry-run" if dry_run else entry.expect.unlike(entry, ctx.seed))
-    return found + list(result.checks) + findings.pass_checks + expect(
+    return found + list(result.checks) + pass_checks + expect(
         entry.expect, result.params, result.metrics, skip=skip)

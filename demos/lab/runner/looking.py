@@ -14,7 +14,7 @@ import torch
 from demos.lab.checks import diagnose
 from demos.lab.core.layout import GRADS, STEPS_GIF
 from demos.lab.core.results import Check
-from demos.lab.instruments import forward, saved, trace, walk
+from demos.lab.instruments import forward, saved, second_backward, trace, walk
 from demos.lab.instruments import render as graphs
 from demos.lab.pages.artifacts import Artifacts
 from demos.lab.tensors import fresh, outputs
@@ -24,7 +24,7 @@ from demos.lab.tensors import fresh, outputs
 class Look:
     """What looking at one graph found."""
     source: str                    # the graphviz source (torchviz's, with our labels)
-    backward: dict[str, Any]       # the graph's entry of backward.json: its steps, what it kept
+    backward: dict[str, Any] | None  # its entry of backward.json (its steps, what it kept)
     explanation: str               # its part of explain.txt: the walk, the steps, the ledger
     checks: list[Check] = field(default_factory=list)  # a forward-mode pass's: J·v held to torch
 
@@ -92,3 +92,30 @@ def look_forward(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor], na
         agrees.diagnosis = found and found.to_json()
     return Look(source, forward.to_json(traced, reverse), forward.explain(traced, reverse),
                 [agrees])
+
+
+def look_second(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
+                reference: Callable[..., Any] | None, name: str, folder: Path,
+                artifacts: Artifacts, *, what: str = "") -> Look:
+    """The backward of `run(*inputs)`'s gradient, drawn into `folder` (<name>.*) and traced,
+    and the check `second backward agrees` (demos/docs/backward.md#the-second-backward)."""
+    first = second_backward.first_pass(run, inputs)
+    ref = second_backward.first_pass(reference, inputs) if reference is not None else None
+    source, traced, data = "", None, None
+    if first.root is not None:
+        named = second_backward.labels(first)
+        source = graphs.make_graph(first.root, named)
+        marks = "".join(f"\t{id(fn)} [fillcolor=plum]\n" for fn in walk.nodes(first.root)
+                        if second_backward.made_by(first, fn) == second_backward.FIRST)
+        source = source.rstrip().removesuffix("}") + marks + "}\n"
+        traced = trace.record(first.root, named, title=name)
+        if traced is not None:
+            data = trace.to_json(traced)
+            for step, s in zip(data["steps"], traced.steps):
+                step["pass"] = second_backward.made_by(first, s.fn)
+        artifacts.submit(f"{what}/{name}.pdf/.svg", graphs.render_files, source, folder / name,
+                         shutil.which("dot"))
+    check = second_backward.agrees(first, ref, name)
+    explanation = second_backward.explain(first, traced) + (
+        "\n" + trace.explain(traced) if traced is not None else "")
+    return Look(source, data, explanation, [check] if check is not None else [])
