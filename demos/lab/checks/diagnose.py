@@ -426,28 +426,19 @@ def pullback(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
 
 
 def numerical(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6) -> Pull | None:
-    """The vector-Jacobian product by central differences of fn's forward (float64); None
-    past MAX_NUMERICAL input elements."""
+    """The vector-Jacobian product by central differences of fn's forward (float64): the
+    Jacobian's columns, `directional` along each input element; None past MAX_NUMERICAL input
+    elements."""
     wrt = [k for k, x in xs.items() if x.requires_grad]
     if sum(xs[k].numel() for k in wrt) > MAX_NUMERICAL:
         return None
-    at = {k: x.detach() for k, x in fresh(xs).items()}  # changed in place below
-    columns: dict[str, list[list[torch.Tensor]]] = {}
-    for k in wrt:
-        flat = at[k].view(-1)
-        columns[k] = []
-        for i in range(flat.numel()):
-            keep = flat[i].item()
-            flat[i] = keep + eps
-            plus = [t.detach().double().clone() for t in outputs(fn(*fresh(at).values()))]
-            flat[i] = keep - eps
-            minus = [t.detach().double().clone() for t in outputs(fn(*fresh(at).values()))]
-            flat[i] = keep
-            columns[k].append([(a - b) / (2 * eps) for a, b in zip(plus, minus)])
+    push = directional(fn, xs, eps)
+    columns = {k: [{o: t.detach() for o, t in push(k, torch.nn.functional.one_hot(
+        torch.tensor(i), xs[k].numel()).double().view(xs[k].shape)).items()}
+        for i in range(xs[k].numel())] for k in wrt}
 
     def pull(space: str, v: torch.Tensor) -> dict[str, torch.Tensor | None]:
-        o = output_names(len(next(iter(columns.values()))[0])).index(space)
-        return {k: torch.tensor([(col[o] * v).sum().item() for col in columns[k]],
+        return {k: torch.tensor([(col[space] * v).sum().item() for col in columns[k]],
                                 dtype=torch.float64).view(xs[k].shape) for k in wrt}
     return pull
 
