@@ -1,15 +1,5 @@
 """Why a gradient is wrong: where (which output, which input, which elements) and what kind of
-mistake, from a catalogue checked against the numbers.
-
-A Function's backward is a linear map from the gradient of each output (grad_output) to a
-gradient of each input. `diagnose` probes the backward under test and the right one (finite
-differences of the forward, or a reference's autograd) with the same random grad_outputs, one
-output at a time, and tries the catalogue on the first (output, input) pair where they differ.
-Each kind is a fact about the numbers: `got` is `c * expected` for one c, `got` does not change
-when grad_output does, `got` is `expected` transposed, `got` is the right map at inputs
-transformed (one negated), ... The first that holds is the diagnosis; "no simple pattern", naming
-the kinds tried, when none does.
-"""
+mistake, from a catalogue checked against the numbers (how: checks.md, "Why it is wrong")."""
 from __future__ import annotations
 
 import contextlib

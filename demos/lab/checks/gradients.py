@@ -1,10 +1,5 @@
-"""Checks of gradients and results; each returns a `Check` (name, passed, detail), never raises.
-
-- `gradcheck`: torch.autograd.gradcheck of a custom Function in float64.
-- `parity`: a custom Function's value and gradients against plain-torch autograd of the same
-  formula.
-- `expect`: final params/metrics against the targets of the config.
-"""
+"""Checks of gradients and results (gradcheck, parity, expect: checks.md); each returns a
+`Check` (name, passed, detail), never raises."""
 from __future__ import annotations
 
 import math
@@ -59,12 +54,9 @@ class NotRun(Exception):
 
 def torch_check(check: Callable, fn: Callable, xs: Mapping[str, torch.Tensor],
                 float32: bool = False, **kwargs: Any) -> list[str]:
-    """`check` (gradcheck or gradgradcheck) of fn at xs as a careful user runs it; returns how:
-    past MAX_JACOBIAN, fast mode (a failure not rerun in slow mode, as torch does for its
-    message), then the full check on the leading blocks it affords (`restricted`: fast mode's
-    tolerance grows with the sizes, and passed a softmax with one output's term left out),
-    masked for sparse inputs (without the undefined-grad test, which compares a sparse gradient
-    with 0), a sparse output made dense, float32's step and tolerance."""
+    """`check` (gradcheck or gradgradcheck) of fn at xs as a careful user runs it (fast mode,
+    then the full check on `restricted` blocks; sparse tensors; float32: checks.md, "At the
+    edges"); returns how, each a phrase of the check's detail."""
     with torch.no_grad():
         outs = tensors(fn(*fresh(xs, dtype=None).values()))
     n_in, n_out = sum(x.numel() for x in xs.values() if x.requires_grad), sum(

@@ -1,12 +1,5 @@
 """Checks of any custom autograd Function's backward: what it returns, not only what autograd
-lets through.
-
-Autograd quietly casts a gradient of the wrong dtype, quietly drops a gradient returned for
-an input that needs none, and does not see an input that forward changed in place without
-ctx.mark_dirty; other mistakes surface as terse RuntimeErrors. So `backward_structure` looks at
-the inputs after forward, calls the Function's own backward with the graph node as its ctx (as
-autograd does) and looks at each returned gradient, then lets autograd run it for real.
-"""
+lets through (why: checks.md, "Check your own autograd Function")."""
 from __future__ import annotations
 
 from typing import Callable, Mapping
@@ -35,13 +28,10 @@ UNMARKED = "forward changes no input without ctx.mark_dirty"
 def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: torch.device,
                        fixed: Mapping[int, Fixed] | None = None,
                        copies: bool = False) -> list[Check]:
-    """Forward runs; backward returns one grad per argument of apply (more only where the
-    extra ones are None, as autograd allows), each None exactly where the argument needs no
-    grad, else of the input's dtype and of its shape or one that autograd sums to it (a
-    broadcast shape); grad_output is left untouched; and autograd accepts the result.
-    A Function that changes an input in place without ctx.mark_dirty fails UNMARKED.
-    `inputs`: the floating-point tensors; `fixed`: apply's other arguments, by position;
-    `copies`: apply gets copies of the inputs that require grad (see in_graph)."""
+    """The checks of what forward and backward do and return (checks.md, "Check your own
+    autograd Function", from `forward runs` to `autograd accepts the backward`). `inputs`: the
+    floating-point tensors; `fixed`: apply's other arguments, by position; `copies`: apply gets
+    copies of the inputs that require grad (see in_graph)."""
     fixed = fixed or {}
     xs = fresh(inputs, device)
     before = fresh(xs, dtype=None)  # their values, to see what forward changes

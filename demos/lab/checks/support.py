@@ -1,13 +1,6 @@
-"""What a custom autograd Function supports under today's autograd, transform by transform.
-
-`matrix(fn, inputs, reference)` runs one row per capability (`rows_of` names the function
-that runs each; checks.md's "What a Function supports" says what) and says, for each, `ok`
-(works and matches the reference), `unsupported` (torch refuses, with the first line of its
-message and what to add to the Function), `fails` (runs but gives a wrong value or gradient),
-`differs` (torch's compiled path against eager torch) or `skipped`. The reference is a
-plain-torch function of the same formula; without one, the Function's own backward (checked by
-gradcheck) stands in for it where a gradient is compared.
-"""
+"""What a custom autograd Function supports under today's autograd, transform by transform:
+`matrix`, a row per capability, each run by the function `rows_of` names (the rows and their
+statuses: checks.md, "What a Function supports")."""
 from __future__ import annotations
 
 import contextlib
@@ -407,10 +400,8 @@ def vmap(fn, xs) -> str:
 
 
 def compiled(fn, xs, backend: str = COMPILED_BACKEND) -> str:
-    """torch.compile(fn, fullgraph=True): its value and gradients against eager's. Under
-    aot_eager, AOTAutograd's common-subexpression pass is off: it only merges repeated ops (it
-    cannot make a Function right or wrong) and its first use costs most of the row's time; the
-    inductor row runs it."""
+    """torch.compile(fn, fullgraph=True): its value and gradients against eager's; under
+    aot_eager without AOTAutograd's common-subexpression pass (why: checks.md's table)."""
     import torch._functorch.config
 
     whole = backend != COMPILED_BACKEND
@@ -595,12 +586,9 @@ def to_json(rows: Mapping[str, Row]) -> dict[str, dict[str, str]]:
 
 def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
            done: Mapping[str, str] | None = None, name: str = "support matrix") -> list[Check]:
-    """The matrix as checks, each failure counted once: one check `name` that fails when a row
-    fails, and one check per required row, which must be `ok` (`unsupported` alone is
-    information, not failure). `done` names checks already made that run a row's own test
-    (custom_function's gradcheck is the backward row): the matrix says so and does not count
-    that failure again. One wrong backward fails every row that takes a gradient; those rows
-    say that they follow from it, so that they do not read as more bugs."""
+    """The matrix as checks, each failure counted once (checks.md's "support matrix"): one
+    check `name`, and one per row of `require`; `done` names the checks already made that run a
+    row's own test (custom_function's gradcheck is the backward row)."""
     done = done or {}
     wrong = "backward" in rows and rows["backward"].status == "fails"
 
