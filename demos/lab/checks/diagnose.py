@@ -423,9 +423,8 @@ def numerical(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6) -
     if sum(xs[k].numel() for k in wrt) > MAX_NUMERICAL:
         return None
     push = directional(fn, xs, eps)
-    columns = {k: [{o: t.detach() for o, t in push(k, torch.nn.functional.one_hot(
-        torch.tensor(i), xs[k].numel()).double().view(xs[k].shape)).items()}
-        for i in range(xs[k].numel())] for k in wrt}
+    columns = {k: [push(k, torch.nn.functional.one_hot(torch.tensor(i), xs[k].numel()).double(
+        ).view(xs[k].shape)) for i in range(xs[k].numel())] for k in wrt}
 
     def pull(space: str, v: torch.Tensor) -> dict[str, torch.Tensor | None]:
         return {k: torch.tensor([(col[space] * v).sum().item() for col in columns[k]],
@@ -448,13 +447,13 @@ def pushforward(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
 
 
 def directional(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6) -> Pull:
-    """J·u by central differences of fn's forward along u (float64)."""
+    """J·u by central differences of fn's forward along u (float64, in no graph)."""
     def push(space: str, u: torch.Tensor) -> dict[str, torch.Tensor | None]:
         with torch.no_grad():
             plus, minus = (outputs(fn(*[x + h * u if k == space else x
                                         for k, x in fresh(xs).items()])) for h in (eps, -eps))
-        return {name: (a.double() - b.double()) / (2 * eps)
-                for name, a, b in zip(output_names(len(plus)), plus, minus)}
+            return {name: (a.double() - b.double()) / (2 * eps)
+                    for name, a, b in zip(output_names(len(plus)), plus, minus)}
     return push
 
 

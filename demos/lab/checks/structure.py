@@ -6,7 +6,7 @@ from typing import Callable, Mapping
 
 import torch
 
-from demos.lab.checks.diagnose import failed_check
+from demos.lab.checks.diagnose import failed_check, output_names
 from demos.lab.checks.gradients import (
     FLOAT32,
     Check,
@@ -111,10 +111,9 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
                        "; ".join(problems) or "; ".join(
                            ["shapes and dtypes match; None exactly where an input needs no "
                             "grad", *notes])))
-    low = [f"output {i}" if len(outs) > 1 else "the output" for i, o in enumerate(outs) if
-           o.dtype == torch.float32] + [f"{n}'s gradient" for n, x, g in zip(names, args, returned)
-                                        if getattr(g, "dtype", 0) == torch.float32 != getattr(
-                                            x, "dtype", torch.float32)]
+    low = [n for n, o in zip(output_names(len(outs)), outs) if o.dtype == torch.float32] + [
+        f"{n}'s gradient" for n, x, g in zip(names, args, returned)
+        if getattr(g, "dtype", 0) == torch.float32 != getattr(x, "dtype", torch.float32)]
     if low:  # said once; every check judges it at float32's tolerance
         found.append(Check(FLOAT32, True, f"with float64 inputs, {' and '.join(low)} "
                                           f"{'are' if low[1:] else 'is'} float32: each check "
