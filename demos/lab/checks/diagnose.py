@@ -61,11 +61,11 @@ class Maps:
     expected: Pull
     spaces: Mapping[str, torch.Tensor]
     results: Mapping[str, torch.Tensor]
+    # the right map at other inputs (`point`, the inputs here, transformed); None: not tried
+    at: Callable[[Mapping[str, torch.Tensor]], Pull | None]
+    point: Mapping[str, torch.Tensor]
     forward: bool = False
     tolerance: tuple[float, float] = NUMERICAL  # (rtol, atol): as the check that failed
-    # the right map at other inputs (`point`, the inputs here, transformed): None, not tried
-    at: Callable[[Mapping[str, torch.Tensor]], Pull | None] | None = None
-    point: Mapping[str, torch.Tensor] = field(default_factory=dict)
 
     def same(self, got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
         """got equals expected at this tolerance (None is zero; a gradient of a shape that
@@ -214,8 +214,7 @@ class Pair:
         """Whether got is the right map at the inputs transformed (`transforms`): the right
         formula at the wrong point."""
         m = self.m
-        moved = [] if m.at is None else list(transforms(m.point, m.results if m.forward
-                                                         else m.spaces))
+        moved = list(transforms(m.point, m.results if m.forward else m.spaces))
         self.tried += [f"the right one at {', '.join(t[0] for t in moved)}"] if moved else []
         for _, says, ys in moved:
             with contextlib.suppress(Exception):  # the forward may refuse that point
