@@ -325,11 +325,10 @@ def forward_rule(fn, xs, names: Sequence[str]) -> None:
 
 def jvp_by_reverse(f: Callable, primals: Sequence[torch.Tensor],
                    tangents: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-    """J·v of the plain-torch `f` at `primals` by reverse mode alone: g(u) = Jᵀu is linear in u,
-    so the gradient of <g(u), v> with respect to u is J·v (forward AD through a decomposed op
-    would import torch's compiler stack: seconds). An output that does not depend on the inputs
-    differentiably (a constant, integer indices, a detached mask) gets zeros, as forward mode
-    gives it."""
+    """J·v of the plain-torch `f` at `primals` by reverse mode alone, as the gradient of Jᵀu·v
+    with respect to u (why: checks.md, "Which rows run"); an output that does not depend on the
+    inputs differentiably (a constant, integer indices, a detached mask) gets zeros, as forward
+    mode gives it."""
     xs = [p.detach().clone().requires_grad_() for p in primals]  # f may change them in place
     outs = tensors(f(*[x.clone() for x in xs]))
     live = [i for i, o in enumerate(outs) if o.is_floating_point() and o.requires_grad]
@@ -415,10 +414,8 @@ class CompileRefused(Exception):
 def against_eager(transform: str, f: Callable, args: Sequence[Any], fn, xs, backend: str,
                   **case: Any) -> None:
     """torch.compile(f)(*args), compiled afresh, against eager f(*args), `f` being `transform`
-    of `fn`. An error in the compiled call, where eager ran it, is torch's compiled path
-    refusing the Function (CompileRefused: `unsupported`); other numbers than eager's are
-    torch's disagreement (TorchDiffers, with what a reproduction needs); neither is the
-    Function's mistake."""
+    of `fn`: an error in the compiled call is CompileRefused, other numbers TorchDiffers (what
+    each means: checks.md, "When torch is the one that differs")."""
     compiler_on()  # said first: a compiler switched off is the reason, whatever eager does
     eager = cloning(f)(*args)  # each call on copies of its own (a mark_dirty Function)
     try:
