@@ -1,15 +1,5 @@
 """Why a gradient is wrong: where (which output, which input, which elements) and what kind of
-mistake, from a catalogue checked against the numbers.
-
-A Function's backward is a linear map from the gradient of each output (grad_output) to a
-gradient of each input. `diagnose` probes the backward under test and the right one (finite
-differences of the forward, or a reference's autograd) with the same random grad_outputs, one
-output at a time, and tries the catalogue on the first (output, input) pair where they differ.
-Each kind is a fact about the numbers: `got` is `c * expected` for one c, `got` does not change
-when grad_output does, `got` is `expected` transposed, `got` is the right map at inputs
-transformed (one negated), ... The first that holds is the diagnosis; "no simple pattern", naming
-the kinds tried, when none does.
-"""
+mistake, from a catalogue checked against the numbers (how: checks.md, "Why it is wrong")."""
 from __future__ import annotations
 
 import contextlib
@@ -71,11 +61,11 @@ class Maps:
     expected: Pull
     spaces: Mapping[str, torch.Tensor]
     results: Mapping[str, torch.Tensor]
+    # the right map at other inputs (`point`, the inputs here, transformed); None: not tried
+    at: Callable[[Mapping[str, torch.Tensor]], Pull | None]
+    point: Mapping[str, torch.Tensor]
     forward: bool = False
     tolerance: tuple[float, float] = NUMERICAL  # (rtol, atol): as the check that failed
-    # the right map at other inputs (`point`, the inputs here, transformed): None, not tried
-    at: Callable[[Mapping[str, torch.Tensor]], Pull | None] | None = None
-    point: Mapping[str, torch.Tensor] = field(default_factory=dict)
 
     def same(self, got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
         """got equals expected at this tolerance (None is zero; a gradient of a shape that
@@ -224,8 +214,7 @@ class Pair:
         """Whether got is the right map at the inputs transformed (`transforms`): the right
         formula at the wrong point."""
         m = self.m
-        moved = [] if m.at is None else list(transforms(m.point, m.results if m.forward
-                                                         else m.spaces))
+        moved = list(transforms(m.point, m.results if m.forward else m.spaces))
         self.tried += [f"the right one at {', '.join(t[0] for t in moved)}"] if moved else []
         for _, says, ys in moved:
             with contextlib.suppress(Exception):  # the forward may refuse that point
@@ -426,28 +415,18 @@ def pullback(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
 
 
 def numerical(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6) -> Pull | None:
-    """The vector-Jacobian product by central differences of fn's forward (float64); None
-    past MAX_NUMERICAL input elements."""
+    """The vector-Jacobian product by central differences of fn's forward (float64): the
+    Jacobian's columns, `directional` along each input element; None past MAX_NUMERICAL input
+    elements."""
     wrt = [k for k, x in xs.items() if x.requires_grad]
     if sum(xs[k].numel() for k in wrt) > MAX_NUMERICAL:
         return None
-    at = {k: x.detach() for k, x in fresh(xs).items()}  # changed in place below
-    columns: dict[str, list[list[torch.Tensor]]] = {}
-    for k in wrt:
-        flat = at[k].view(-1)
-        columns[k] = []
-        for i in range(flat.numel()):
-            keep = flat[i].item()
-            flat[i] = keep + eps
-            plus = [t.detach().double().clone() for t in outputs(fn(*fresh(at).values()))]
-            flat[i] = keep - eps
-            minus = [t.detach().double().clone() for t in outputs(fn(*fresh(at).values()))]
-            flat[i] = keep
-            columns[k].append([(a - b) / (2 * eps) for a, b in zip(plus, minus)])
+    push = directional(fn, xs, eps)
+    columns = {k: [push(k, torch.nn.functional.one_hot(torch.tensor(i), xs[k].numel()).double(
+        ).view(xs[k].shape)) for i in range(xs[k].numel())] for k in wrt}
 
     def pull(space: str, v: torch.Tensor) -> dict[str, torch.Tensor | None]:
-        o = output_names(len(next(iter(columns.values()))[0])).index(space)
-        return {k: torch.tensor([(col[o] * v).sum().item() for col in columns[k]],
+        return {k: torch.tensor([(col[space] * v).sum().item() for col in columns[k]],
                                 dtype=torch.float64).view(xs[k].shape) for k in wrt}
     return pull
 
@@ -467,13 +446,13 @@ def pushforward(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
 
 
 def directional(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6) -> Pull:
-    """J·u by central differences of fn's forward along u (float64)."""
+    """J·u by central differences of fn's forward along u (float64, in no graph)."""
     def push(space: str, u: torch.Tensor) -> dict[str, torch.Tensor | None]:
         with torch.no_grad():
             plus, minus = (outputs(fn(*[x + h * u if k == space else x
                                         for k, x in fresh(xs).items()])) for h in (eps, -eps))
-        return {name: (a.double() - b.double()) / (2 * eps)
-                for name, a, b in zip(output_names(len(plus)), plus, minus)}
+            return {name: (a.double() - b.double()) / (2 * eps)
+                    for name, a, b in zip(output_names(len(plus)), plus, minus)}
     return push
 
 

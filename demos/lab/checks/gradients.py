@@ -1,10 +1,5 @@
-"""Checks of gradients and results; each returns a `Check` (name, passed, detail), never raises.
-
-- `gradcheck`: torch.autograd.gradcheck of a custom Function in float64.
-- `parity`: a custom Function's value and gradients against plain-torch autograd of the same
-  formula.
-- `expect`: final params/metrics against the targets of the config.
-"""
+"""Checks of gradients and results (gradcheck, parity, expect: checks.md); each returns a
+`Check` (name, passed, detail), never raises."""
 from __future__ import annotations
 
 import math
@@ -18,7 +13,7 @@ import torch
 from torch.autograd.gradcheck import GradcheckError
 
 from demos.lab.checks import diagnose
-from demos.lab.checks.diagnose import Diagnosis, against_reference, failed_check, index
+from demos.lab.checks.diagnose import EXACT, Diagnosis, against_reference, failed_check, index
 from demos.lab.core.results import Check
 from demos.lab.core.scenario import Expect
 from demos.lab.core.signals import Stopped, StopRequest
@@ -59,12 +54,9 @@ class NotRun(Exception):
 
 def torch_check(check: Callable, fn: Callable, xs: Mapping[str, torch.Tensor],
                 float32: bool = False, **kwargs: Any) -> list[str]:
-    """`check` (gradcheck or gradgradcheck) of fn at xs as a careful user runs it; returns how:
-    past MAX_JACOBIAN, fast mode (a failure not rerun in slow mode, as torch does for its
-    message), then the full check on the leading blocks it affords (`restricted`: fast mode's
-    tolerance grows with the sizes, and passed a softmax with one output's term left out),
-    masked for sparse inputs (without the undefined-grad test, which compares a sparse gradient
-    with 0), a sparse output made dense, float32's step and tolerance."""
+    """`check` (gradcheck or gradgradcheck) of fn at xs as a careful user runs it (fast mode,
+    then the full check on `restricted` blocks; sparse tensors; float32: checks.md, "At the
+    edges"); returns how, each a phrase of the check's detail."""
     with torch.no_grad():
         outs = tensors(fn(*fresh(xs, dtype=None).values()))
     n_in, n_out = sum(x.numel() for x in xs.values() if x.requires_grad), sum(
@@ -121,9 +113,11 @@ def gradcheck(name: str, fn: Callable[..., torch.Tensor], inputs: Mapping[str, t
     wrt = ", ".join(k for k, v in inputs.items() if v.requires_grad)
     opts = "".join(f", {k}={v}" for k, v in kwargs.items())
     return jacobian_check(name, torch.autograd.gradcheck, fn, inputs, device, stop,
+                          # a wrong backward: why (a float32 one's at float32's step, tolerance)
                           lambda e, f, xs: failed_check(e, f, xs) if not float32 else
-                          None if "forward AD" in message(e) else
-                          float32_diagnosis(f, xs),  # a wrong backward: why
+                          None if "forward AD" in message(e) else diagnose.against_numbers(
+                              f, xs, GRADCHECK32["eps"],
+                              (GRADCHECK32["rtol"], GRADCHECK32["atol"])),
                           f"analytic == numerical Jacobian w.r.t. {wrt} (float64{opts})",
                           float32, **kwargs)
 
@@ -210,14 +204,6 @@ def sliced(block: torch.Tensor) -> str:
     return f"[{', '.join(f':{n}' for n in block.shape)}]"
 
 
-def float32_diagnosis(fn: Callable, xs: Mapping[str, torch.Tensor],
-                      reference: Callable | None = None) -> Diagnosis | None:
-    """Why a Function that computes in float32 is wrong, at float32's step and tolerance."""
-    return against_reference(fn, reference, xs, (RTOL32, ATOL32)) if reference else \
-        diagnose.against_numbers(fn, xs, GRADCHECK32["eps"],
-                                 (GRADCHECK32["rtol"], GRADCHECK32["atol"]))
-
-
 def gradcheck_failure(e: BaseException, wrt: list[str]) -> str:
     """gradcheck's error as one line naming the input (its Jacobians, after 'numerical:', and
     its note on nondeterministic ops cut)."""
@@ -274,9 +260,9 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
         if not agree(x, y, rtol, atol):
             why = None
             if what.startswith("grad"):  # the values agree: the backward is what differs
-                xs = fresh(inputs, device)  # a float32 Function: at float32's tolerance
-                why = float32_diagnosis(custom, xs, reference) if rtol >= RTOL32 else \
-                    against_reference(custom, reference, xs)
+                # (a float32 Function's at float32's tolerance)
+                why = against_reference(custom, reference, fresh(inputs, device),
+                                        (RTOL32, ATOL32) if rtol >= RTOL32 else EXACT)
             flat = int(diff.argmax())
             rel_there = (diff.flatten()[flat] / y.detach().flatten()[flat].abs().clamp_min(1e-300)
                          ).item()  # at the worst absolute error: the place the detail names

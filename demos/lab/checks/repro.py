@@ -1,10 +1,6 @@
-"""A standalone script that shows a support row's `differs`: torch's compiled transform giving
-other numbers than eager torch, for one Function at fixed inputs. It holds the Function's own
-source with its module's context (imports, helpers, constants; what it imports from the user's
-own files carried as values; what a factory's class closes over), the inputs as literals, the
-eager and the compiled call, and an assert: run alone, with torch alone, it fails where torch
-differs, and can be pasted into a PyTorch bug report. It never imports the lab: what could not
-be carried it names in its first lines."""
+"""A standalone script that shows a support row's `differs` (torch's compiled transform giving
+other numbers than eager torch), runs with torch alone and never imports the lab: what it
+holds, checks.md, "When torch is the one that differs"."""
 from __future__ import annotations
 
 import ast

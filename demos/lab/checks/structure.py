@@ -1,19 +1,12 @@
 """Checks of any custom autograd Function's backward: what it returns, not only what autograd
-lets through.
-
-Autograd quietly casts a gradient of the wrong dtype, quietly drops a gradient returned for
-an input that needs none, and does not see an input that forward changed in place without
-ctx.mark_dirty; other mistakes surface as terse RuntimeErrors. So `backward_structure` looks at
-the inputs after forward, calls the Function's own backward with the graph node as its ctx (as
-autograd does) and looks at each returned gradient, then lets autograd run it for real.
-"""
+lets through (why: checks.md, "Check your own autograd Function")."""
 from __future__ import annotations
 
 from typing import Callable, Mapping
 
 import torch
 
-from demos.lab.checks.diagnose import failed_check
+from demos.lab.checks.diagnose import failed_check, output_names
 from demos.lab.checks.gradients import (
     FLOAT32,
     Check,
@@ -35,13 +28,10 @@ UNMARKED = "forward changes no input without ctx.mark_dirty"
 def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: torch.device,
                        fixed: Mapping[int, Fixed] | None = None,
                        copies: bool = False) -> list[Check]:
-    """Forward runs; backward returns one grad per argument of apply (more only where the
-    extra ones are None, as autograd allows), each None exactly where the argument needs no
-    grad, else of the input's dtype and of its shape or one that autograd sums to it (a
-    broadcast shape); grad_output is left untouched; and autograd accepts the result.
-    A Function that changes an input in place without ctx.mark_dirty fails UNMARKED.
-    `inputs`: the floating-point tensors; `fixed`: apply's other arguments, by position;
-    `copies`: apply gets copies of the inputs that require grad (see in_graph)."""
+    """The checks of what forward and backward do and return (checks.md, "Check your own
+    autograd Function", from `forward runs` to `autograd accepts the backward`). `inputs`: the
+    floating-point tensors; `fixed`: apply's other arguments, by position; `copies`: apply gets
+    copies of the inputs that require grad (see in_graph)."""
     fixed = fixed or {}
     xs = fresh(inputs, device)
     before = fresh(xs, dtype=None)  # their values, to see what forward changes
@@ -121,10 +111,9 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
                        "; ".join(problems) or "; ".join(
                            ["shapes and dtypes match; None exactly where an input needs no "
                             "grad", *notes])))
-    low = [f"output {i}" if len(outs) > 1 else "the output" for i, o in enumerate(outs) if
-           o.dtype == torch.float32] + [f"{n}'s gradient" for n, x, g in zip(names, args, returned)
-                                        if getattr(g, "dtype", 0) == torch.float32 != getattr(
-                                            x, "dtype", torch.float32)]
+    low = [n for n, o in zip(output_names(len(outs)), outs) if o.dtype == torch.float32] + [
+        f"{n}'s gradient" for n, x, g in zip(names, args, returned)
+        if getattr(g, "dtype", 0) == torch.float32 != getattr(x, "dtype", torch.float32)]
     if low:  # said once; every check judges it at float32's tolerance
         found.append(Check(FLOAT32, True, f"with float64 inputs, {' and '.join(low)} "
                                           f"{'are' if low[1:] else 'is'} float32: each check "

@@ -1,13 +1,6 @@
-"""What a custom autograd Function supports under today's autograd, transform by transform.
-
-`matrix(fn, inputs, reference)` runs one row per capability (`rows_of` names the function
-that runs each; checks.md's "What a Function supports" says what) and says, for each, `ok`
-(works and matches the reference), `unsupported` (torch refuses, with the first line of its
-message and what to add to the Function), `fails` (runs but gives a wrong value or gradient),
-`differs` (torch's compiled path against eager torch) or `skipped`. The reference is a
-plain-torch function of the same formula; without one, the Function's own backward (checked by
-gradcheck) stands in for it where a gradient is compared.
-"""
+"""What a custom autograd Function supports under today's autograd, transform by transform:
+`matrix`, a row per capability, each run by the function `rows_of` names (the rows and their
+statuses: checks.md, "What a Function supports")."""
 from __future__ import annotations
 
 import contextlib
@@ -87,11 +80,8 @@ class Mismatch(Exception):
 
 class TorchDiffers(Exception):
     """torch's compiled path gives other numbers than eager torch on the same Function and
-    inputs: torch's disagreement, not the Function's mistake."""
-
-    def __init__(self, detail: str, case: dict[str, Any] | None = None):
-        super().__init__(detail)
-        self.case = case
+    inputs: torch's disagreement, not the Function's mistake; args: the row's detail, and
+    what a reproduction needs (Row.case), where one can be written."""
 
 
 def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
@@ -163,7 +153,7 @@ def attempt(run: Callable[[], str], sparse: bool = False) -> Row:
     except Mismatch as e:
         return Row("fails", message(e))
     except TorchDiffers as e:
-        return Row("differs", message(e), e.case)
+        return Row("differs", *e.args)
     except CompileRefused as e:
         return Row("unsupported", message(e))
     except NotRun as e:
@@ -335,11 +325,10 @@ def forward_rule(fn, xs, names: Sequence[str]) -> None:
 
 def jvp_by_reverse(f: Callable, primals: Sequence[torch.Tensor],
                    tangents: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-    """J·v of the plain-torch `f` at `primals` by reverse mode alone: g(u) = Jᵀu is linear in u,
-    so the gradient of <g(u), v> with respect to u is J·v (forward AD through a decomposed op
-    would import torch's compiler stack: seconds). An output that does not depend on the inputs
-    differentiably (a constant, integer indices, a detached mask) gets zeros, as forward mode
-    gives it."""
+    """J·v of the plain-torch `f` at `primals` by reverse mode alone, as the gradient of Jᵀu·v
+    with respect to u (why: checks.md, "Which rows run"); an output that does not depend on the
+    inputs differentiably (a constant, integer indices, a detached mask) gets zeros, as forward
+    mode gives it."""
     xs = [p.detach().clone().requires_grad_() for p in primals]  # f may change them in place
     outs = tensors(f(*[x.clone() for x in xs]))
     live = [i for i, o in enumerate(outs) if o.is_floating_point() and o.requires_grad]
@@ -407,10 +396,8 @@ def vmap(fn, xs) -> str:
 
 
 def compiled(fn, xs, backend: str = COMPILED_BACKEND) -> str:
-    """torch.compile(fn, fullgraph=True): its value and gradients against eager's. Under
-    aot_eager, AOTAutograd's common-subexpression pass is off: it only merges repeated ops (it
-    cannot make a Function right or wrong) and its first use costs most of the row's time; the
-    inductor row runs it."""
+    """torch.compile(fn, fullgraph=True): its value and gradients against eager's; under
+    aot_eager without AOTAutograd's common-subexpression pass (why: checks.md's table)."""
     import torch._functorch.config
 
     whole = backend != COMPILED_BACKEND
@@ -427,10 +414,8 @@ class CompileRefused(Exception):
 def against_eager(transform: str, f: Callable, args: Sequence[Any], fn, xs, backend: str,
                   **case: Any) -> None:
     """torch.compile(f)(*args), compiled afresh, against eager f(*args), `f` being `transform`
-    of `fn`. An error in the compiled call, where eager ran it, is torch's compiled path
-    refusing the Function (CompileRefused: `unsupported`); other numbers than eager's are
-    torch's disagreement (TorchDiffers, with what a reproduction needs); neither is the
-    Function's mistake."""
+    of `fn`: an error in the compiled call is CompileRefused, other numbers TorchDiffers (what
+    each means: checks.md, "When torch is the one that differs")."""
     compiler_on()  # said first: a compiler switched off is the reason, whatever eager does
     eager = cloning(f)(*args)  # each call on copies of its own (a mark_dirty Function)
     try:
@@ -595,12 +580,9 @@ def to_json(rows: Mapping[str, Row]) -> dict[str, dict[str, str]]:
 
 def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
            done: Mapping[str, str] | None = None, name: str = "support matrix") -> list[Check]:
-    """The matrix as checks, each failure counted once: one check `name` that fails when a row
-    fails, and one check per required row, which must be `ok` (`unsupported` alone is
-    information, not failure). `done` names checks already made that run a row's own test
-    (custom_function's gradcheck is the backward row): the matrix says so and does not count
-    that failure again. One wrong backward fails every row that takes a gradient; those rows
-    say that they follow from it, so that they do not read as more bugs."""
+    """The matrix as checks, each failure counted once (checks.md's "support matrix"): one
+    check `name`, and one per row of `require`; `done` names the checks already made that run a
+    row's own test (custom_function's gradcheck is the backward row)."""
     done = done or {}
     wrong = "backward" in rows and rows["backward"].status == "fails"
 
