@@ -1,17 +1,9 @@
 """Baselines: a run's final values, saved as YAML to commit beside its config
-(`--save-baseline FILE`), and later runs compared against them (`--baseline FILE`).
-
-Torch-free. Each value outside its tolerance (demos.lab.core.tolerance) is a failed check
-`baseline <metrics|params>.<name>` of its entry; an entry the baseline lacks, or one only the
-baseline has, is named too. The file is plain data, read with yaml.safe_load only.
-
-A file holds one kind of run: a --dry-run or a full one, one seed, device, torch and world
-size. A value that is not finite is written as summary.json writes it, null, and compares equal
-to a value not finite (NaN, inf or -inf) in the run: both "not a number".
+(`--save-baseline FILE`), and later runs compared against them (`--baseline FILE`), as
+demos/docs/baselines.md says. Torch-free; the file is plain data, read with yaml.safe_load only.
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -135,14 +127,11 @@ def read_baseline(path: str, option: str = "--baseline") -> BaselineFile:
 def values_read(raw: dict[str, Any]) -> dict[str, Any]:
     """`raw` with each value that is not finite (YAML's .nan and .inf) as null, as save writes
     it and summary.json holds it."""
-    def value(v: Any) -> Any:
-        return None if isinstance(v, float) and not math.isfinite(v) else v
-
     entries = raw.get("scenarios")
     for e in entries.values() if isinstance(entries, dict) else ():  # else: build names it
         for kind in KINDS:
             if isinstance(e, dict) and isinstance(e.get(kind), dict):
-                e[kind] = {n: value(v) for n, v in e[kind].items()}
+                e[kind] = finite(e[kind])
     return raw
 
 
@@ -220,13 +209,13 @@ class Comparison:
         self.not_in_baseline: list[str] = []
 
     @property
-    def same_machine(self) -> bool:
-        return fp.matches(self.base.fingerprint, self.fingerprint)
-
-    @property
     def differ(self) -> str:
         """How this run's fingerprint differs from the baseline's ('' when it matches)."""
         return fp.contrast(self.base.fingerprint, self.fingerprint)
+
+    @property
+    def same_machine(self) -> bool:
+        return not self.differ
 
     @property
     def measured(self) -> bool:
