@@ -111,13 +111,12 @@ def overwrite(path: Path, text: str) -> None:
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Rows of {column: value} as CSV; columns in order of first appearance, blanks where absent."""
+    """Rows of {column: value} as CSV, floats in full; columns in order of first appearance."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()}
-                     for row in rows)
+    writer.writerows(rows)
     write_atomic(path, buf.getvalue())
 
 

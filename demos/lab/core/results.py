@@ -126,6 +126,16 @@ class Baseline(_Baseline, TypedDict("_", {  # "from" is no name Python takes: gi
     """--baseline's block (demos.lab.comparing.baseline.Comparison.block)."""
 
 
+# the fields summary.json leaves out where unset (None, or an empty mapping)
+OPTIONAL = ("diagnosis", "steps", "inspection", "support", "baseline", "world", "fingerprint",
+            "pid", "host", "process")
+
+
+def json_fields(fields: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A dataclass as summary.json has it (dataclasses.asdict's dict_factory)."""
+    return {k: v for k, v in fields if k not in OPTIONAL or v not in (None, {})}
+
+
 @dataclass
 class Check:
     """A named fact with its detail; `passed` is None when not evaluated (expect in --dry-run)."""
@@ -190,16 +200,7 @@ class EntrySummary:
             raise ConfigError(f"{where}.status: {self.status!r} is no entry's status")
 
     def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        for optional in ("inspection", "support"):
-            if not data[optional]:
-                del data[optional]
-        for c in data["checks"]:
-            if c["diagnosis"] is None:
-                del c["diagnosis"]
-        if data["timing"] is not None and data["timing"]["steps"] is None:
-            del data["timing"]["steps"]
-        return finite(data)
+        return finite(dataclasses.asdict(self, dict_factory=json_fields))
 
 
 @dataclass
@@ -235,13 +236,7 @@ class RunSummary:
             raise ConfigError(f"{where or 'top level'}: status {self.status!r} is no run's")
 
     def to_json(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        data["scenarios"] = [e.to_json() for e in self.scenarios]
-        data["process"] = self.process and dataclasses.asdict(self.process)
-        for optional in ("baseline", "world", "fingerprint", "pid", "host", "process"):
-            if data[optional] is None:
-                del data[optional]
-        return finite(data)
+        return finite(dataclasses.asdict(self, dict_factory=json_fields))
 
 
 MAX_SUMMARY_BYTES = 10 << 20  # a summary larger than this is not one of ours
