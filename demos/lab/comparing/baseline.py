@@ -34,7 +34,6 @@ MAX_BASELINE_BYTES = 1 << 20  # a baseline is a few KiB (all.yaml's with bands: 
 HEADER = """\
 # autograd-demos baseline: the final metrics and params of each scenario entry of one run.
 # Written by --save-baseline; commit it beside the config. Compare a run against it:
-#   python runner.py --config {config} --baseline {path}
 """
 EXACT_NOTE = """\
 # Saved from a single run: exact to one machine. On a machine with the same fingerprint
@@ -371,11 +370,10 @@ def header(config: str, path: str, entries: dict[str, dict[str, Any]],
            ensemble: dict[str, str] | None) -> str:
     """The file's opening comment: how to use it, and what its tolerances rest on."""
     measured = [i for i, v in entries.items() if v.get("band")]
-    made = re.fullmatch(r"<(\w+) defaults>", config or "")
-    text = HEADER.format(config=config, path=path) if not made else HEADER.split(
-        "#   python runner.py")[0] + (  # a scenario run on its defaults: no config file
-        f"#   python -m demos.scenarios.{made[1]} --baseline {path}\n"
-        f"#   or from Python: demos.run({made[1]!r}, baseline={path!r})\n")
+    made = re.fullmatch(r"<(\w+) defaults>", config or "")  # a scenario on its defaults
+    text = HEADER + (f"#   python runner.py --config {config} --baseline {path}\n" if not made
+                     else f"#   python -m demos.scenarios.{made[1]} --baseline {path}\n"
+                     f"#   or from Python: demos.run({made[1]!r}, baseline={path!r})\n")
     if not measured:
         return text + EXACT_NOTE + TOLERANCE_NOTE
     unmeasured = [i for i in entries if i not in measured]

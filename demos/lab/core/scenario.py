@@ -76,17 +76,10 @@ class Expect:
         """Which setting of this run differs from `written_for`, said in words; else None."""
         for key, written in self.written_for.items():
             value = seed if key == "seed" else getattr(entry, key)
-            if not same(value, written):
+            if value != written:  # numbers by value: 5e-6 is 5.0e-6, 2000 is 2000.0
                 return (f"{key} is {value!r} here; the targets hold for {written!r} "
                         f"(expect.written_for)")
         return None
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal as settings: numbers by value (5e-6 is 5.0e-6), lists element by element."""
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    return bool(a == b)  # Python compares an int and a float by value
 
 
 @dataclass
