@@ -117,21 +117,15 @@ def read_baseline(path: str, option: str = "--baseline") -> BaselineFile:
     if not isinstance(raw, dict) or not raw.get("scenarios"):
         raise ConfigError(f"{where}: not a baseline: no 'scenarios' mapping (write one with "
                           f"--save-baseline)")
+    entries = raw["scenarios"]
+    for entry in entries.values() if isinstance(entries, dict) else ():  # else: build says
+        for kind in KINDS:  # YAML's .nan and .inf as null, as save writes them
+            if isinstance(entry, dict) and isinstance(entry.get(kind), dict):
+                entry[kind] = finite(entry[kind])
     try:
-        return build(BaselineFile, values_read(raw), "")
+        return build(BaselineFile, raw, "")
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
-
-
-def values_read(raw: dict[str, Any]) -> dict[str, Any]:
-    """`raw` with each value that is not finite (YAML's .nan and .inf) as null, as save writes
-    it and summary.json holds it."""
-    entries = raw.get("scenarios")
-    for e in entries.values() if isinstance(entries, dict) else ():  # else: build names it
-        for kind in KINDS:
-            if isinstance(e, dict) and isinstance(e.get(kind), dict):
-                e[kind] = finite(e[kind])
-    return raw
 
 
 def check_writable(path: str, config: str, output_dir: str, dry_run: bool) -> None:
@@ -203,28 +197,17 @@ class Comparison:
         self.configured = list(self.tolerances)  # every entry of the config, --only or not
         self.selected = list(selected)  # the entries this run runs (--only)
         self.cpu = base.device == "cpu" and device == "cpu"
-        self.fingerprint: dict[str, Any] | None = None  # this run's, once it started
+        self.measured = all(e.band for e in base.scenarios.values())  # saved with --ensemble
+        # how this run's fingerprint differs from the baseline's ('' where it matches); until
+        # the run has one (begin), in every key
+        self.differ = fp.contrast(base.fingerprint, None)
         self.drifts: list[Drift] = []
         self.not_in_baseline: list[str] = []
-
-    @property
-    def differ(self) -> str:
-        """How this run's fingerprint differs from the baseline's ('' when it matches)."""
-        return fp.contrast(self.base.fingerprint, self.fingerprint)
-
-    @property
-    def same_machine(self) -> bool:
-        return not self.differ
-
-    @property
-    def measured(self) -> bool:
-        """Whether every entry of the baseline has its bands (saved with --ensemble)."""
-        return all(e.band for e in self.base.scenarios.values())
 
     def begin(self, fingerprint: dict[str, Any], seed: int) -> list[str]:
         """This run's fingerprint, once torch is set up; what differs from the baseline's run
         that moves values (the log's warnings)."""
-        self.fingerprint = fingerprint
+        self.differ = fp.contrast(self.base.fingerprint, fingerprint)
         out = []
         if self.differ:
             how = ("each value is judged against its measured band" if self.measured else
@@ -253,7 +236,7 @@ class Comparison:
         tables = [self.tolerances.get(e.id, {}), old.tolerance, self.base.tolerance]
         new = finite({"metrics": e.metrics, "params": e.params})  # as summary.json has them
         drifts = compare_values(e.id, to_dict(old), new,
-                                tables, same_machine=self.same_machine, cpu=self.cpu,
+                                tables, same_machine=not self.differ, cpu=self.cpu,
                                 bands=old.band, differ=self.differ)
         self.drifts += drifts
         out = [Check(f"baseline {d.key}", False, d.describe()) for d in drifts if not d.within]
@@ -278,7 +261,7 @@ class Comparison:
                 "from": {k: getattr(self.base, k) for k in ("run", "torch", "device",
                                                             "threads", "seed",
                                                             "world_size")},
-                "fingerprint": self.base.fingerprint, "same_machine": self.same_machine,
+                "fingerprint": self.base.fingerprint, "same_machine": not self.differ,
                 "differs": self.differ, "measured": self.measured,
                 "compared": len(self.drifts), "drift": [d.to_json() for d in moved],
                 "only_in_baseline": missing, "not_run": left_out,
