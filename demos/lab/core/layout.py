@@ -125,10 +125,9 @@ def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
 
 
 def check_output_dir(path: str) -> None:
-    """--output-dir before any work: a folder that holds run folders, never one of them nor
-    anywhere inside one (a folder with summary.json and run.log: another project's
-    summary.json alone is no run's), and never the empty path (an unset shell variable: the
-    current folder)."""
+    """--output-dir before any work: never the empty path (an unset shell variable), a run's
+    folder (summary.json and run.log: another project's summary.json alone is no run's) nor
+    anywhere inside one."""
     if path == "":
         raise ConfigError("--output-dir: an empty path; name a folder (the default is outputs)")
     try:

@@ -244,10 +244,8 @@ MAX_SUMMARY_BYTES = 10 << 20  # a summary larger than this is not one of ours
 
 def read_summary(folder: Path) -> RunSummary:
     """A run folder's summary.json, typed: the one reader of it (the index, baselines, the
-    Python API). What no run wrote is refused, a ConfigError naming the file and why: a link, a
-    FIFO or a device (never read), a file over 10 MB, not JSON or nested absurdly deep, a key
-    missing, unknown or of another type, a status no run has, an entry id that is no folder's
-    name (`../../x`)."""
+    Python API). What no run wrote is a ConfigError naming the file and why
+    (demos/docs/guarantees.md, "A summary.json no run wrote is never trusted")."""
     path = folder / SUMMARY
     try:
         data = json.loads(read_bytes(path, MAX_SUMMARY_BYTES, links=False).decode("utf-8"))
