@@ -285,28 +285,27 @@ def save(path: str, summary: RunSummary, scenarios: dict[str, str],
             "threads": summary.determinism.get("cpu_threads"), "seed": summary.seed,
             "dry_run": summary.dry_run, "world_size": summary.world["size"] if summary.world else 1,
             "fingerprint": summary.fingerprint, "ensemble": ensemble}
-    other = other_kind(old, data) if old is not None else ""
-    if old is not None and old.tolerance:
+    before = old.scenarios if old else {}
+    other = other_kind(old, data) if old else ""
+    if old and old.tolerance:
         data["tolerance"] = to_dict(old.tolerance)
     data = drop_unset(data)
     fresh = {e.id: e for e in summary.scenarios if e.status in ("passed", "failed")}
     left = [f"{e.id} ({e.status})" for e in summary.scenarios if e.id not in fresh]
     ran = [e.id for e in summary.scenarios]
-    carried = [i for i in (old.scenarios if old else {}) if i not in ran]  # --only
+    carried = [i for i in before if i not in ran]  # --only
     kept: dict[str, dict[str, Any]] = {}
-    dropped: list[str] = []  # another kind of run: the file's entries this run did not replace
     for i in [*ran, *carried]:
-        previous = old.scenarios.get(i) if old else None
+        previous = before.get(i)
         if i in fresh:
             e = fresh[i]
             kept[i] = as_saved(BaselineEntry(
                 scenarios.get(i, e.scenario), finite(e.metrics), finite(e.params),
                 previous.tolerance if previous else {}, (bands or {}).get(i, {})))
-        elif previous is not None:  # no values from this run: its last good ones, if of this kind
-            if other:
-                dropped.append(i)
-            else:
-                kept[i] = as_saved(previous)
+        elif previous is not None and not other:  # no values from this run: its last good ones
+            kept[i] = as_saved(previous)
+    # another kind of run: the file's entries this run did not replace
+    dropped = [i for i in [*ran, *carried] if i in before and i not in kept]
     data["scenarios"] = kept
     text = header(str(data["config"]), path, kept, ensemble) + yaml.dump(
         data, Dumper=Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
