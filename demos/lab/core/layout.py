@@ -113,11 +113,9 @@ def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
         base = prefix + now.strftime("%Y-%m-%d_%H-%M-%S")
         for i in range(10_000):
             path = output_dir / (base if i == 0 else f"{base}-{i}")
-            try:
+            with contextlib.suppress(FileExistsError):
                 path.mkdir()
                 return path
-            except FileExistsError:
-                continue
     except OSError as e:
         raise NoRunFolder(f"--output-dir {output_dir}: cannot create the run folder: "
                           f"{e.strerror or e}") from None

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Iterator, Mapping
 
 from demos.lab.core.layout import BACKWARD, GRADS, LOSS_PLOT, METRICS
+from demos.lab.core.results import CAPABILITIES
 from demos.lab.core.schema import ConfigError, param
 from demos.lab.core.text import one_line
 from demos.lab.core.tolerance import ARITHMETIC, TableEntry, within
@@ -154,8 +155,6 @@ def support_param(every_row: bool = False, forward_mode: bool = True) -> Any:
     matrix to run. By default the rows that need no compiler (a scenario in seconds);
     `every_row=True`: every row (custom_function, for your own Functions); `forward_mode=False`
     leaves out `forward_ad` too, for a document about reverse mode alone."""
-    from demos.lab.core.results import CAPABILITIES
-
     left_out = ASKED_ONLY if every_row else \
         COMPILER_ROWS + (() if forward_mode else ("forward_ad",))
     rows = [r for r in CAPABILITIES if r not in left_out]
