@@ -17,17 +17,16 @@ from demos.lab.core.files import NotReadable, read_bytes, strict
 from demos.lab.core.layout import NAME_RE, SUMMARY, Process
 from demos.lab.core.schema import ConfigError, Text, build
 
-# an entry's status (a run's is one of passed, failed, interrupted)
+# an entry's status, from best to worst (a run's is one of passed, failed, interrupted)
 Status = Literal["passed", "failed", "error", "interrupted"]
 STATUSES: tuple[str, ...] = typing.get_args(Status)
-SEVERITY = {"passed": 0, "failed": 1, "error": 2, "interrupted": 3}  # a status only worsens
 
 
 def escalate(current: str, new: str) -> str:
     """The one rule for a status that learns something new: the worse of the two (passed <
     failed < error < interrupted). A failed check does not hide an error; nothing after an
     interruption un-interrupts."""
-    return new if SEVERITY[new] > SEVERITY[current] else current
+    return max(current, new, key=STATUSES.index)
 # the rows of a Function's support matrix (demos.lab.checks.support), in order
 Capability = Literal["backward", "double_backward", "forward_ad", "func_grad", "vmap",
                      "compile", "compile_grad", "compile_jvp", "compile_vmap", "inductor",
