@@ -144,14 +144,12 @@ def read_bytes(path: Path | str, limit: int, links: bool = True) -> bytes:
             raise NotReadable("is a directory")
         if not stat.S_ISREG(info.st_mode):
             raise NotReadable("not a regular file (a FIFO, a device or a socket)")
-        if info.st_size > limit:
-            raise NotReadable(f"larger than {limit >> 10} KiB")
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(limit + 1)  # buffered: reads until it has limit + 1 bytes or the end
     except OSError as e:
         raise NotReadable(f"cannot read: {e.strerror or e}") from None
     finally:
         os.close(fd)
-    if len(data) > limit:  # grew while read
+    if len(data) > limit:
         raise NotReadable(f"larger than {limit >> 10} KiB")
     return data
