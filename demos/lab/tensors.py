@@ -23,11 +23,8 @@ def fresh(tensors: Mapping[str, torch.Tensor], device: torch.device | None = Non
 
 def close(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float,
           equal_nan: bool = False) -> torch.Tensor:
-    """Element by element, whether `actual` is `expected`: |actual - expected| <= atol + rtol *
-    |expected| (torch.isclose, as torch.testing judges), in the two tensors' common dtype, on
-    actual's device. NaN is close to NaN only with `equal_nan`; the same infinity is close to
-    itself; sparse tensors as their dense values. The shapes must be the same (a ValueError
-    otherwise)."""
+    """torch.isclose(actual, expected), as torch.testing judges, in the two tensors' common
+    dtype on actual's device, sparse ones as dense; of the same shapes, else a ValueError."""
     if actual.shape != expected.shape:
         raise ValueError(f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
     actual, expected = dense(actual), dense(expected)

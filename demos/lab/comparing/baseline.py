@@ -1,17 +1,9 @@
 """Baselines: a run's final values, saved as YAML to commit beside its config
-(`--save-baseline FILE`), and later runs compared against them (`--baseline FILE`).
-
-Torch-free. Each value outside its tolerance (demos.lab.core.tolerance) is a failed check
-`baseline <metrics|params>.<name>` of its entry; an entry the baseline lacks, or one only the
-baseline has, is named too. The file is plain data, read with yaml.safe_load only.
-
-A file holds one kind of run: a --dry-run or a full one, one seed, device, torch and world
-size. A value that is not finite is written as summary.json writes it, null, and compares equal
-to a value not finite (NaN, inf or -inf) in the run: both "not a number".
+(`--save-baseline FILE`), and later runs compared against them (`--baseline FILE`), as
+demos/docs/baselines.md says. Torch-free; the file is plain data, read with yaml.safe_load only.
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -42,7 +34,6 @@ MAX_BASELINE_BYTES = 1 << 20  # a baseline is a few KiB (all.yaml's with bands: 
 HEADER = """\
 # autograd-demos baseline: the final metrics and params of each scenario entry of one run.
 # Written by --save-baseline; commit it beside the config. Compare a run against it:
-#   python runner.py --config {config} --baseline {path}
 """
 EXACT_NOTE = """\
 # Saved from a single run: exact to one machine. On a machine with the same fingerprint
@@ -126,24 +117,15 @@ def read_baseline(path: str, option: str = "--baseline") -> BaselineFile:
     if not isinstance(raw, dict) or not raw.get("scenarios"):
         raise ConfigError(f"{where}: not a baseline: no 'scenarios' mapping (write one with "
                           f"--save-baseline)")
+    entries = raw["scenarios"]
+    for entry in entries.values() if isinstance(entries, dict) else ():  # else: build says
+        for kind in KINDS:  # YAML's .nan and .inf as null, as save writes them
+            if isinstance(entry, dict) and isinstance(entry.get(kind), dict):
+                entry[kind] = finite(entry[kind])
     try:
-        return build(BaselineFile, values_read(raw), "")
+        return build(BaselineFile, raw, "")
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
-
-
-def values_read(raw: dict[str, Any]) -> dict[str, Any]:
-    """`raw` with each value that is not finite (YAML's .nan and .inf) as null, as save writes
-    it and summary.json holds it."""
-    def value(v: Any) -> Any:
-        return None if isinstance(v, float) and not math.isfinite(v) else v
-
-    entries = raw.get("scenarios")
-    for e in entries.values() if isinstance(entries, dict) else ():  # else: build names it
-        for kind in KINDS:
-            if isinstance(e, dict) and isinstance(e.get(kind), dict):
-                e[kind] = {n: value(v) for n, v in e[kind].items()}
-    return raw
 
 
 def check_writable(path: str, config: str, output_dir: str, dry_run: bool) -> None:
@@ -215,28 +197,17 @@ class Comparison:
         self.configured = list(self.tolerances)  # every entry of the config, --only or not
         self.selected = list(selected)  # the entries this run runs (--only)
         self.cpu = base.device == "cpu" and device == "cpu"
-        self.fingerprint: dict[str, Any] | None = None  # this run's, once it started
+        self.measured = all(e.band for e in base.scenarios.values())  # saved with --ensemble
+        # how this run's fingerprint differs from the baseline's ('' where it matches); until
+        # the run has one (begin), in every key
+        self.differ = fp.contrast(base.fingerprint, None)
         self.drifts: list[Drift] = []
         self.not_in_baseline: list[str] = []
-
-    @property
-    def same_machine(self) -> bool:
-        return fp.matches(self.base.fingerprint, self.fingerprint)
-
-    @property
-    def differ(self) -> str:
-        """How this run's fingerprint differs from the baseline's ('' when it matches)."""
-        return fp.contrast(self.base.fingerprint, self.fingerprint)
-
-    @property
-    def measured(self) -> bool:
-        """Whether every entry of the baseline has its bands (saved with --ensemble)."""
-        return all(e.band for e in self.base.scenarios.values())
 
     def begin(self, fingerprint: dict[str, Any], seed: int) -> list[str]:
         """This run's fingerprint, once torch is set up; what differs from the baseline's run
         that moves values (the log's warnings)."""
-        self.fingerprint = fingerprint
+        self.differ = fp.contrast(self.base.fingerprint, fingerprint)
         out = []
         if self.differ:
             how = ("each value is judged against its measured band" if self.measured else
@@ -265,7 +236,7 @@ class Comparison:
         tables = [self.tolerances.get(e.id, {}), old.tolerance, self.base.tolerance]
         new = finite({"metrics": e.metrics, "params": e.params})  # as summary.json has them
         drifts = compare_values(e.id, to_dict(old), new,
-                                tables, same_machine=self.same_machine, cpu=self.cpu,
+                                tables, same_machine=not self.differ, cpu=self.cpu,
                                 bands=old.band, differ=self.differ)
         self.drifts += drifts
         out = [Check(f"baseline {d.key}", False, d.describe()) for d in drifts if not d.within]
@@ -290,7 +261,7 @@ class Comparison:
                 "from": {k: getattr(self.base, k) for k in ("run", "torch", "device",
                                                             "threads", "seed",
                                                             "world_size")},
-                "fingerprint": self.base.fingerprint, "same_machine": self.same_machine,
+                "fingerprint": self.base.fingerprint, "same_machine": not self.differ,
                 "differs": self.differ, "measured": self.measured,
                 "compared": len(self.drifts), "drift": [d.to_json() for d in moved],
                 "only_in_baseline": missing, "not_run": left_out,
@@ -314,28 +285,27 @@ def save(path: str, summary: RunSummary, scenarios: dict[str, str],
             "threads": summary.determinism.get("cpu_threads"), "seed": summary.seed,
             "dry_run": summary.dry_run, "world_size": summary.world["size"] if summary.world else 1,
             "fingerprint": summary.fingerprint, "ensemble": ensemble}
-    other = other_kind(old, data) if old is not None else ""
-    if old is not None and old.tolerance:
+    before = old.scenarios if old else {}
+    other = other_kind(old, data) if old else ""
+    if old and old.tolerance:
         data["tolerance"] = to_dict(old.tolerance)
     data = drop_unset(data)
     fresh = {e.id: e for e in summary.scenarios if e.status in ("passed", "failed")}
     left = [f"{e.id} ({e.status})" for e in summary.scenarios if e.id not in fresh]
     ran = [e.id for e in summary.scenarios]
-    carried = [i for i in (old.scenarios if old else {}) if i not in ran]  # --only
+    carried = [i for i in before if i not in ran]  # --only
     kept: dict[str, dict[str, Any]] = {}
-    dropped: list[str] = []  # another kind of run: the file's entries this run did not replace
     for i in [*ran, *carried]:
-        previous = old.scenarios.get(i) if old else None
+        previous = before.get(i)
         if i in fresh:
             e = fresh[i]
             kept[i] = as_saved(BaselineEntry(
                 scenarios.get(i, e.scenario), finite(e.metrics), finite(e.params),
                 previous.tolerance if previous else {}, (bands or {}).get(i, {})))
-        elif previous is not None:  # no values from this run: its last good ones, if of this kind
-            if other:
-                dropped.append(i)
-            else:
-                kept[i] = as_saved(previous)
+        elif previous is not None and not other:  # no values from this run: its last good ones
+            kept[i] = as_saved(previous)
+    # another kind of run: the file's entries this run did not replace
+    dropped = [i for i in [*ran, *carried] if i in before and i not in kept]
     data["scenarios"] = kept
     text = header(str(data["config"]), path, kept, ensemble) + yaml.dump(
         data, Dumper=Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
@@ -382,11 +352,10 @@ def header(config: str, path: str, entries: dict[str, dict[str, Any]],
            ensemble: dict[str, str] | None) -> str:
     """The file's opening comment: how to use it, and what its tolerances rest on."""
     measured = [i for i, v in entries.items() if v.get("band")]
-    made = re.fullmatch(r"<(\w+) defaults>", config or "")
-    text = HEADER.format(config=config, path=path) if not made else HEADER.split(
-        "#   python runner.py")[0] + (  # a scenario run on its defaults: no config file
-        f"#   python -m demos.scenarios.{made[1]} --baseline {path}\n"
-        f"#   or from Python: demos.run({made[1]!r}, baseline={path!r})\n")
+    made = re.fullmatch(r"<(\w+) defaults>", config or "")  # a scenario on its defaults
+    text = HEADER + (f"#   python runner.py --config {config} --baseline {path}\n" if not made
+                     else f"#   python -m demos.scenarios.{made[1]} --baseline {path}\n"
+                     f"#   or from Python: demos.run({made[1]!r}, baseline={path!r})\n")
     if not measured:
         return text + EXACT_NOTE + TOLERANCE_NOTE
     unmeasured = [i for i in entries if i not in measured]

@@ -1,16 +1,7 @@
-"""A baseline whose tolerances are measured: `--save-baseline FILE --ensemble`.
-
-Torch-free. The config runs once as the user asked (`native`, the reference whose values the
-baseline holds) and again, with the same seed, under variants that change what a different
-machine would: torch's kernel level (ATEN_CPU_CAPABILITY), oneDNN's (ONEDNN_MAX_CPU_ISA), MKL's
-code path (MKL_CBWR), and the thread count. Each variant is its own process (these variables
-are read when the libraries load): an ordinary run of the runner (`python -m demos ...
---run-name VARIANT`), a run folder inside one `ensemble_<time>` folder, `--jobs` at a time,
-Ctrl-C passed on. Each value's band is measured from what the runs gave
-(demos.lab.core.tolerance.measure) and written into the baseline with the evidence: n, min, max.
-
-Only levels below the CPU's own can be emulated: save an ensemble on the most capable CPU at
-hand.
+"""A baseline whose tolerances are measured: `--save-baseline FILE --ensemble` (the variants,
+--jobs, Ctrl-C: demos/docs/baselines.md, "The ensemble's runs"; why: demos/docs/reproducible.md).
+Torch-free. Each variant is its own process, an ordinary run of the runner, because the
+variables it changes are read when the libraries load.
 """
 from __future__ import annotations
 

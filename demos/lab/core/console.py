@@ -23,12 +23,6 @@ def runner_lines(record: logging.LogRecord) -> bool:
     return record.name == RUN_LOGGER and record.levelno < logging.WARNING
 
 
-def for_console(record: logging.LogRecord) -> bool:
-    """Records logged with extra={"console": False} (tracebacks, the run's waits) go to
-    run.log only."""
-    return getattr(record, "console", True)
-
-
 # terminal control characters (an escape sequence in a user's error message) are shown, not
 # obeyed; newlines and tabs stay
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -91,7 +85,11 @@ def ensure_streams() -> None:
 
 class ConsoleHandler(logging.StreamHandler):
     """A console stream whose reader may go away (`| head`): the run goes on, quietly.
-    Text the console cannot encode (a path whose bytes are not UTF-8) is shown escaped."""
+    Text the console cannot encode (a path whose bytes are not UTF-8) is shown escaped.
+    Records logged with extra={"console": False} (tracebacks, the run's waits): run.log only."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return getattr(record, "console", True) and bool(super().filter(record))
 
     def format(self, record: logging.LogRecord) -> str:
         return shown(super().format(record), self.stream)
@@ -147,11 +145,9 @@ def open_log(run_dir: Path) -> tuple[logging.Logger, Callable[[], None]]:
     root.propagate = False
     out = ConsoleHandler(sys.stdout)
     out.addFilter(runner_lines)
-    out.addFilter(for_console)
     out.setLevel(logging.INFO)
     err = ConsoleHandler(sys.stderr)
     err.setLevel(logging.WARNING)
-    err.addFilter(for_console)
     err.setFormatter(logging.Formatter("warning: %(message)s"))
     log_file = LogFile(run_dir / LOG, encoding="utf-8",
                        errors="backslashreplace")  # paths that are not UTF-8

@@ -111,13 +111,12 @@ def overwrite(path: Path, text: str) -> None:
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Rows of {column: value} as CSV; columns in order of first appearance, blanks where absent."""
+    """Rows of {column: value} as CSV, floats in full; columns in order of first appearance."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()}
-                     for row in rows)
+    writer.writerows(rows)
     write_atomic(path, buf.getvalue())
 
 
@@ -145,14 +144,12 @@ def read_bytes(path: Path | str, limit: int, links: bool = True) -> bytes:
             raise NotReadable("is a directory")
         if not stat.S_ISREG(info.st_mode):
             raise NotReadable("not a regular file (a FIFO, a device or a socket)")
-        if info.st_size > limit:
-            raise NotReadable(f"larger than {limit >> 10} KiB")
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(limit + 1)  # buffered: reads until it has limit + 1 bytes or the end
     except OSError as e:
         raise NotReadable(f"cannot read: {e.strerror or e}") from None
     finally:
         os.close(fd)
-    if len(data) > limit:  # grew while read
+    if len(data) > limit:
         raise NotReadable(f"larger than {limit >> 10} KiB")
     return data

@@ -1,11 +1,6 @@
-"""Where a run's numbers came from: the kernels torch chose, the CPU, the libraries, the threads.
-
-Two CPU runs with the same fingerprint give the same bits; runs with different ones may not,
-and values that training amplifies (lenet's loss, my_relu's converged loss) move. Recorded in
-summary.json (`fingerprint`) and in a baseline; the exact tier of the tolerance model
-(demos.lab.core.tolerance) applies only where two fingerprints match.
-
-`take()` needs torch (imported when called); reading and contrasting fingerprints is torch-free.
+"""Where a run's numbers came from: the kernels torch chose, the CPU, the libraries, the threads
+(what a match means, and what moves where they differ: demos/docs/reproducible.md). `take()`
+needs torch (imported when called); reading and contrasting fingerprints is torch-free.
 """
 from __future__ import annotations
 
@@ -71,10 +66,6 @@ def differences(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) ->
     return [k for k in KEYS if old.get(k) != new.get(k)]
 
 
-def matches(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
-    return not differences(old, new)
-
-
 def describe(fp: Mapping[str, Any] | None, keys: tuple[str, ...] | list[str] = KEYS) -> str:
     """'AVX2, 1 thread' for the `keys` of a fingerprint; 'no fingerprint recorded' for none."""
     if not isinstance(fp, Mapping):
@@ -94,10 +85,7 @@ def describe(fp: Mapping[str, Any] | None, keys: tuple[str, ...] | list[str] = K
     return ", ".join(parts)
 
 
-def contrast(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None,
-             old_name: str = "baseline", new_name: str = "this run") -> str:
+def contrast(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> str:
     """'baseline: AVX2, 1 thread; this run: AVX512, 8 threads': what differs; '' if nothing."""
     keys = differences(old, new)  # every key where either is unknown
-    if not keys:
-        return ""
-    return f"{old_name}: {describe(old, keys)}; {new_name}: {describe(new, keys)}"
+    return f"baseline: {describe(old, keys)}; this run: {describe(new, keys)}" if keys else ""

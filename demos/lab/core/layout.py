@@ -113,34 +113,19 @@ def make_run_dir(output_dir: Path, now: dt.datetime, prefix: str = "") -> Path:
         base = prefix + now.strftime("%Y-%m-%d_%H-%M-%S")
         for i in range(10_000):
             path = output_dir / (base if i == 0 else f"{base}-{i}")
-            try:
+            with contextlib.suppress(FileExistsError):
                 path.mkdir()
                 return path
-            except FileExistsError:
-                continue
     except OSError as e:
         raise NoRunFolder(f"--output-dir {output_dir}: cannot create the run folder: "
                           f"{e.strerror or e}") from None
     raise NoRunFolder(f"--output-dir {output_dir}: too many runs started at {base}")
 
 
-def clashes(name: str, kind: str = "run") -> str | None:
-    """Why a `kind` folder (run, ensemble) may not take `name` in an output folder (None when it
-    may). Compared without case: some file systems do not tell INDEX.HTML apart."""
-    low = name.lower()
-    if low in (INDEX, WATCH_PAGE, WATCH_STATE) or low.startswith("."):
-        return (f"the output folder's own {INDEX}, {WATCH_PAGE}, {WATCH_STATE} and dot files "
-                f"take such names")
-    if low.startswith("ensemble_") and kind != "ensemble":
-        return "names that start with ensemble_ mark an ensemble's folder"
-    return None
-
-
 def check_output_dir(path: str) -> None:
-    """--output-dir before any work: a folder that holds run folders, never one of them nor
-    anywhere inside one (a folder with summary.json and run.log: another project's
-    summary.json alone is no run's), and never the empty path (an unset shell variable: the
-    current folder)."""
+    """--output-dir before any work: never the empty path (an unset shell variable), a run's
+    folder (summary.json and run.log: another project's summary.json alone is no run's) nor
+    anywhere inside one."""
     if path == "":
         raise ConfigError("--output-dir: an empty path; name a folder (the default is outputs)")
     try:
@@ -156,10 +141,14 @@ def check_output_dir(path: str) -> None:
 
 def make_named_dir(output_dir: Path, name: str, kind: str = "run") -> Path:
     """The `kind` folder (run, ensemble) `name` in `output_dir` (--run-name); never an
-    existing one, nor a name the output folder keeps for its own files."""
-    why = clashes(name, kind)
-    if why:
-        raise ConfigError(f"--run-name {name}: not a {kind} folder's name: {why}")
+    existing one, nor a name the output folder keeps for its own files (compared without case:
+    some file systems do not tell INDEX.HTML apart)."""
+    low, refused = name.lower(), f"--run-name {name}: not a {kind} folder's name"
+    if low in (INDEX, WATCH_PAGE, WATCH_STATE) or low.startswith("."):
+        raise ConfigError(f"{refused}: the output folder's own {INDEX}, {WATCH_PAGE}, "
+                          f"{WATCH_STATE} and dot files take such names")
+    if low.startswith("ensemble_") and kind != "ensemble":
+        raise ConfigError(f"{refused}: names that start with ensemble_ mark an ensemble's folder")
     path = output_dir / name
     try:
         output_dir.mkdir(parents=True, exist_ok=True)

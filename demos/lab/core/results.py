@@ -17,17 +17,16 @@ from demos.lab.core.files import NotReadable, read_bytes, strict
 from demos.lab.core.layout import NAME_RE, SUMMARY, Process
 from demos.lab.core.schema import ConfigError, Text, build
 
-# an entry's status (a run's is one of passed, failed, interrupted)
+# an entry's status, from best to worst (a run's is one of passed, failed, interrupted)
 Status = Literal["passed", "failed", "error", "interrupted"]
 STATUSES: tuple[str, ...] = typing.get_args(Status)
-SEVERITY = {"passed": 0, "failed": 1, "error": 2, "interrupted": 3}  # a status only worsens
 
 
 def escalate(current: str, new: str) -> str:
     """The one rule for a status that learns something new: the worse of the two (passed <
     failed < error < interrupted). A failed check does not hide an error; nothing after an
     interruption un-interrupts."""
-    return new if SEVERITY[new] > SEVERITY[current] else current
+    return max(current, new, key=STATUSES.index)
 # the rows of a Function's support matrix (demos.lab.checks.support), in order
 Capability = Literal["backward", "double_backward", "forward_ad", "func_grad", "vmap",
                      "compile", "compile_grad", "compile_jvp", "compile_vmap", "inductor",
@@ -126,6 +125,16 @@ class Baseline(_Baseline, TypedDict("_", {  # "from" is no name Python takes: gi
     """--baseline's block (demos.lab.comparing.baseline.Comparison.block)."""
 
 
+# the fields summary.json leaves out where unset (None, or an empty mapping)
+OPTIONAL = ("diagnosis", "steps", "inspection", "support", "baseline", "world", "fingerprint",
+            "pid", "host", "process")
+
+
+def json_fields(fields: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A dataclass as summary.json has it (dataclasses.asdict's dict_factory)."""
+    return {k: v for k, v in fields if k not in OPTIONAL or v not in (None, {})}
+
+
 @dataclass
 class Check:
     """A named fact with its detail; `passed` is None when not evaluated (expect in --dry-run)."""
@@ -190,16 +199,7 @@ class EntrySummary:
             raise ConfigError(f"{where}.status: {self.status!r} is no entry's status")
 
     def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        for optional in ("inspection", "support"):
-            if not data[optional]:
-                del data[optional]
-        for c in data["checks"]:
-            if c["diagnosis"] is None:
-                del c["diagnosis"]
-        if data["timing"] is not None and data["timing"]["steps"] is None:
-            del data["timing"]["steps"]
-        return finite(data)
+        return finite(dataclasses.asdict(self, dict_factory=json_fields))
 
 
 @dataclass
@@ -235,13 +235,7 @@ class RunSummary:
             raise ConfigError(f"{where or 'top level'}: status {self.status!r} is no run's")
 
     def to_json(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        data["scenarios"] = [e.to_json() for e in self.scenarios]
-        data["process"] = self.process and dataclasses.asdict(self.process)
-        for optional in ("baseline", "world", "fingerprint", "pid", "host", "process"):
-            if data[optional] is None:
-                del data[optional]
-        return finite(data)
+        return finite(dataclasses.asdict(self, dict_factory=json_fields))
 
 
 MAX_SUMMARY_BYTES = 10 << 20  # a summary larger than this is not one of ours
@@ -249,10 +243,8 @@ MAX_SUMMARY_BYTES = 10 << 20  # a summary larger than this is not one of ours
 
 def read_summary(folder: Path) -> RunSummary:
     """A run folder's summary.json, typed: the one reader of it (the index, baselines, the
-    Python API). What no run wrote is refused, a ConfigError naming the file and why: a link, a
-    FIFO or a device (never read), a file over 10 MB, not JSON or nested absurdly deep, a key
-    missing, unknown or of another type, a status no run has, an entry id that is no folder's
-    name (`../../x`)."""
+    Python API). What no run wrote is a ConfigError naming the file and why
+    (demos/docs/guarantees.md, "A summary.json no run wrote is never trusted")."""
     path = folder / SUMMARY
     try:
         data = json.loads(read_bytes(path, MAX_SUMMARY_BYTES, links=False).decode("utf-8"))

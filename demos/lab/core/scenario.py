@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Iterator, Mapping
 
 from demos.lab.core.layout import BACKWARD, GRADS, LOSS_PLOT, METRICS
+from demos.lab.core.results import CAPABILITIES
 from demos.lab.core.schema import ConfigError, param
 from demos.lab.core.text import one_line
 from demos.lab.core.tolerance import ARITHMETIC, TableEntry, within
@@ -76,17 +77,10 @@ class Expect:
         """Which setting of this run differs from `written_for`, said in words; else None."""
         for key, written in self.written_for.items():
             value = seed if key == "seed" else getattr(entry, key)
-            if not same(value, written):
+            if value != written:  # numbers by value: 5e-6 is 5.0e-6, 2000 is 2000.0
                 return (f"{key} is {value!r} here; the targets hold for {written!r} "
                         f"(expect.written_for)")
         return None
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal as settings: numbers by value (5e-6 is 5.0e-6), lists element by element."""
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    return bool(a == b)  # Python compares an int and a float by value
 
 
 @dataclass
@@ -161,8 +155,6 @@ def support_param(every_row: bool = False, forward_mode: bool = True) -> Any:
     matrix to run. By default the rows that need no compiler (a scenario in seconds);
     `every_row=True`: every row (custom_function, for your own Functions); `forward_mode=False`
     leaves out `forward_ad` too, for a document about reverse mode alone."""
-    from demos.lab.core.results import CAPABILITIES
-
     left_out = ASKED_ONLY if every_row else \
         COMPILER_ROWS + (() if forward_mode else ("forward_ad",))
     rows = [r for r in CAPABILITIES if r not in left_out]

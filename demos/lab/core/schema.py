@@ -148,26 +148,24 @@ def convert(tp: Any, value: Any, where: str) -> Any:
                 raise ConfigError(f"{where}[{i}]: {v} is given twice (also at "
                                   f"[{items.index(v)}]); give it once")
         return items
+    if (origin is dict or typing.is_typeddict(tp)) and not isinstance(value, dict):
+        raise ConfigError(f"{where}: must be a mapping, got {show(value)}")
     if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: must be a mapping, got {show(value)}")
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ConfigError(f"{where}: keys must be names, got {show(k)}")
             out[k] = convert(args[1], v, join(where, k))
         return out
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return build(tp, value, where)
     if typing.is_typeddict(tp):  # a mapping of known keys, each of its own type
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: must be a mapping, got {show(value)}")
         hints = typing.get_type_hints(tp, include_extras=True)
         for key in [*value, *sorted(tp.__required_keys__ - value.keys())]:
             if key not in hints or key not in value:
                 raise ConfigError(f"{join(where, key)}: " + ("missing (required)" if key in hints
                                   else f"unknown key{did_you_mean(str(key), hints)}"))
         return {k: convert(hints[k], v, join(where, k)) for k, v in value.items()}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return build(tp, value, where)
     raise TypeError(f"unsupported config type {tp!r} at {where}")  # a bug in a schema
 
 

@@ -1,18 +1,7 @@
 """The tolerance model: how far a value may move between two runs, for --baseline and the
-config's `expect:` alike (demos/docs/reproducible.md, "One tolerance model", says why).
-
-Torch-free. A value (`metrics.<name>` or `params.<name>` of an entry) gets the first rule that
-applies against its reference (`old`):
-
-1. set: a `tolerance:` written for it (config entry, baseline entry, baseline top; the most
-   specific key first, the config first at one key; an unset field falls through to the next
-   key, then to 3 or 4). `exact`, the same bits, applies only where the fingerprints match.
-2. band: measured by `--ensemble`: WIDEN times the range the ensemble saw, at least the
-   ARITHMETIC floor; in log space (a ratio) for a value positive in every run. Two-sided.
-3. same machine: the fingerprints match (demos.lab.core.fingerprint): SAME_MACHINE.
-4. arithmetic: otherwise: ARITHMETIC, which values that training amplifies will not hold.
-On a GPU (either run), no rule but `exact` is tighter than GPU. `expect:` targets with a
-`value:` default to the arithmetic tier's rtol.
+config's `expect:` alike. Torch-free. Its rules, the first that applies (set, band, same
+machine, arithmetic; no rule but `exact` tighter than GPU), and why: demos/docs/reproducible.md,
+"One tolerance model"; which `tolerance:` key wins: demos/docs/baselines.md.
 """
 from __future__ import annotations
 
@@ -93,9 +82,6 @@ class Rule:
     atol: float
     ratio: float | None = None
     why: str = ""              # e.g. the band's evidence, or why `exact` did not apply
-
-    def allows(self, old: float, new: float) -> bool:
-        return within(old, new, self.rtol, self.atol, self.ratio)
 
     def describe(self) -> str:
         parts = [f"ratio {self.ratio:.10g}"] if self.ratio else []
@@ -196,8 +182,9 @@ class Drift:
 
     @property
     def within(self) -> bool:
+        r = self.rule
         return (self.old is not None and self.new is not None
-                and self.rule.allows(self.old, self.new))
+                and within(self.old, self.new, r.rtol, r.atol, r.ratio))
 
     @property
     def moved(self) -> bool:

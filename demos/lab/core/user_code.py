@@ -1,12 +1,7 @@
-"""Loading a user's code named in a config: 'path/to/file.py:Attr' or 'installed.module:Attr'.
-
-Called when the run starts, never while a config is loaded. A file is loaded by its path, as a
-module of a package made for its folder, so two folders that each hold a `my_ops.py` never get
-each other's module, and relative imports (`from .base import ...`) find the file's neighbours.
-While it loads, its folder is also on sys.path; the neighbours it imports by name are then
-forgotten again (for the next folder's `helper.py`). Loading runs the module's code, with the
-same trust as running it as a script. Every failure is a ConfigError naming the key, the module
-and the attribute; only Ctrl-C stays Ctrl-C.
+"""Loading a user's code named in a config: 'path/to/file.py:Attr' or 'installed.module:Attr',
+when the run starts, never while a config is loaded; how a file loads (a package made for its
+folder, neighbours forgotten after) and why: demos/docs/checks.md. Every failure is a
+ConfigError naming the key, the module and the attribute; only Ctrl-C stays Ctrl-C.
 """
 from __future__ import annotations
 
