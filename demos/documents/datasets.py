@@ -1,10 +1,7 @@
-"""Data sets the scenarios train on, loaded offline and verified.
-
-digits: 1,797 handwritten digits, 8x8 pixels valued 0..16 (UCI "Optical Recognition of
-Handwritten Digits", E. Alpaydin and C. Kaynak, 1998, CC BY 4.0; the copy scikit-learn ships).
-mnist: the standard MNIST IDX files from a folder the user names (nothing is downloaded).
-Then LeNet's inputs: either one as 32x32 images, split under a seed, standardized, and each
-epoch's order of the training images. Imports numpy and torch only when a function needs them.
+"""Data sets the scenarios train on, loaded offline and verified: the shipped digits
+(demos/docs/documents.md#data), MNIST's IDX files from a folder the user names (nothing is
+downloaded), and LeNet's inputs made of either. Imports numpy and torch only when a function
+needs them.
 """
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
 """LeNet data-parallel under torchrun: DDP around the Net, a DistributedSampler per rank, and
-the checks that make it trustworthy.
-
-DDP registers a hook on every parameter's AccumulateGrad node (the node document 002 shows
-backward() ending in). When backward has accumulated the gradients of a bucket's parameters,
-the hook starts that bucket's all-reduce while backward goes on to the earlier layers; by the
-time backward returns, every rank holds the same averaged gradients, so the same optimizer step
-keeps the weights the same everywhere. Each rank takes batch_size / world_size images a step,
-its slice of one seeded permutation: the global batch and its order are one process's.
+the checks that make it trustworthy (demos/docs/torchrun.md).
 
 DDPTraining is one rank's side of it, for the scenario's training loop; `reference` and
 `equivalence` replay the first steps in one process and compare.

@@ -1,17 +1,9 @@
-"""Forward mode, step by step: a forward-mode pass recorded operation by operation.
+"""Forward mode, step by step: a forward-mode pass recorded operation by operation, and its
+check (demos/docs/backward.md#forward-mode-step-by-step).
 
-`record(run, inputs)` runs `run(*inputs)` on dual tensors (`torch.autograd.forward_ad`): each
-input carries a tangent v (ones), and every operation pushes the tangent along with
-the value, so that the outputs' tangents are J·v. A `TorchFunctionMode` records each operation
-on dual tensors as it runs: its value (the primal) and its tangent. The operations inside a
-custom Function's forward and jvp run on plain tensors and are not steps of their own; the
-Function is one step, recorded where its output is first used (or returned), named by its node.
-The inputs also require grad, so each step's output has a grad_fn: the graph drawn for this
-pass is the same graph a backward would walk, and each step lights its node.
-
-`agrees(trace, run)` is the check: the traced J·v equals `torch.func.jvp`'s (the same jvp: the
-pass was recorded whole) and reverse mode's (`torch.autograd.functional.jvp`, which gets J·v
-from the backward differentiated once more, so a wrong jvp differs from it).
+A custom Function is one step, recorded where its output is first used (or returned), named by
+its node. The inputs also require grad, so each step's output has a grad_fn: the graph drawn for
+this pass is the same graph a backward would walk, and each step lights its node.
 """
 from __future__ import annotations
 
@@ -123,14 +115,14 @@ def agrees(trace: ForwardTrace, run: Callable[..., Any]) -> Check:
         return Check(name, False, f"the forward-mode pass failed: {trace.error}")
     primals = tuple(x.detach() for x in trace.inputs.values())
     tangents = tuple(trace.tangents.get(k, torch.zeros_like(x)) for k, x in trace.inputs.items())
-    compared = []
+    matched, refused = [], []
     for by, jvp in (("torch.func.jvp", torch.func.jvp),
                     ("reverse mode", torch.autograd.functional.jvp)):
         try:  # J·v of `run` at the traced inputs and tangents, each call on copies of its own
             _, want = jvp(lambda *a: run(*a), tuple(p.clone() for p in primals),
                           tuple(t.clone() for t in tangents))
         except Exception as e:  # torch.func refuses a classic Function; a backward that is
-            compared.append(f"not {by} ({type(e).__name__})")  # not differentiable
+            refused.append(f"not {by} ({type(e).__name__})")  # not differentiable
             continue
         for i, (got, exp) in enumerate(zip(trace.jv, outputs(want))):
             if got is None and not trace.outputs[i].requires_grad:  # no tangent: torch.func's
@@ -138,12 +130,11 @@ def agrees(trace: ForwardTrace, run: Callable[..., Any]) -> Check:
             if got is None or not agree(got, exp, rtol=1e-7, atol=1e-9):
                 return Check(name, False, f"output {i}: the traced J·v is {brief(got)}, {by} "
                                           f"gives {brief(exp)}")
-        compared.append(by)
-    if not any(not c.startswith("not ") for c in compared):
-        return Check(name, False, f"nothing to compare J·v with: {'; '.join(compared)}")
+        matched.append(by)
+    if not matched:
+        return Check(name, False, f"nothing to compare J·v with: {'; '.join(refused)}")
     jv = ", ".join(brief(t) for t in trace.jv)
-    return Check(name, True, f"{len(trace.steps)} step(s); J·v {jv} equals "
-                             f"{' and '.join(c for c in compared if not c.startswith('not '))}")
+    return Check(name, True, f"{len(trace.steps)} step(s); J·v {jv} equals {' and '.join(matched)}")
 
 
 def to_json(trace: ForwardTrace, reverse: Mapping[str, torch.Tensor | None]) -> dict[str, Any]:

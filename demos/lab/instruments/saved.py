@@ -1,17 +1,5 @@
-"""What backward keeps: the tensors each node of a graph saved for its backward.
-
-`ledger(outputs, names)` reads them off the graph the forward built: a built-in node's
-`_saved_<name>` attributes (MulBackward0's `_saved_self` and `_saved_other`), a custom
-Function's `saved_tensors` (what `ctx.save_for_backward` was given), and tensors a Function kept
-as plain `ctx` attributes, which autograd neither tracks nor frees with the graph. A storage
-saved by several nodes (MyExp's output, saved by MyExp and by the multiplication after it) is
-counted once: what backward holds is storages, not names. (tests/instruments.py holds the
-ledger to a pack hook's count of the same forward, for every shipped scenario's graphs.)
-
-`held(ledger, order)` is what backward still holds after each node has run (in the engine's
-order, from a trace): a node's saves are released once it has run (without retain_graph), and a
-storage is free once every node that saved it has run, so the figure falls to zero.
-"""
+"""What backward keeps: the tensors each node of a graph saved for its backward, each storage
+counted once (demos/docs/backward.md#what-backward-keeps)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,19 +1,8 @@
-"""The second backward: the backward of a gradient, node by node.
+"""The second backward: the backward of a gradient, node by node, and its check
+(demos/docs/backward.md#the-second-backward).
 
-`first_pass(run, inputs)` runs the forward `run(*inputs)` on fresh copies of `inputs` and then a
-backward with `create_graph=True` (gradient 1 for every output element, as the traced first
-backward has): autograd records the backward's own operations, so the gradients it returns are
-in a graph of their own. The second pass starts from their sum, s = sum over every input x and
-element of d(sum of the outputs)/dx, and its backward gives ds/dx: the Hessian of the sum of
-the outputs times a vector of ones, one per input. That graph reuses the forward's nodes (the
-gradient of x*x depends on x through the forward's saved tensors), so `made_by` says, node by
-node, which pass made it.
-
-`agrees` is the check of the Function: its second derivatives, ds/dx by torch.autograd.grad,
-equal the reference formula's where one is given. A backward that is not differentiable (it
-detaches, goes through numpy, or is `@once_differentiable`) builds no graph for s, and the check
-says so; a backward that is differentiable but wrong in its second derivative differs from the
-reference. (tests/instruments.py holds the traced second pass to torch.autograd.grad.)
+Its graph reuses the forward's nodes (the gradient of x*x depends on x through the forward's
+saved tensors), so `made_by` says, node by node, which pass made it.
 """
 from __future__ import annotations
 

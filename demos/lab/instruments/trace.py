@@ -1,14 +1,5 @@
-"""Watch backward run: one real backward over a graph, with a hook on every node.
-
-`record(outputs, names)` runs one backward over the graph behind `outputs` (retain_graph=True,
-gradient 1 for each output element, as the documents' `out.backward(torch.ones(...))`), with
-`Node.register_prehook` and `Node.register_hook` on every node the graph walk reaches,
-AccumulateGrad included. It records the order in which the engine
-runs the nodes, what each receives (grad_outputs) and what it sends along each of its
-next_functions (grad_inputs). The leaves' `.grad` are set aside before and put back after, so the
-scenario's own backward sees them as it left them. (tests/instruments.py holds the record to the
-graph and to the leaves' `.grad`, for every shipped scenario's graphs.)
-"""
+"""Watch backward run: one real backward over a graph, with a hook on every node
+(demos/docs/backward.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -48,8 +39,7 @@ class Trace:
 
     def skipped(self) -> list[dict[str, str]]:
         """Where the engine sends nothing: inputs that need no gradient (a None entry in
-        next_functions). A full backward runs every node the walk reaches, so that is all
-        it skips; branches that need no gradient are not in the graph at all."""
+        next_functions), all that a full backward skips (demos/docs/backward.md)."""
         out = []
         for fn in self.walk:
             for i, (nf, _) in enumerate(getattr(fn, "next_functions", ())):

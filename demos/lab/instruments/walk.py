@@ -1,10 +1,6 @@
-"""The graph walk: the nodes that backward() will visit, written out one by one (explain.txt).
-
-Starting from each output's grad_fn, every node is listed once (shared sub-graphs too), with its
-next_functions, the leaf behind each AccumulateGrad, and what it saved for backward. The walk
-uses a queue, not recursion, so a graph of any depth works. Call it before backward(), which
-frees the saved tensors (unless retain_graph=True).
-"""
+"""The graph walk: the nodes that backward() will visit, written out one by one (explain.txt;
+demos/docs/output.md). Call it before backward(), which frees the saved tensors (unless
+retain_graph=True)."""
 from __future__ import annotations
 
 import inspect
