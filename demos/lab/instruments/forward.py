@@ -108,8 +108,8 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
 
 
 def agrees(trace: ForwardTrace, run: Callable[..., Any]) -> Check:
-    """'forward mode agrees': the traced J·v against torch.func.jvp's and reverse mode's (see
-    the module's docstring: a wrong jvp shows in the second)."""
+    """'forward mode agrees': the traced J·v against torch.func.jvp's and reverse mode's (a
+    wrong jvp shows in the second: demos/docs/backward.md)."""
     name = f"forward mode agrees: {trace.title}"
     if trace.error:
         return Check(name, False, f"the forward-mode pass failed: {trace.error}")

@@ -26,10 +26,9 @@ class FirstPass:
     outputs: tuple[torch.Tensor, ...] = ()
     grads: dict[str, torch.Tensor | None] = field(default_factory=dict)
     root: torch.Tensor | None = None  # s: the sum of every gradient element
-    # the forward graph's nodes, and the gradients' graph's, by id: held, so that no id is
-    # reused by another node while the pass is looked at
-    forward_nodes: dict[int, Any] = field(default_factory=dict)
-    gradient_nodes: dict[int, Any] = field(default_factory=dict)
+    # the forward graph's nodes, and the gradients' graph's: which pass made a node
+    forward_nodes: set[Any] = field(default_factory=set)
+    gradient_nodes: set[Any] = field(default_factory=set)
     error: str | None = None
     # with no graph (root None): whether the gradients are the same at a nearby point, so that
     # the second derivative is zero (a linear Function), not lost to a detaching backward
@@ -45,9 +44,9 @@ def first_pass(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]) -> F
     except Exception as e:  # a user's backward that raises under create_graph
         out.error = one_line(e, 300)
         return out
-    out.forward_nodes = {id(fn): fn for fn in nodes(list(out.outputs))}
+    out.forward_nodes = set(nodes(out.outputs))
     made = [g for g in out.grads.values() if g is not None and g.grad_fn is not None]
-    out.gradient_nodes = {id(fn): fn for fn in nodes(made)} if made else {}
+    out.gradient_nodes = set(nodes(made))
     parts = [g.sum() for g in made]
     if parts:
         out.root = torch.stack(parts).sum() if len(parts) > 1 else parts[0]
@@ -88,9 +87,9 @@ def unchanged_nearby(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]
 
 def made_by(first: FirstPass, fn: Any) -> str:
     """Which pass made the node `fn` of the second pass's graph."""
-    if id(fn) in first.forward_nodes:
+    if fn in first.forward_nodes:
         return FORWARD
-    return FIRST if id(fn) in first.gradient_nodes else ROOT
+    return FIRST if fn in first.gradient_nodes else ROOT
 
 
 def labels(first: FirstPass) -> dict[str, torch.Tensor]:
@@ -113,10 +112,8 @@ def second_derivatives(first: FirstPass) -> dict[str, torch.Tensor | None]:
 
 def agrees(first: FirstPass, reference: FirstPass | None = None,
            title: str = "second backward") -> Check | None:
-    """'second backward agrees': the Function's second derivatives against the reference
-    formula's; a create_graph backward that fails, or that builds no graph where the gradients
-    depend on the inputs, fails it. None where there is nothing to hold them to (no
-    reference)."""
+    """'second backward agrees' (demos/docs/backward.md#the-second-backward); None where there
+    is nothing to hold the second derivatives to (no reference)."""
     name = f"second backward agrees: {title}"
     if first.error:
         return Check(name, False, f"the create_graph backward failed: {first.error}")

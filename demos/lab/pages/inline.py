@@ -1,9 +1,6 @@
 """Inline views: a run, an entry, a graph's stepper or a support matrix in a notebook's output
-(the `_repr_html_` of demos.run's results), as the report shows them.
-
-Each view is one fragment of HTML, self-contained like the pages (see `view`), nothing from the
-network. The files a view links to are named relative to the working directory: a notebook's
-kernel starts in the notebook's folder, where JupyterLab and Notebook resolve such links.
+(the `_repr_html_` of demos.run's results), as the report shows them (demos/docs/python.md,
+"Inline, in notebooks").
 """
 from __future__ import annotations
 
@@ -62,9 +59,8 @@ SHOW_SVG = """root.querySelectorAll('script.ad-svg').forEach(function (s) {
 
 def held_back(body: str) -> str:
     """Each inline graph SVG as a picture (data:image/svg+xml) plus its markup in a script
-    element, which the view's script puts in place. A notebook that is not trusted drops
-    scripts, styles and inline SVG from its outputs, but keeps data: images: there the graph
-    still shows (its stepper does not move), and no stray text of its labels is left."""
+    element, which the view's script puts in place: for a notebook that is not trusted
+    (demos/docs/python.md); no stray text of its labels is left there."""
     def hold(m: re.Match[str]) -> str:
         svg = m[2]
         picture = base64.b64encode(svg.encode("utf-8")).decode("ascii")

@@ -1,9 +1,6 @@
-"""The run report: report.html in the run folder (templates/report.html.j2).
-
-Self-contained: inline CSS and a few lines of inline JavaScript (static/), no network, no
-fonts; every image and link is a relative path to a file that exists in the run folder, so
-the folder can be zipped and moved and its report still works. This module gathers what the
-page shows (files, plots, graphs, backward traces); the template lays it out, escaped.
+"""The run report: report.html in the run folder, one self-contained file (demos/docs/output.md,
+"The pages"). This module gathers what the page shows (files, plots, graphs, backward traces);
+the template, templates/report.html.j2, lays it out, escaped.
 """
 from __future__ import annotations
 

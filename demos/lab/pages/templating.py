@@ -1,9 +1,6 @@
-"""The pages' one jinja2 environment: the templates in templates/, the stylesheets and
-scripts in static/, inlined, so that each page is one file that works offline.
-
-Autoescaped: every value a template shows is escaped unless it is Markup, and the only
-Markup handed in is the graphviz SVG (report.inline_svg). jinja2 loads when a page is
-written, never at start-up.
+"""The pages' one jinja2 environment: the templates in templates/, autoescaped, with static/
+inlined (demos/docs/output.md, "The pages"). The only Markup handed in is the graphviz SVG
+(report.inline_svg).
 """
 from __future__ import annotations
 
