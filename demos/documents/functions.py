@@ -1,14 +1,9 @@
-"""The documents' custom autograd Functions, in today's API (`ctx.saved_tensors`, `.apply`).
-
-Each one saves only what its backward needs and states its derivative next to the code.
-Their plain-torch twins (`*_reference`) are the ground truth for the parity checks.
+"""The documents' custom autograd Functions' plain-torch twins (`*_reference`, the ground truth
+for the parity checks) and modern twins. The classic Functions are in their scenarios' files,
+where their tutorials use them (LegendrePolynomial3 in legendre_fit.py, MyReLU in my_relu.py,
+MultiplyAdd in multiply_add.py, MyExp in my_exp.py, LinearFunction in linear_function.py).
 """
 import torch
-
-# The documents' classic Functions are in their scenarios' files, where their tutorials use them
-# (LegendrePolynomial3 in legendre_fit.py, MyReLU in my_relu.py, MultiplyAdd in multiply_add.py,
-# MyExp in my_exp.py, LinearFunction in linear_function.py); their twins and their plain-torch
-# references are here.
 
 
 def legendre_p3_reference(x):

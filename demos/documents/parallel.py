@@ -7,7 +7,6 @@ DDPTraining is one rank's side of it, for the scenario's training loop; `referen
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -126,7 +125,7 @@ def reference(cfg: Any, ctx: Context, make_net: Callable[[], torch.nn.Module], s
     opt = make_optimizer(net, cfg.lr)
     ranks = [RankShuffles(train, size, r, seed) for r in range(size)]
     per_rank = cfg.batch_size // size  # what each rank should take
-    n_batches = math.ceil(len(ranks[0]) / per_rank)
+    n_batches = -(-len(ranks[0]) // per_rank)
     out: dict[str, Any] = {"dealt": True}
     for t in range(steps):
         epoch, i = divmod(t, n_batches)
