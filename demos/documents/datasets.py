@@ -43,12 +43,10 @@ def find_mnist_files(root: str) -> dict[str, str]:
         raise DataError(f"{root}: no such folder (expected the MNIST IDX files in it)")
     paths = {}
     for key, name in MNIST_FILES.items():
-        for candidate in (name, name + ".gz"):
-            if os.path.isfile(os.path.join(root, candidate)):
-                paths[key] = os.path.join(root, candidate)
-                break
-        else:
+        found = [f for f in (name, name + ".gz") if os.path.isfile(os.path.join(root, f))]
+        if not found:
             raise DataError(f"{os.path.join(root, name)}: missing (also looked for {name}.gz)")
+        paths[key] = os.path.join(root, found[0])
     return paths
 
 
