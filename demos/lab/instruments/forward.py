@@ -16,6 +16,7 @@ from torch.overrides import TorchFunctionMode
 
 from demos.lab.core.results import Check
 from demos.lab.core.text import one_line
+from demos.lab.instruments.trace import copied
 from demos.lab.instruments.walk import node_name
 from demos.lab.tensors import agree, brief, describe, fresh, outputs
 
@@ -76,8 +77,7 @@ class Recorder(TorchFunctionMode):
 
     def add(self, op: str, inputs: list[str], out: torch.Tensor) -> None:
         primal, tangent = fwAD.unpack_dual(out)
-        self.trace.steps.append(Step(op, inputs, primal.detach().clone(),
-                                     None if tangent is None else tangent.detach().clone(),
+        self.trace.steps.append(Step(op, inputs, primal.detach().clone(), copied(tangent),
                                      out.grad_fn))
         self.alive.append(out)  # ids stay unique while the pass lasts
         self.known[id(out)] = f"step {len(self.trace.steps)}"
@@ -99,8 +99,7 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
                 outs = outputs(run(*duals.values()))
             for o in outs:
                 recorder.name_of(o)  # an output made by a Function alone is a step too
-            trace.jv = tuple(None if t is None else t.detach().clone()
-                             for t in (fwAD.unpack_dual(o).tangent for o in outs))
+            trace.jv = tuple(copied(fwAD.unpack_dual(o).tangent) for o in outs)
             trace.outputs = outs  # after the level: plain tensors, with the pass's graph
     except Exception as e:  # a Function without jvp, or a jvp that raises
         trace.error = one_line(e, 300)

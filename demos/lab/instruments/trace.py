@@ -92,11 +92,11 @@ def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, t
         if fn in running:
             running[fn].runs += 1
         else:  # copies: a backward may change its grad_output in place
-            running[fn] = step = Step(fn, copies(grad_outputs))
+            running[fn] = step = Step(fn, tuple(map(copied, grad_outputs)))
             trace.steps.append(step)
 
     def after(fn: Any, grad_inputs: Any, grad_outputs: Any) -> None:
-        running[fn].sent = copies(grad_inputs)
+        running[fn].sent = tuple(map(copied, grad_inputs))
 
     try:
         for leaf in leaves:
@@ -111,8 +111,7 @@ def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, t
         total = sum((r * torch.ones_like(r)).sum() for r in roots) \
             if len(roots) > 1 or roots[0].dim() else roots[0]
         total.backward(retain_graph=True)
-        trace.grads = {id(leaf): None if leaf.grad is None else leaf.grad.detach().clone()
-                       for leaf in leaves}
+        trace.grads = {id(leaf): copied(leaf.grad) for leaf in leaves}
     except Exception as e:  # freed saved tensors; a user's backward that raises
         trace.error = one_line(e)
     finally:
@@ -123,8 +122,9 @@ def record(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, t
     return trace
 
 
-def copies(grads: Sequence[torch.Tensor | None]) -> tuple[torch.Tensor | None, ...]:
-    return tuple(None if g is None else g.detach().clone() for g in grads)
+def copied(t: torch.Tensor | None) -> torch.Tensor | None:
+    """A copy of `t` as it is now, out of any graph (None stays None)."""
+    return None if t is None else t.detach().clone()
 
 
 # -- as data and as text -----------------------------------------------------------------------
