@@ -141,3 +141,21 @@ def signal_handler(handler: Callable[[int, Any], None] | signal.Handlers,
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def held(signals: tuple[int, ...]) -> Iterator[None]:
+    """`signals` blocked in this thread meanwhile, for starting a process that must not die of
+    them before it can ignore them: it is born with them blocked (a thread's signal mask
+    survives fork and exec), and one sent to this process meanwhile arrives afterwards, where
+    an ignored one would be lost. Where signals cannot be blocked (Windows), ignored
+    meanwhile."""
+    if not hasattr(signal, "pthread_sigmask"):
+        with signal_handler(signal.SIG_IGN, signals):
+            yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -37,6 +37,8 @@ def _init_worker() -> None:
     kill)."""
     for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # born with them blocked (see pool): now ignored
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
@@ -62,17 +64,17 @@ def pool() -> cf.ProcessPoolExecutor | None:
     global _pool, _pool_failed
     if _pool is None and not _pool_failed:
         # not in the helper's imports
-        from demos.lab.core.signals import on_exit, signal_handler
+        from demos.lab.core.signals import held, on_exit
 
         try:
             start_resource_tracker()
             _pool = cf.ProcessPoolExecutor(1, initializer=_init_worker,
                                            mp_context=multiprocessing.get_context("spawn"))
-            # the helper starts at the first submit, while the main process ignores the group's
-            # signals: it is born ignoring them (an ignored signal stays ignored across exec),
-            # so a Ctrl-C to the group before _init_worker runs (a notebook's interrupt soon
-            # after a run starts) cannot kill it mid-start
-            with main_module_hidden(), signal_handler(signal.SIG_IGN, GROUP_SIGNALS):
+            # the helper starts at the first submit, while the main process holds the group's
+            # signals back (held): it is born with them blocked, so a Ctrl-C to the group
+            # before _init_worker runs (a notebook's interrupt soon after a run starts) cannot
+            # kill it mid-start, and one meant for this process is not lost meanwhile
+            with main_module_hidden(), held(GROUP_SIGNALS):
                 _pool.submit(warm_up)
             # a second Ctrl-C ends the helper with the process; at the command line's end the
             # helper finishes first
@@ -105,18 +107,17 @@ def main_module_hidden() -> Iterator[None]:
 
 def start_resource_tracker() -> None:
     """multiprocessing's resource tracker (the process that tracks the helper's semaphores),
-    started by us so that it ignores SIGHUP (it ignores only SIGINT and SIGTERM itself) and
-    its "leaked semaphore" warning after a hard exit (a second Ctrl-C) stays quiet."""
+    started by us so that it never gets SIGHUP (it ignores only SIGINT and SIGTERM itself: it is
+    born with SIGHUP blocked, see held) and its "leaked semaphore" warning after a hard exit (a
+    second Ctrl-C) stays quiet."""
     from multiprocessing import resource_tracker
     from unittest import mock
 
-    from demos.lab.core.signals import signal_handler
+    from demos.lab.core.signals import held
 
     hup = tuple(sig for sig in GROUP_SIGNALS if sig.name == "SIGHUP")  # where there is one
-    # PYTHONWARNINGS, for the tracker's interpreter alone; an ignored signal stays ignored
-    # across exec
-    with mock.patch.dict(os.environ, PYTHONWARNINGS="ignore"), \
-            signal_handler(signal.SIG_IGN, hup):
+    # PYTHONWARNINGS, for the tracker's interpreter alone
+    with mock.patch.dict(os.environ, PYTHONWARNINGS="ignore"), held(hup):
         resource_tracker.ensure_running()
 
 
