@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from demos.lab.core.layout import LOG
-from demos.lab.core.results import Check, Diagnosis, EntrySummary, RunSummary
+from demos.lab.core.results import Check, Diagnosis, EntrySummary
 from demos.lab.core.scenario import FINAL_LOSS
 
 RUN_LOGGER = "demos.run"
@@ -234,7 +234,3 @@ def failure_lines(failures: list[Check]) -> list[str]:
             said.add(this)
             lines.append(f"            WHY {found[this][1]['says']}")
     return lines
-
-
-def run_line(s: RunSummary, planned: int, run_dir: Path) -> str:
-    return f"{s.status.upper()}: {s.passed} of {planned} scenarios passed; results in {run_dir}"

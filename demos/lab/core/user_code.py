@@ -51,10 +51,11 @@ def digest(path: str) -> str | None:
 
 def forget_all() -> None:
     """Unload the user's code loaded from files, so that the next run loads it anew from disk
-    (--watch): the folders' packages and every module in them; what it claimed with them."""
+    (--watch): the folders' packages and every module in them; what they claimed and loaded."""
     for name in [n for n in sys.modules if n.startswith("_user_")]:
         del sys.modules[name]
     claimed.clear()
+    loaded.clear()
 
 
 def new_run() -> list[str]:
@@ -65,7 +66,6 @@ def new_run() -> list[str]:
     changed = [path for path, read in loaded.items() if digest(path) != read]
     if changed:
         forget_all()
-        loaded.clear()
     return changed
 
 

@@ -24,17 +24,11 @@ LOCK_WAIT_S = 10.0  # how long a finished run waits for another run's index rebu
 
 @dataclass
 class Row:
-    """A run as the index lists it, from its summary.json."""
+    """A run as the index lists it."""
     name: str                       # the run folder's name
     href: str | None                # its report.html, when it has one
-    started: str
-    config: str
+    run: RunSummary                 # its summary.json
     options: list[str]              # its overrides, and what else changes it (other_options)
-    status: str
-    passed: int
-    failed: int
-    device: str
-    dry_run: bool
 
 
 @contextlib.contextmanager
@@ -97,8 +91,7 @@ def rows(folders: list[Path]) -> tuple[list[Row], list[str]]:
         # ./: a folder named like http: stays a folder; fsencode: a name whose bytes are not
         # UTF-8 stays itself
         report = quote(os.fsencode(f"./{name}/{REPORT}")) if (folder / REPORT).exists() else None
-        row = Row(name, report, s.started, s.config, [*s.sets, *other_options(s)], s.status,
-                  s.passed, len(s.scenarios) - s.passed, s.device, s.dry_run)
+        row = Row(name, report, s, [*s.sets, *other_options(s)])
         run = RUN_ID.fullmatch(name)  # -1, -2: a run started in the same second
         found.append((s.started, int(run[1][1:]) if run and run[1] else 0, name, row))
     found.sort(key=lambda f: f[:3], reverse=True)

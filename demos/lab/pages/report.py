@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 class Graph:
     """An autograd graph of an entry, as graphviz drew it (<stem>.svg)."""
     stem: str
-    file: str                       # <stem>.svg, in the entry's folder
     target: str                     # the element id its zoom buttons act on
     links: list[str]                # its .pdf, .svg, .gv beside it
     svg: Markup | None              # inline; None: unreadable, shown as an image
@@ -114,7 +113,7 @@ def graphs(folder: Path, rel: str, files: list[str]) -> list[Graph]:
         target = f"g-{rel}-{stem}"
         links = [stem + kind + ext for kind in ("", GRADS) for ext in (".pdf", ".svg", ".gv")
                  if stem + kind + ext in files]  # and the same graph with its gradients
-        out.append(Graph(stem, svg, target, links, inline_svg(folder / svg, target),
+        out.append(Graph(stem, target, links, inline_svg(folder / svg, target),
                          traces.get(stem, [])))
     return out
 

@@ -22,7 +22,7 @@ import torch
 from demos.lab.comparing.baseline import Comparison, describe_drift
 from demos.lab.core import fingerprint
 from demos.lab.core.config import RunConfig, dump
-from demos.lab.core.console import entry_lines, open_log, run_line
+from demos.lab.core.console import entry_lines, open_log
 from demos.lab.core.files import write_atomic
 from demos.lab.core.layout import CONFIG, make_named_dir, make_run_dir
 from demos.lab.core.results import (
@@ -157,7 +157,8 @@ class Run:
             self.status = summary.status = escalate(self.status, "interrupted")
             self.write_summary(summary)
             report_path = self.write_report(summary)  # and the index, which said "passed"
-        self.log.info("%s%s", run_line(summary, len(self.cfg.scenarios), self.shown),
+        self.log.info("%s: %d of %d scenarios passed; results in %s%s", summary.status.upper(),
+                      summary.passed, len(self.cfg.scenarios), self.shown,
                       "; the baseline could not be saved" if unsaved else "")
         if report_path is not None:
             self.log.info("report: %s", self.shown / report_path.relative_to(self.dir))

@@ -32,7 +32,6 @@ def watch(config: str, output_dir: Path, once: Callable[[], int], latest: Callab
     try:
         while True:
             user_code.forget_all()  # the user's code loads anew from disk: no stale class
-            user_code.loaded.clear()
             # the files' state before the run: a save while it runs is a change after it
             before = {f: stamp(f) for f in files | fixed(config, also)}
             try:
