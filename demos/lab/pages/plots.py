@@ -106,7 +106,9 @@ def animation(path: Path, x: Sequence[float], frames: Sequence[tuple[str, Sequen
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left")
     caption = ax.set_title(f"{title}: {max((c for c, _ in frames), key=len)}")
-    canvas.draw()  # lays the figure out once, with room for the longest caption
+    layout = fig.get_layout_engine()  # constrained: laid out once, with room for the longest
+    assert layout is not None         # caption (a layout alone, not a whole draw)
+    layout.execute(fig)
     fig.set_layout_engine("none")
     moving.set_animated(True)  # blitting: the static rest is drawn once, then reused
     caption.set_animated(True)

@@ -3,6 +3,7 @@ run goes and at its end), report.html with the runs' index, and a saved baseline
 reports its failure and never costs the run what it already has."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -77,6 +78,16 @@ def write_pages(run_dir: Path, summary: RunSummary, cfg: RunConfig, registry: Re
         return None
     write_index(run_dir.parent, warn_once)
     return path
+
+
+def prepare_pages() -> None:
+    """jinja2 and the pages' templates, loaded and compiled ahead of write_pages; a template
+    that does not compile is write_pages' error to report."""
+    from demos.lab.pages.templating import environment
+
+    with contextlib.suppress(Exception):
+        for template in ("report.html.j2", "index.html.j2"):
+            environment().get_template(template)
 
 
 def write_index(output_dir: Path, warn: Callable[[str], None]) -> None:

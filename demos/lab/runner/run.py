@@ -128,6 +128,7 @@ class Run:
                     with escaped_warnings():
                         self.run_entries()
                 finally:
+                    outputs.prepare_pages()  # while the helper finishes its last drawings
                     self.artifacts.wait()
                     self.unwritten_files()
             for e in self.entries:
