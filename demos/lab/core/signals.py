@@ -145,17 +145,17 @@ def signal_handler(handler: Callable[[int, Any], None] | signal.Handlers,
 
 @contextlib.contextmanager
 def held(signals: tuple[int, ...]) -> Iterator[None]:
-    """`signals` blocked in this thread meanwhile, for starting a process that must not die of
-    them before it can ignore them: it is born with them blocked (a thread's signal mask
-    survives fork and exec), and one sent to this process meanwhile arrives afterwards, where
-    an ignored one would be lost. Where signals cannot be blocked (Windows), ignored
-    meanwhile."""
-    if not hasattr(signal, "pthread_sigmask"):
+    """`signals` ignored and blocked in this thread meanwhile, for starting a process that must
+    not die of them before it can ignore them itself: it is born ignoring them (an ignored
+    signal stays ignored across exec). Blocked too, so that one sent to this process meanwhile
+    is not lost but arrives afterwards, once the previous handlers are back (Linux keeps a
+    blocked signal pending even while it is ignored). Where signals cannot be blocked
+    (Windows), ignored alone."""
+    block = hasattr(signal, "pthread_sigmask")
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals) if block else None
+    try:
         with signal_handler(signal.SIG_IGN, signals):
             yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    try:
-        yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if previous is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -37,7 +37,7 @@ def _init_worker() -> None:
     kill)."""
     for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):  # born with them blocked (see pool): now ignored
+    if hasattr(signal, "pthread_sigmask"):  # born ignoring and blocking them (see pool)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
     parent = multiprocessing.parent_process()
     if parent is not None:
@@ -71,9 +71,9 @@ def pool() -> cf.ProcessPoolExecutor | None:
             _pool = cf.ProcessPoolExecutor(1, initializer=_init_worker,
                                            mp_context=multiprocessing.get_context("spawn"))
             # the helper starts at the first submit, while the main process holds the group's
-            # signals back (held): it is born with them blocked, so a Ctrl-C to the group
-            # before _init_worker runs (a notebook's interrupt soon after a run starts) cannot
-            # kill it mid-start, and one meant for this process is not lost meanwhile
+            # signals back (held): it is born ignoring them, so a Ctrl-C to the group before
+            # _init_worker runs (a notebook's interrupt soon after a run starts) cannot kill it
+            # mid-start, and one meant for this process is not lost meanwhile
             with main_module_hidden(), held(GROUP_SIGNALS):
                 _pool.submit(warm_up)
             # a second Ctrl-C ends the helper with the process; at the command line's end the
@@ -107,8 +107,8 @@ def main_module_hidden() -> Iterator[None]:
 
 def start_resource_tracker() -> None:
     """multiprocessing's resource tracker (the process that tracks the helper's semaphores),
-    started by us so that it never gets SIGHUP (it ignores only SIGINT and SIGTERM itself: it is
-    born with SIGHUP blocked, see held) and its "leaked semaphore" warning after a hard exit (a
+    started by us so that it ignores SIGHUP (it ignores only SIGINT and SIGTERM itself; it is
+    born ignoring SIGHUP, see held) and its "leaked semaphore" warning after a hard exit (a
     second Ctrl-C) stays quiet."""
     from multiprocessing import resource_tracker
     from unittest import mock
