@@ -402,6 +402,22 @@ def test_a_forward_that_computes_the_derivative_with_autograd_is_flagged(tmp_pat
     assert named(data, "gradient of x")["score"] == 0
 
 
+def test_a_backward_that_turns_slow_in_the_diagnosis_stops_the_grading(tmp_path, monkeypatch):
+    """The time limit fires once: where the submission hangs inside the grader's own work (a
+    wrong backward, diagnosed, looping after its sixth call), TooSlow must end the grading,
+    not be taken for a diagnosis that found no pattern (it was, and a later hang had no
+    limit left)."""
+    from demos.exercises import grade as grading
+
+    monkeypatch.setattr(grading, "TIME_LIMIT", 0.5)
+    folder = make(tmp_path, "my_exp")
+    slow = ("g = globals()\ng['calls'] = g.get('calls', 0) + 1\nwhile g['calls'] > 6:\n"
+            "    pass\ny, = ctx.saved_tensors\nreturn grad_output * 2 * y")
+    code, _, err, data = grade(solve(folder, slow))
+    assert code == 2 and "grading it took more than 0.5 s" in err, err
+    assert data["score"] == 0 and data["output"].startswith("cannot be graded"), data
+
+
 def test_a_backward_that_exits_the_process_is_graded_not_obeyed(tmp_path):
     folder = make(tmp_path, "my_exp")
     code, _, _, data = grade(solve(folder, "import sys\nsys.exit(0)"))

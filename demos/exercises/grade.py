@@ -36,6 +36,7 @@ from demos.lab.checks.diagnose import (
 )
 from demos.lab.core.files import NotReadable, read_bytes
 from demos.lab.core.schema import ConfigError
+from demos.lab.core.signals import signal_handler
 from demos.lab.core.text import message, one_line
 from demos.lab.tensors import agree, fresh
 
@@ -43,8 +44,10 @@ MAX_SOURCE = 1 << 20  # a submission's bytes
 TIME_LIMIT = 120  # seconds for one submission's grading, its import included
 
 
-class TooSlow(Exception):
-    """The submission's grading ran past TIME_LIMIT (a loop in it, at import or in backward)."""
+class TooSlow(BaseException):
+    """The submission's grading ran past TIME_LIMIT (a loop in it, at import or in backward).
+    Not an Exception: the grader's own `except Exception` (a diagnosis that fails, a second
+    derivative that cannot be taken) must not swallow it and go on with no time limit left."""
 
 
 @contextlib.contextmanager
@@ -58,13 +61,12 @@ def time_limit(seconds: float) -> Any:
     def expire(*_: Any) -> None:
         raise TooSlow(f"took more than {seconds:g} s")
 
-    before = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, before)
+    with signal_handler(expire, (signal.SIGALRM,)):
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
 # -- the submission -----------------------------------------------------------------------------
 
@@ -300,7 +302,7 @@ def run_once(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], see
     try:
         with torch.enable_grad():
             out = fn(*mine.values())
-    except (Exception, SystemExit) as e:
+    except (Exception, SystemExit, TooSlow) as e:
         return f"forward raised {one_line(e, 300)}"
     with torch.enable_grad():
         right = reference(*theirs.values())
@@ -313,7 +315,7 @@ def run_once(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], see
     record.raised = None
     try:
         got = torch.autograd.grad(out, [mine[k] for k in wrt], go, allow_unused=True)
-    except (Exception, SystemExit) as e:
+    except (Exception, SystemExit, TooSlow) as e:
         if record.raised is not None:
             if isinstance(record.raised, NotImplementedError):
                 return "backward is not written yet: it raises NotImplementedError"

@@ -12,7 +12,6 @@ from demos.lab.core.safe_yaml import read_yaml
 from demos.lab.core.schema import ConfigError, build, param
 
 MAX_ELEMENTS = 1_000_000  # a hidden input's elements
-HINT_LEVELS = ("none", "which input is wrong", "the kind of mistake", "the fix")
 
 
 @dataclass
