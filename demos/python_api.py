@@ -40,6 +40,7 @@ from demos.lab.core.results import (
     EXIT_INTERRUPTED,
     Check,
     EntrySummary,
+    Row,
     RunSummary,
     read_summary,
 )
@@ -117,19 +118,19 @@ class GraphView:
 
 @dataclass
 class SupportView:
-    """A support matrix: {Function: {capability: {"status", "detail"}}}."""
-    data: dict[str, dict[str, dict[str, str]]]
+    """A support matrix: {Function: {capability: Row}}, a Row's `status` and `detail`."""
+    data: dict[str, dict[str, Row]]
 
     def status(self, function: str, capability: str) -> str:
-        """ok, unsupported, fails or skipped."""
-        return self.data[function][capability]["status"]
+        """ok, unsupported, fails, differs or skipped."""
+        return self.data[function][capability].status
 
     def _repr_html_(self) -> str:
         return inline.view(render("support.html.j2", support=report.support_matrix(self.data)),
                            None)
 
     def __repr__(self) -> str:
-        return "\n".join(f"{f}: " + ", ".join(f"{c} {row['status']}" for c, row in rows.items())
+        return "\n".join(f"{f}: " + ", ".join(f"{c} {row.status}" for c, row in rows.items())
                          for f, rows in self.data.items())
 
 

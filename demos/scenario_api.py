@@ -37,6 +37,7 @@ from demos.lab.core.schema import (
     param,  # a Config field: default, help, bounds
 )
 from demos.lab.core.text import one_line  # an exception as one short line: "ValueError: ..."
+from demos.lab.core.tolerance import FLOAT64  # (rtol, atol): float64 against float64
 from demos.lab.core.user_code import (
     claim,  # a name the user's code defines for the whole process (a custom op's), by one file
     load_object,  # the user's module:Attr, loaded
@@ -61,7 +62,7 @@ LAZY = {  # name: (module, attribute), or (module, None) for the module itself
     # parity with tolerances, and its largest errors as metrics: (Check, metrics)
     "compare_to_reference": ("demos.lab.checks.gradients", "compare_to_reference"),
     # a Function's output, or outputs, as a tuple of tensors
-    "tensors": ("demos.lab.checks.gradients", "tensors"),
+    "output_tensors": ("demos.lab.tensors", "output_tensors"),
     # apply's arguments split: the floating-point tensors by name, the others by position
     "floating": ("demos.lab.checks.gradients", "floating"),
     # with_fixed(fn, fixed): fn of the floating tensors alone, the others put back
@@ -96,21 +97,21 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_a
         floating,
         gradcheck,
         parity,
-        tensors,
         with_fixed,
     )
     from demos.lab.checks.structure import backward_structure, gradgradcheck
     from demos.lab.instruments.walk import leaves, node_name
     from demos.lab.runner.context import Context, Interrupted
     from demos.lab.runner.torchrun import same_everywhere
+    from demos.lab.tensors import output_tensors
 
 __all__ = [  # what a scenario file may import: the names above, LAZY's, and run_alone
-    "Capability", "Check", "ConfigError", "Result", "Scenario", "ScenarioConfig", "Scenarios",
-    "TRAINING_FILES", "claim", "convert", "did_you_mean", "graph_files", "load_object",
+    "FLOAT64", "Capability", "Check", "ConfigError", "Result", "Scenario", "ScenarioConfig",
+    "Scenarios", "TRAINING_FILES", "claim", "convert", "did_you_mean", "graph_files", "load_object",
     "one_line", "param", "pass_files", "split_spec", "support_param",
     "Context", "Interrupted", "backward_structure", "check", "close", "compare_to_reference",
     "gradcheck", "gradgradcheck", "leaves", "node_name", "parity", "same_everywhere",
-    "support", "tensors", "floating", "with_fixed", "changes_a_leaf", "deliberate",
+    "support", "output_tensors", "floating", "with_fixed", "changes_a_leaf", "deliberate",
     "run_alone"]
 __getattr__, __dir__ = lazily(globals(), LAZY)  # LAZY's names: imported when first used
 

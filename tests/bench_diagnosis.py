@@ -172,9 +172,9 @@ def lab(function: type, target: Target, args: dict[str, Any], twice: bool,
         numbers = next((checks[n].diagnosis for n in ("gradcheck", "gradgradcheck")
                         if n in checks and checks[n].diagnosis), None)
         return {"caught": not r.passed, "failed": sorted(checks),
-                "kind": shown and shown["kind"], "says": shown and shown["says"],
-                "numbers_kind": numbers and numbers["kind"],
-                "numbers_says": numbers and numbers["says"]}
+                "kind": shown and shown.kind, "says": shown and shown.says,
+                "numbers_kind": numbers and numbers.kind,
+                "numbers_says": numbers and numbers.says}
     except Exception as e:  # the lab itself failing is a finding too
         return {"caught": None, "failed": [], "kind": None, "says": None,
                 "numbers_kind": None, "numbers_says": None,

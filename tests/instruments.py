@@ -12,7 +12,7 @@ import torch
 from demos.lab.instruments import saved
 from demos.lab.instruments.trace import Trace
 from demos.lab.instruments.walk import node_name
-from demos.lab.tensors import brief
+from demos.lab.tensors import in_brief
 
 
 def equal(got: torch.Tensor | None, want: torch.Tensor | None) -> bool:
@@ -54,8 +54,8 @@ def trace_problems(trace: Trace) -> list[str]:
             got = step.received[0] if step.received else None
             grad = trace.grads.get(id(step.fn.variable))
             if not equal(got, grad):
-                problems.append(f"{trace.label(step.fn)} received {brief(got)} but "
-                                f"{trace.whose(step.fn)}.grad is {brief(grad)}")
+                problems.append(f"{trace.label(step.fn)} received {in_brief(got)} but "
+                                f"{trace.whose(step.fn)}.grad is {in_brief(grad)}")
     return problems
 
 
@@ -94,7 +94,7 @@ def second_pass_problems(traced: Trace, first: Any) -> list[str]:
     need = {k: x for k, x in first.inputs.items() if x.requires_grad}
     want = torch.autograd.grad(first.root, list(need.values()), retain_graph=True,
                                allow_unused=True)
-    return [f"the traced second pass put {brief(traced.grads.get(id(x)))} into {k}.grad, "
-            f"torch.autograd.grad gives {brief(w)}"
+    return [f"the traced second pass put {in_brief(traced.grads.get(id(x)))} into {k}.grad, "
+            f"torch.autograd.grad gives {in_brief(w)}"
             for (k, x), w in zip(need.items(), want)
             if not equal(traced.grads.get(id(x)), w)]

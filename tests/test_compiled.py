@@ -24,6 +24,11 @@ from tests.conftest import CONFIGS, ROOT, run_captured, summary
 EXAMPLES = [("reversal_ok", "GradientReversal"), ("round_ok", "RoundStraightThrough")]
 
 
+def write(row, folder):
+    """A `differs` row's reproduction, written into `folder` as the runner writes it."""
+    (folder / row.reproduction.file).write_text(row.reproduction.script)
+
+
 def differing(example, tmp_path):
     run = run_captured(tmp_path / example, "--config", CONFIGS / "examples" / f"{example}.yaml",
                        "--set", f"scenarios.{example}.support=[compile_grad]")
@@ -250,9 +255,9 @@ def test_a_reproduction_runs_alone_with_the_functions_helpers(tmp_path, monkeypa
     x = torch.tensor([1.0, 3.0, 2.0], dtype=torch.float64).requires_grad_()
     for module, name in (("ops_here", "RevHere"), ("ops_beside", "RevBeside")):
         fn = getattr(importlib.import_module(module), name)
-        rows = support.matrix(fn.apply, {"x": x}, None, cpu, rows=["compile_grad"])
+        rows = support.matrix(fn.apply, {"x": x}, None, cpu, rows=["compile_grad"], name=name)
         assert rows["compile_grad"].status == "differs", rows
-        support.write_repros(rows, name, tmp_path)
+        write(rows["compile_grad"], tmp_path)
         alone = tmp_path / f"alone_{name}"
         alone.mkdir()
         script = f"repro_{name}_compile_grad.py"
@@ -418,9 +423,9 @@ def test_a_reproduction_reproduces_alone_with_torch_alone(name, tmp_path, cpu):
     else:
         fn, function = shape(name)
         x = torch.tensor([1.0, 3.0, 2.0], dtype=torch.float64).requires_grad_()
-        rows = support.matrix(fn, {"x": x}, None, cpu, rows=["compile_grad"])
+        rows = support.matrix(fn, {"x": x}, None, cpu, rows=["compile_grad"], name=function)
         assert rows["compile_grad"].status == "differs", rows
-        support.write_repros(rows, function, tmp_path)
+        write(rows["compile_grad"], tmp_path)
         script = tmp_path / f"repro_{function}_compile_grad.py"
     done = run_alone(script, tmp_path / "alone")
     assert done.returncode == 1 and "AssertionError: torch.compile(torch.func.grad) differs " \

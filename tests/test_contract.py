@@ -279,7 +279,7 @@ def test_each_rows_verdict_is_what_torch_does(fn, row, status, tmp_path):
     reference = fns.cube if fn is fns.CubeOnce else fns.sin
     r = check_function(fn, inputs={"x": x_(3)}, reference=reference, support=[row],
                        output_dir=tmp_path, quiet=True)
-    assert r.entries[0].summary.support[fn.__name__][row]["status"] == status
+    assert r.entries[0].summary.support[fn.__name__][row].status == status
 
 
 def test_a_base_exception_from_a_function_is_an_error_entry_and_the_run_goes_on(tmp_path):

@@ -6,6 +6,7 @@ file and line; one exception in several checks is one FAIL line."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -84,14 +85,14 @@ def test_each_kind_of_mistake_gets_its_diagnosis(fn, xs, reference, kind, says):
     for found in (against_numbers(fn.apply, xs), against_reference(fn.apply, reference, xs)):
         assert found is not None and found.kind == kind, found
         assert says in found.says, found.says
-        assert found.elements and all(e["got"] != e["expected"] for e in found.elements)
+        assert found.elements and all(e.got != e.expected for e in found.elements)
 
 
 def test_nan_and_inf_lead_the_table_of_elements_and_reach_json_as_such():
-    found = against_numbers(d.SinNanBelowZero.apply, {"x": x_(6)}).to_json()
+    found = asdict(against_numbers(d.SinNanBelowZero.apply, {"x": x_(6)}))
     assert [e["got"] for e in found["elements"]][:4] == ["nan"] * 4
     assert all(isinstance(e["got"], float) for e in found["elements"][4:])
-    found = against_reference(d.SinInfBelowZero.apply, d.sin, {"x": x_(6)}).to_json()
+    found = asdict(against_reference(d.SinInfBelowZero.apply, d.sin, {"x": x_(6)}))
     assert {e["got"] for e in found["elements"][:4]} <= {"inf", "-inf"}
 
 
@@ -113,11 +114,11 @@ def test_a_backward_that_is_not_reentrant_is_said_so():
 
     c = gradcheck("gradcheck", d.SinCountsCalls.apply, {"x": x_(5)}, torch.device("cpu"))
     assert not c.passed and "not reentrant" in c.detail and "NOTE" not in c.detail
-    assert c.diagnosis["kind"] == "not reentrant", c.diagnosis
-    assert "gives different values when run twice on the same input" in c.diagnosis["says"]
-    assert "Besides" not in c.diagnosis["says"] and not c.diagnosis["elements"]
+    assert c.diagnosis.kind == "not reentrant", c.diagnosis
+    assert "gives different values when run twice on the same input" in c.diagnosis.says
+    assert "Besides" not in c.diagnosis.says and not c.diagnosis.elements
     c = gradcheck("gradcheck", d.SinCountsCallsTripled.apply, {"x": x_(5)}, torch.device("cpu"))
-    assert c.diagnosis["kind"] == "not reentrant" and c.diagnosis["says"].endswith(
+    assert c.diagnosis.kind == "not reentrant" and c.diagnosis.says.endswith(
         "Besides, x's gradient is 3 times the right one: a constant factor is off; multiply it "
         "by 1/3"), c.diagnosis
 
@@ -127,8 +128,8 @@ def test_a_deliberate_gradient_checked_without_intended_gets_the_hint(tmp_path):
                        output_dir=tmp_path, quiet=True)
     assert [c.name for c in r.failures] == ["gradcheck"]
     why = r.failures[0].diagnosis
-    assert why["kind"] == "matches the reference" and why["input"] == "x", why
-    assert "a deliberate gradient" in why["says"] and "`intended: true`" in why["says"]
+    assert why.kind == "matches the reference" and why.input == "x", why
+    assert "a deliberate gradient" in why.says and "`intended: true`" in why.says
     assert check_function(d.Identity, inputs={"x": 3 * x_(6)}, reference=d.clipped,
                           intended=True, support=[], output_dir=tmp_path, quiet=True).passed
 
@@ -189,7 +190,7 @@ def test_the_diagnosis_reaches_every_place_a_failure_is_shown(tmp_path):
                        output_dir=tmp_path, quiet=True)
     failed = {c.name: c.diagnosis for c in r.failures}
     assert set(failed) == {"gradcheck", "parity with the reference"}
-    assert all(v["kind"] == "factor" and v["input"] == "x" for v in failed.values())
+    assert all(v.kind == "factor" and v.input == "x" for v in failed.values())
     folder = r.entries[0].folder
     explain = (folder / "explain.txt").read_text()
     assert "Why 'gradcheck' and 'parity with the reference' failed (factor): the output, " \
@@ -244,7 +245,7 @@ def test_a_wrong_jvp_says_why_in_forward_mode_agrees(tmp_path):
     r = check_function(d.SinJvpHalved, inputs={"x": x_(5)}, reference=d.sin,
                        support=["forward_ad"], output_dir=tmp_path, quiet=True)
     why = {c.name: c.diagnosis for c in r.failures}["forward mode agrees: forward_mode"]
-    assert why["kind"] == "factor" and why["probe"] == "tangent" and why["input"] == "x"
+    assert why.kind == "factor" and why.probe == "tangent" and why.input == "x"
 
 
 class Dirty(torch.autograd.Function):

@@ -34,18 +34,18 @@ def test_a_right_function_at_real_size_passes_in_fast_mode(tmp_path):
     assert e.status == "passed", [(k.name, k.detail) for k in e.failures]
     assert "fast mode: 8,192 input and 8,192 output elements" in c["gradcheck"].detail
     assert "fast mode" in c["gradgradcheck"].detail
-    assert "fast mode" in e.summary.support["SiLU"]["backward"]["detail"]
+    assert "fast mode" in e.summary.support["SiLU"]["backward"].detail
 
 
 def test_a_wrong_function_at_real_size_fails_with_a_diagnosis_on_the_elements_it_affords(
         tmp_path):
     e, c = checked(tmp_path, fns.SiLUHalf, [x_(64, 128)], fns.silu, support=[])
     found = c["gradcheck"]
-    assert found.passed is False and found.diagnosis["kind"] == "factor"
-    assert found.diagnosis["says"].startswith("x0's gradient is 1/2 times the right one")
-    assert found.diagnosis["says"].endswith("(found on x0[:16, :32], the output[:16, :32]: the "
+    assert found.passed is False and found.diagnosis.kind == "factor"
+    assert found.diagnosis.says.startswith("x0's gradient is 1/2 times the right one")
+    assert found.diagnosis.says.endswith("(found on x0[:16, :32], the output[:16, :32]: the "
                                             "elements finite differences can afford)")
-    assert all(a < 16 and b < 32 for a, b in (el["at"] for el in found.diagnosis["elements"]))
+    assert all(a < 16 and b < 32 for a, b in (el.at for el in found.diagnosis.elements))
 
 
 def test_a_check_even_fast_mode_cannot_afford_is_skipped_never_failed():
@@ -70,7 +70,7 @@ def test_at_real_size_what_fast_mode_lets_through_the_full_check_on_a_block_does
     assert c["gradcheck"].passed is small, c["gradcheck"].detail
     assert "then the full check runs on x0[" in c["gradcheck"].detail or not small
     if not small:
-        assert c["gradcheck"].diagnosis["kind"] == "one contribution missing"
+        assert c["gradcheck"].diagnosis.kind == "one contribution missing"
 
 
 # -- 2. sparse inputs, saves and outputs -----------------------------------------------------
@@ -110,10 +110,10 @@ def test_sparse_tensors_get_torchs_verdict_and_crash_nothing(fn, make, reference
     e, c = checked(tmp_path, fn, make(), reference, double_backward=True)
     assert e.status == ("passed" if expected else "failed"), \
         [(k.name, k.detail) for k in e.failures]
-    assert e.summary.support[fn.__name__]["backward"]["status"] == ("ok" if expected
+    assert e.summary.support[fn.__name__]["backward"].status == ("ok" if expected
                                                                     else "fails")
     if expected and any(a.layout != torch.strided for a in make()):
-        assert "masked: x0 sparse" in e.summary.support[fn.__name__]["backward"]["detail"]
+        assert "masked: x0 sparse" in e.summary.support[fn.__name__]["backward"].detail
     assert e.backward["graphs"][0]["saved"]["error"] is None  # what backward keeps: read
 
 
@@ -144,8 +144,8 @@ def test_a_function_that_computes_in_float32_is_said_so_once_and_judged_so(
 def test_a_wrong_float32_function_fails_with_the_diagnosis_of_its_mistake(tmp_path):
     e, c = checked(tmp_path, fns.Square32Thrice, [x_(4, 3)], fns.square, support=[])
     assert e.status == "failed"
-    assert c["gradcheck"].diagnosis["kind"] == "factor"
-    assert c["parity with the reference"].diagnosis["says"].startswith(
+    assert c["gradcheck"].diagnosis.kind == "factor"
+    assert c["parity with the reference"].diagnosis.says.startswith(
         "x0's gradient is 3/2 times the right one")
 
 
@@ -159,8 +159,8 @@ def test_a_reference_with_checks_mds_hook_recipe_works_in_every_row(
     assert e.status == "passed", [(k.name, k.detail) for k in e.failures]
     # every row that calls the reference ran it, hook and all
     for row in ("backward", "forward_ad", "func_grad", "float32"):
-        assert rows[row]["status"] == "ok", (row, rows[row])
-    assert not any("hook" in r["detail"] for r in rows.values())
+        assert rows[row].status == "ok", (row, rows[row])
+    assert not any("hook" in r.detail for r in rows.values())
 
 
 # -- 5. complex outputs of real inputs ------------------------------------------------------
@@ -175,9 +175,9 @@ def test_a_complex_output_gets_torchs_verdict(fn, tmp_path):
     assert e.status == ("passed" if expected else "failed"), \
         [(k.name, k.detail) for k in e.failures]
     rows = e.summary.support[fn.__name__]
-    assert rows["backward"]["status"] == ("ok" if expected else "fails")
+    assert rows["backward"].status == ("ok" if expected else "fails")
     if expected:
-        assert not any(r["status"] == "fails" for r in rows.values()), rows
+        assert not any(r.status == "fails" for r in rows.values()), rows
 
 
 def test_a_wrong_complex_output_is_diagnosed_on_its_real_and_imaginary_parts(tmp_path):
@@ -204,7 +204,7 @@ def test_a_mistake_found_by_two_checks_in_their_own_words_is_one_why(
     from demos.lab.core.console import entry_lines
 
     e, c = checked(tmp_path, fn, [x_(*s) for s in inputs], reference, support=[])
-    assert c["gradcheck"].diagnosis["says"] != c["parity with the reference"].diagnosis["says"]
+    assert c["gradcheck"].diagnosis.says != c["parity with the reference"].diagnosis.says
     whys = [ln.strip() for ln in entry_lines(e.summary, 10) if ln.strip().startswith("WHY")]
     assert len(whys) == 1 and whys[0].startswith("WHY " + why), whys
     explain = (e.folder / "explain.txt").read_text()
@@ -221,8 +221,8 @@ def test_not_reentrant_is_the_why_where_parity_finds_the_drift_too(tmp_path):
     from tests.fixtures import diagnosed as d
 
     e, c = checked(tmp_path, d.SinDrifts, [x_(4, 5)], d.sin, support=[])
-    assert c["gradcheck"].diagnosis["kind"] == "not reentrant"
-    assert c["parity with the reference"].diagnosis["kind"] == "some elements"
+    assert c["gradcheck"].diagnosis.kind == "not reentrant"
+    assert c["parity with the reference"].diagnosis.kind == "some elements"
     whys = [ln.strip() for ln in entry_lines(e.summary, 10) if ln.strip().startswith("WHY")]
     assert len(whys) == 1 and "run twice" in whys[0], whys
 
@@ -234,5 +234,5 @@ def test_an_overflowing_forward_is_no_deliberate_gradient(tmp_path):
     e, c = checked(tmp_path, fns.Square, [x], fns.square,
                    support=[])
     d = c["gradcheck"].diagnosis
-    assert c["gradcheck"].passed is False and d["kind"] == "right one not finite", d
-    assert "overflows" in d["says"] and "intended" not in d["says"]
+    assert c["gradcheck"].passed is False and d.kind == "right one not finite", d
+    assert "overflows" in d.says and "intended" not in d.says

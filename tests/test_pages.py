@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
-from demos.lab.core.results import Check, EntrySummary, RunSummary, Timing
+from demos.lab.core.results import Check, EntrySummary, Row, RunSummary, Timing
 from demos.lab.pages import index, report, templating
 from tests.conftest import ROOT, a_summary
 
@@ -26,7 +26,7 @@ def assert_escaped(page: str) -> None:
 def entry(entry_id: str) -> EntrySummary:
     return EntrySummary(entry_id, "my_exp", "failed", H, 5, {H: 1.5}, {"p": H},
                         [Check(H, False, H), Check("ok", True, "")], [], Timing(0.1, 50.0),
-                        H, {H: H}, {H: {"backward": {"status": "fails", "detail": H}}})
+                        H, {H: H}, {H: {"backward": Row("fails", H)}})
 
 
 def test_the_report_escapes_everything_but_graphviz_svg_and_keeps_the_steps_whole(tmp_path):

@@ -445,11 +445,11 @@ def test_forward_mode_steps_your_own_functions_jvp(tmp_path):
     # issue 44: blocks that other modules write, typed as they write them; each of these
     # loaded, and the display raised (jinja2's UndefinedError, AttributeError)
     (lambda d: d["scenarios"][0].update(support={"F": {"backward": {}}}),
-     "scenarios[0].support.F.backward.detail: missing (required)"),
+     "scenarios[0].support.F.backward.status: missing (required)"),
     (lambda d: d["scenarios"][0]["checks"][0].update(diagnosis={
         "kind": "factor", "says": "s", "output": "y", "input": "x", "elements": [1, 2],
         "probe": "grad_output"}), "scenarios[0].checks[0].diagnosis.elements[0]: must be a "
-                                  "mapping, got 1"),
+                                  "mapping of keys to values, got 1"),
     (lambda d: d.update(baseline={"file": "b.yaml", "status": "passed", "compared": 1,
                                   "drift": [1, 2], "only_in_baseline": [], "not_run": [],
                                   "not_in_baseline": []}),

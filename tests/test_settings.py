@@ -35,7 +35,7 @@ def config(tmp_path, *entries, name="c.yaml"):
 
 
 def rows_of(result, function):
-    return {k: (r["status"], r["detail"]) for k, r in result.entries[0].support.data[
+    return {k: (r.status, r.detail) for k, r in result.entries[0].support.data[
         function].items()}
 
 

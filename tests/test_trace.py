@@ -9,7 +9,7 @@ import torch
 
 from demos.lab.instruments import trace
 from demos.lab.instruments.walk import node_name
-from demos.lab.tensors import brief
+from demos.lab.tensors import in_brief
 from tests.conftest import raised_in
 from tests.fixtures.wrong_functions import InPlaceGradOut, RaisesValueError
 from tests.instruments import trace_problems
@@ -311,8 +311,8 @@ def test_a_backward_that_raises_anything_is_a_trace_that_says_so():
 
 
 def test_small_gradients_keep_their_significant_digits():
-    assert brief(torch.tensor(4.76837e-7)) == "4.76837e-07"
-    assert brief(torch.tensor([1.0, 0.5])) == "[1, 0.5]"
+    assert in_brief(torch.tensor(4.76837e-7)) == "4.76837e-07"
+    assert in_brief(torch.tensor([1.0, 0.5])) == "[1, 0.5]"
 
 
 def test_each_traced_graph_is_also_drawn_with_its_gradients(dry_run):

@@ -25,20 +25,19 @@ from demos.exercises.results import GradeResult, Test, Ungradable
 from demos.exercises.spec import Grading
 from demos.exercises.table import MARGIN
 from demos.lab.checks.diagnose import (
-    EXACT,
-    Diagnosis,
     Maps,
-    aligned,
     diagnose,
     point,
     pullback,
     second_against_numbers,
 )
 from demos.lab.core.files import NotReadable, read_bytes
+from demos.lab.core.results import Diagnosis
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import signal_handler
-from demos.lab.core.text import message, one_line
-from demos.lab.tensors import agree, fresh
+from demos.lab.core.text import one_line
+from demos.lab.core.tolerance import REFERENCE
+from demos.lab.tensors import agree, fresh, same
 
 MAX_SOURCE = 1 << 20  # a submission's bytes
 TIME_LIMIT = 120  # seconds for one submission's grading, its import included
@@ -94,7 +93,7 @@ def load(path: str, name: str) -> type:
         raise
     except BaseException as e:
         raise Ungradable(f"{shown}:{line_in(e, path)}: importing it raised "
-                         f"{brief(e)}") from None
+                         f"{one_line(e, 300, located=False)}") from None
     cls = module.__dict__.get(name)
     if cls is None:
         raise Ungradable(f"{shown}:1: no class {name} (grading.yaml's function)")
@@ -218,16 +217,6 @@ def grad_output(shape: torch.Size, seed: int) -> torch.Tensor:
 
 # -- the checks ---------------------------------------------------------------------------------
 
-def same(got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
-    """Gradients equal to the reference's, as the diagnosis compares them (`aligned`: None is
-    zero, a broadcastable shape summed as autograd sums it)."""
-    if got is None and expected is None:
-        return True
-    got, expected = aligned(got, expected)
-    return got.shape == expected.shape and agree(got.detach().double(),
-                                                 expected.detach().double(), *EXACT)
-
-
 def grade(path: str, g: Grading, reference: Callable, given: type | None = None
           ) -> GradeResult:
     """The submission at `path` graded as `g` says, against `reference`; `given`: the class
@@ -307,7 +296,7 @@ def run_once(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], see
     with torch.enable_grad():
         right = reference(*theirs.values())
     if not isinstance(out, torch.Tensor) or out.shape != right.shape or not agree(
-            out.detach(), right.detach(), *EXACT):
+            out.detach(), right.detach(), *REFERENCE):
         return ("forward gives other values than the statement's forward (it is given: "
                 "leave it as it is)")
     go = grad_output(out.shape, seed)
@@ -321,17 +310,12 @@ def run_once(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], see
                 return "backward is not written yet: it raises NotImplementedError"
             return f"backward raised {one_line(record.raised, 300)}"
         said = returned_wrong(record.returned[0], xs, names) if record.returned else ""
-        return f"returns: {said or 'autograd refused what backward returned: ' + brief(e)}"
+        refused = f"autograd refused what backward returned: {one_line(e, 300, located=False)}"
+        return f"returns: {said or refused}"
     expected = torch.autograd.grad(right, [theirs[k] for k in wrt], go, allow_unused=True)
     returned = record.returned[0] if record.returned else None
     return (returned_wrong(returned, xs, names),
-            [k for k, a, b in zip(wrt, got, expected) if not same(a, b)])
-
-
-def brief(e: BaseException) -> str:
-    """An exception in a line: its type and message (its first 300 characters)."""
-    text = " ".join(message(e).split())
-    return f"{type(e).__name__}: {text[:300]}{'...' if len(text) > 300 else ''}"
+            [k for k, a, b in zip(wrt, got, expected) if not same(a, b, REFERENCE)])
 
 
 def returned_wrong(returned: Any, xs: dict[str, torch.Tensor], names: list[str]) -> str:
@@ -370,7 +354,7 @@ def second_right(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor],
         except Exception:
             return False
         results.append(hs)
-    return all(same(a, b) for a, b in zip(*results))
+    return all(same(a, b, REFERENCE) for a, b in zip(*results))
 
 
 # -- why: the lab's diagnosis, as hints ----------------------------------------------------------
@@ -383,7 +367,7 @@ def diagnosis(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor],
     order = {name: wrt[name], **{k: v for k, v in wrt.items() if k != name}}
     with contextlib.suppress(Exception):
         d = diagnose(Maps(pullback(fn, xs), pullback(reference, xs), point(fn, xs, True),
-                          order, tolerance=EXACT, at=lambda ys: pullback(reference, ys),
+                          order, tolerance=REFERENCE, at=lambda ys: pullback(reference, ys),
                           point=xs))
         if d is not None:
             return d

@@ -3,6 +3,7 @@ function's outputs, one description. One of each, so that every check copies, co
 them the same way."""
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any, Mapping
 
@@ -21,8 +22,8 @@ def fresh(tensors: Mapping[str, torch.Tensor], device: torch.device | None = Non
         v.requires_grad) for k, v in tensors.items()}
 
 
-def close(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float,
-          equal_nan: bool = False) -> torch.Tensor:
+def isclose(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float,
+            equal_nan: bool = False) -> torch.Tensor:
     """torch.isclose(actual, expected), as torch.testing judges, in the two tensors' common
     dtype on actual's device, sparse ones as dense; of the same shapes, else a ValueError."""
     if actual.shape != expected.shape:
@@ -35,9 +36,30 @@ def close(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float
 
 def agree(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float,
           equal_nan: bool = False) -> bool:
-    """Whether `actual` is `expected`: the same shape, and `close` everywhere."""
+    """Whether `actual` is `expected`: the same shape, and `isclose` everywhere."""
     return actual.shape == expected.shape and bool(
-        close(actual, expected, rtol, atol, equal_nan).all())
+        isclose(actual, expected, rtol, atol, equal_nan).all())
+
+
+def same(got: torch.Tensor | None, expected: torch.Tensor | None,
+         tolerance: tuple[float, float], equal_nan: bool = False) -> bool:
+    """Whether gradient `got` is `expected` within `tolerance` (rtol, atol), as autograd would
+    take it (`aligned`): the comparison of every gradient the checks and the grader make."""
+    if got is None and expected is None:
+        return True
+    return agree(*aligned(got, expected), *tolerance, equal_nan)
+
+
+def aligned(got: torch.Tensor | None,
+            expected: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(got, expected), None as zeros, got summed to expected's shape where it is a shape that
+    broadcasts to it (as autograd sums a gradient); left as it is where it is not."""
+    expected = expected if expected is not None else torch.zeros_like(got)
+    got = got if got is not None else torch.zeros_like(expected)
+    if got.shape != expected.shape:
+        with contextlib.suppress(RuntimeError):
+            got = got.sum_to_size(expected.shape)
+    return got, expected
 
 
 def abs_error(actual: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
@@ -53,7 +75,7 @@ def dense(t: torch.Tensor) -> torch.Tensor:
     return t if t.layout == torch.strided else t.to_dense()
 
 
-def outputs(result: Any) -> tuple[torch.Tensor, ...]:
+def output_tensors(result: Any) -> tuple[torch.Tensor, ...]:
     """A function's output(s) as a tuple of tensors (what is not a tensor left out)."""
     result = result if isinstance(result, tuple) else (result,)
     return tuple(r for r in result if isinstance(r, torch.Tensor))
@@ -82,7 +104,7 @@ def number(v: Any) -> Any:
         else v
 
 
-def brief(t: torch.Tensor | None) -> str:
+def in_brief(t: torch.Tensor | None) -> str:
     """A gradient in a few characters: 4, [1, 2, 3], or (256, 5) in [-1.2, 3.4], norm 5.6."""
     if t is None:
         return "None"

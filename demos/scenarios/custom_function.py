@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from demos.scenario_api import (
+    FLOAT64,
     Capability,
     Check,
     ConfigError,
@@ -179,8 +180,8 @@ class Config(ScenarioConfig):
                                   "the reference's autograd gives the intended gradient, and "
                                   "every check compares with it, gradcheck's finite "
                                   "differences nowhere")
-    rtol: float = param(1e-7, "parity: relative tolerance against the reference", ge=0)
-    atol: float = param(1e-9, "parity: absolute tolerance against the reference", ge=0)
+    rtol: float = param(FLOAT64[0], "parity: relative tolerance against the reference", ge=0)
+    atol: float = param(FLOAT64[1], "parity: absolute tolerance against the reference", ge=0)
     support: list[Capability] = support_param(every_row=True)
     require: list[Capability] = param([], "capabilities that must be ok: an unsupported one "
                                           "among them is a failed check of its own (a row "
@@ -315,8 +316,8 @@ def run(cfg: Config, ctx: Context) -> Result:
         floating,
         gradcheck,
         gradgradcheck,
+        output_tensors,
         support,
-        tensors,
         with_fixed,
     )
 
@@ -341,8 +342,8 @@ def run(cfg: Config, ctx: Context) -> Result:
     # drawn and traced before any backward frees what it saved; on inputs of its own, as
     # every check makes its own copies: what a Function does to one reaches no other
     drawn, _ = floating(make_inputs(cfg, ctx.seed, ctx.check_device))
-    outs = tensors(ctx.forward(lambda: apply(*drawn.values()), drawn))
-    low = any(c.name == support.FLOAT32 for c in found)  # it computes in float32: judged so
+    outs = output_tensors(ctx.forward(lambda: apply(*drawn.values()), drawn))
+    low = any(c.name == support.COMPUTES_IN_FLOAT32 for c in found)  # judged as float32
     if not cfg.intended:  # an intended gradient is checked by parity with the reference
         found.append(gradcheck("gradcheck", apply, inputs, ctx.check_device, ctx.stop, low))
     if cfg.double_backward:
@@ -358,8 +359,8 @@ def run(cfg: Config, ctx: Context) -> Result:
     if reference is not None:
         check, metrics = compare_to_reference(
             INTENDED if cfg.intended else "parity with the reference", apply, reference,
-            inputs, ctx.check_device, rtol=max(cfg.rtol, support.RTOL32 if low else 0),
-            atol=max(cfg.atol, support.ATOL32 if low else 0))
+            inputs, ctx.check_device, rtol=max(cfg.rtol, support.FLOAT32[0] if low else 0),
+            atol=max(cfg.atol, support.FLOAT32[1] if low else 0))
         found.append(check)
         if check.passed and not cfg.intended:  # gradcheck fails where the reference agrees
             found = [deliberate(c) if c.name == "gradcheck" and c.passed is False else c
@@ -367,12 +368,11 @@ def run(cfg: Config, ctx: Context) -> Result:
     matrix = {}
     if cfg.support:
         rows = support.matrix(apply, inputs, reference, ctx.check_device, rows=cfg.support,
-                              intended=cfg.intended, float32=low)
-        support.write_repros(rows, cfg.id, ctx.dir)  # where torch's compiled path differs
+                              intended=cfg.intended, float32=low, name=cfg.id)
         ran = {"backward": INTENDED if cfg.intended else "gradcheck"} | (
             {"double_backward": "gradgradcheck"} if cfg.double_backward else {})
         found += support.checks(rows, cfg.require, done=ran)
-        matrix = {fn._qualname if op else fn.__name__: support.to_json(rows)}
+        matrix = {fn._qualname if op else fn.__name__: rows}
     return Result(metrics=metrics, checks=found, support=matrix)
 
 

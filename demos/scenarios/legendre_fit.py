@@ -173,7 +173,7 @@ def run(cfg: Config, ctx: Context) -> Result:
         ctx.forward_mode(LegendrePolynomial3Modern.apply, twin_inputs)
     matrix, supported = support.classic_and_twin(  # P3 and its twin, transform by transform
         LegendrePolynomial3, LegendrePolynomial3Modern, p3, twin_inputs, ctx.check_device,
-        cfg.support, ctx.dir)
+        cfg.support)
     return Result(
         metrics={"final_loss": ctx.last("loss")},
         params={"a": a.item(), "b": b.item(), "c": c.item(), "d": d.item()}, support=matrix,

@@ -204,7 +204,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     ctx.forward_mode(LinearFunctionModern.apply, twin_inputs)  # the twin's jvp, stepped
     matrix, supported = support.classic_and_twin(
         LinearFunction, LinearFunctionModern, linear_reference, twin_inputs,
-        ctx.check_device, cfg.support, ctx.dir)
+        ctx.check_device, cfg.support)
     return Result(
         metrics={"final_loss": ctx.last("loss"),
                  "weight_error": (model.weight - true_w).abs().max().item(),

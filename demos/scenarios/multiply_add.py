@@ -152,7 +152,7 @@ def run(cfg: Config, ctx: Context) -> Result:
         ctx.forward_mode(MultiplyAddModern.apply, twin_inputs)
     matrix, supported = support.classic_and_twin(
         MultiplyAdd, MultiplyAddModern, multiply_add_reference, twin_inputs, ctx.check_device,
-        cfg.support, ctx.dir)
+        cfg.support)
     return Result(
         metrics={"final_loss": ctx.last("loss"),
                  "w_error": (w - true_w).abs().max().item(),

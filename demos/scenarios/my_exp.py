@@ -98,7 +98,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     twin_inputs = {"x": torch.tensor(cfg.inputs, dtype=torch.float64).requires_grad_()}
     ctx.forward_mode(MyExpModern.apply, twin_inputs)  # the twin has a jvp: forward mode, stepped
     matrix, supported = support.classic_and_twin(MyExp, MyExpModern, exp_reference, twin_inputs,
-                                                 ctx.check_device, cfg.support, ctx.dir)
+                                                 ctx.check_device, cfg.support)
     return Result(
         metrics={"max_grad_error": (grad1 - grad2).abs().max().item()}, support=matrix,
         checks=supported + [

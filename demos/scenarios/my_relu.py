@@ -160,8 +160,7 @@ def run(cfg: Config, ctx: Context) -> Result:
     if "forward_ad" in cfg.support:  # asked for: the twin's jvp, stepped
         ctx.forward_mode(MyReLUModern.apply, {"x": away[:2]})
     matrix, supported = support.classic_and_twin(MyReLU, MyReLUModern, relu_reference,
-                                                 {"x": away[:2]}, ctx.check_device, cfg.support,
-                                                 ctx.dir)
+                                                 {"x": away[:2]}, ctx.check_device, cfg.support)
     return Result(
         metrics={"final_loss": ctx.last("loss"), "initial_loss": ctx.history()[0]["loss"]},
         support=matrix, checks=supported + [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
@@ -12,10 +12,10 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 from demos.lab.core.files import strict
-from demos.lab.core.results import Check
+from demos.lab.core.results import Check, Diagnosis, Element
 from demos.lab.core.text import message
-from demos.lab.tensors import abs_error, agree, close, fresh
-from demos.lab.tensors import outputs as tensors
+from demos.lab.core.tolerance import NUMERICAL, REFERENCE
+from demos.lab.tensors import abs_error, aligned, fresh, isclose, output_tensors, same
 
 
 def index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -23,27 +23,8 @@ def index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape))
 
 
-# how close is the same, as the check that failed compares: finite differences as gradcheck
-# does (rtol 1e-3, atol 1e-5: their own rounding, 1e-3 of a derivative beside an output near
-# 1e7, is no mistake); a reference's autograd much closer
-NUMERICAL, EXACT = (1e-3, 1e-5), (1e-6, 1e-8)
 MOST_ELEMENTS = 5  # rows of the table of differing elements
 MAX_NUMERICAL = 4096  # input elements: past this, no finite differences (two forwards each)
-
-
-@dataclass
-class Diagnosis:
-    """What is wrong with a gradient: `kind` (a catalogue name), `says` (one plain sentence
-    with the fix), where (`output`, `input`) and the worst elements (index, expected, got)."""
-    kind: str
-    says: str
-    output: str
-    input: str
-    elements: list[dict[str, Any]] = field(default_factory=list)
-    probe: str = "grad_output"  # what the elements were computed for: one random one
-
-    def to_json(self) -> dict[str, Any]:
-        return strict(asdict(self))  # a NaN or inf element as "nan", "inf", even in JSON
 
 
 Pull = Callable[[str, torch.Tensor], Mapping[str, torch.Tensor | None]]
@@ -66,13 +47,7 @@ class Maps:
     point: Mapping[str, torch.Tensor]
     forward: bool = False
     tolerance: tuple[float, float] = NUMERICAL  # (rtol, atol): as the check that failed
-
-    def same(self, got: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
-        """got equals expected at this tolerance (None is zero; a gradient of a shape that
-        broadcasts is summed to expected's, as autograd sums it)."""
-        if expected is None and got is None:
-            return True
-        return agree(*aligned(got, expected), *self.tolerance)
+    #                                             compares (a reference's: REFERENCE)
 
     def it(self, r: str) -> str:
         return f"the tangent of {r}" if self.forward else f"{r}'s gradient"
@@ -93,7 +68,7 @@ def diagnose(m: Maps) -> Diagnosis | None:
         got = [m.got(space, v) for v in probes]
         want = [m.expected(space, v) for v in probes]
         for name in m.results:
-            if all(m.same(a.get(name), b.get(name)) for a, b in zip(got, want)):
+            if all(same(a.get(name), b.get(name), m.tolerance) for a, b in zip(got, want)):
                 continue
             if all(b.get(name) is None for b in want):
                 continue  # nothing is expected to flow there
@@ -155,12 +130,12 @@ class Pair:
             none = self.all_got[0].get(x) is None
             return "zero", (f"{it} is {'None' if none else 'zero'} where one is needed: "
                             f"return the derivative times {m.incoming} for {x}")
-        if m.same(g1, g2) and not m.same(e1, e2):
+        if same(g1, g2, m.tolerance) and not same(e1, e2, m.tolerance):
             return "not multiplied", (f"{it} does not change with {m.incoming}: it is the "
                                       f"local derivative, not multiplied by {m.incoming}")
         tried += ["a factor", "a sign"]
         c = factor(g1, e1)
-        if c is not None and m.same(g2, c * e2):
+        if c is not None and same(g2, c * e2, m.tolerance):
             return self.factor_kind(c)
         for other in m.results:
             theirs = [w.get(other) for w in self.all_expected]
@@ -168,23 +143,23 @@ class Pair:
             if other == x or m.results[other].shape != m.results[x].shape:
                 continue
             tried.append(f"a swap with {other}")
-            if all(t is not None and t.shape == g.shape and m.same(g, t)
+            if all(t is not None and t.shape == g.shape and same(g, t, m.tolerance)
                    for g, t in zip((g1, g2), theirs)) and \
-                    all(m.same(o, e) for o, e in zip(mine, (e1, e2))):
+                    all(same(o, e, m.tolerance) for o, e in zip(mine, (e1, e2))):
                 what, per = ("tangents", "output") if m.forward else \
                     ("gradients", "input of forward")
                 return "swapped", (f"{it} is {other}'s: the {what} of {x} and {other} come in "
                                    f"the wrong order (one per {per}, in order)")
         if e1.dim() >= 2 and e1.shape[-1] == e1.shape[-2]:
             tried.append("a transpose")
-            if m.same(g1, e1.transpose(-1, -2)) and m.same(g2, e2.transpose(-1, -2)):
+            if same(g1, e1.mT, m.tolerance) and same(g2, e2.mT, m.tolerance):
                 return "transposed", (f"{it} is the right one transposed (its last two "
                                       f"dimensions): a .t() or .transpose(-1, -2) (or a "
                                       f"matmul's operands) the wrong way round")
         out = m.spaces[self.space]
         if not m.forward and out.dim() >= 2 and out.shape[-1] == out.shape[-2]:
             tried.append("grad_output transposed")
-            if all(m.same(g, m.expected(self.space, v.mT.contiguous()).get(x))
+            if all(same(g, m.expected(self.space, v.mT.contiguous()).get(x), m.tolerance)
                    for g, v in zip((g1, g2), self.probes)):
                 return "transposed", (f"{it} is the right one for grad_output transposed (its "
                                       f"last two dimensions): grad_output, or a sum of it, "
@@ -197,7 +172,7 @@ class Pair:
         local = self.elementwise(g1, g2, e1, e2)
         if local:
             return local
-        wrong = ~(close(g1, e1, *m.tolerance) & close(g2, e2, *m.tolerance))
+        wrong = ~(isclose(g1, e1, *m.tolerance) & isclose(g2, e2, *m.tolerance))
         n, k = wrong.numel(), int(wrong.sum())
         tried.append("a few elements")
         if 0 < k <= n // 3:
@@ -219,7 +194,7 @@ class Pair:
         for _, says, ys in moved:
             with contextlib.suppress(Exception):  # the forward may refuse that point
                 right = m.at(ys)  # type: ignore[misc]
-                if right and all(m.same(g, right(self.space, v).get(self.name))
+                if right and all(same(g, right(self.space, v).get(self.name), m.tolerance)
                                  for g, v in zip((g1, g2), self.probes)):
                     return "transformed input", f"{m.it(self.name)} is the right one {says}"
         return None
@@ -247,8 +222,8 @@ class Pair:
             if space == self.space or not value.is_floating_point():
                 continue
             v = torch.randn(value.shape, generator=g, dtype=torch.float64)
-            if not self.m.same(self.m.got(space, v).get(self.name),
-                        self.m.expected(space, v).get(self.name)):
+            if not same(self.m.got(space, v).get(self.name),
+                        self.m.expected(space, v).get(self.name), self.m.tolerance):
                 return False
         return True
 
@@ -264,7 +239,8 @@ class Pair:
             first = torch.zeros_like(v)
             keep = tuple(slice(0, 1) if d in dims else slice(None) for d in range(v.dim()))
             first[keep] = v[keep]
-            if not self.m.same(g, self.m.expected(self.space, first).get(self.name)):
+            if not same(g, self.m.expected(self.space, first).get(self.name),
+                        self.m.tolerance):
                 return ""
         return ", ".join(map(str, dims))
 
@@ -275,36 +251,24 @@ class Pair:
         s, r = self.m.spaces[self.space], self.m.results[self.name]
         # x the input's value, y the output's (the spaces are the inputs in forward mode)
         x, y = (t.detach().double() for t in ((s, r) if self.m.forward else (r, s)))
-        v1, v2, same = *self.probes, self.m.same
+        (v1, v2), tol = self.probes, self.m.tolerance
         if x.shape != y.shape or (v1.abs() < 1e-3).any() or (v2.abs() < 1e-3).any():
             return None
         self.tried += ["the input for the output", "an inverted condition"]
         d_got, d_want = g1 / v1, e1 / v1
-        if not (same(g2 / v2, d_got) and same(e2 / v2, d_want)):
+        if not (same(g2 / v2, d_got, tol) and same(e2 / v2, d_want, tol)):
             return None  # not elementwise
         it, c = self.m.it(self.name), factor(d_want, y)
-        if c is not None and same(d_want, c * y) and same(d_got, c * x):
+        if c is not None and same(d_want, c * y, tol) and same(d_got, c * x, tol):
             return "input for output", (f"{it} multiplies {self.m.incoming} by the input where "
                                         f"the derivative needs the output (for exp(x), the "
                                         f"derivative is the output: save it for backward)")
         binary = ((d_want.abs() < 1e-6) | ((d_want - 1).abs() < 1e-6)).all()
-        if binary and same(d_got, 1 - d_want):
+        if binary and same(d_got, 1 - d_want, tol):
             return "inverted condition", (f"{it} flows where it should be blocked and is "
                                           f"blocked where it should flow: the condition is "
                                           f"inverted (> where <= is meant)")
         return None
-
-
-def aligned(got: torch.Tensor | None,
-            expected: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(got, expected), None as zeros, got summed to expected's shape where it is a shape that
-    broadcasts to it (as autograd sums a gradient); left as it is where it is not."""
-    expected = expected if expected is not None else torch.zeros_like(got)
-    got = got if got is not None else torch.zeros_like(expected)
-    if got.shape != expected.shape:
-        with contextlib.suppress(RuntimeError):
-            got = got.sum_to_size(expected.shape)
-    return got, expected
 
 
 def at(mask: torch.Tensor) -> str:
@@ -336,15 +300,14 @@ def transforms(xs: Mapping[str, torch.Tensor], outs: Mapping[str, torch.Tensor])
                     for o, y in outs.items() if y.shape == x.shape)
 
 
-def elements(got: torch.Tensor, expected: torch.Tensor) -> list[dict[str, Any]]:
-    """The elements where got and expected differ most (index, expected, got); a NaN or inf
-    first."""
+def elements(got: torch.Tensor, expected: torch.Tensor) -> list[Element]:
+    """The elements where got and expected differ most; a NaN or inf first."""
     if got.shape != expected.shape:
         return []
     diff = abs_error(got, expected).flatten().nan_to_num(nan=math.inf)
     worst = diff.argsort(descending=True)[:MOST_ELEMENTS]
-    return [{"at": list(index(int(i), tuple(expected.shape))),
-             "expected": expected.flatten()[i].item(), "got": got.flatten()[i].item()}
+    return [Element(list(index(int(i), tuple(expected.shape))),
+                    strict(expected.flatten()[i].item()), strict(got.flatten()[i].item()))
             for i in worst if diff[i] > 0]
 
 
@@ -377,10 +340,10 @@ def broadcast_dims(small: torch.Size, big: torch.Size) -> tuple[int, ...]:
 # -- the maps: a Function's own, finite differences of its forward, a reference's autograd --
 
 
-def outputs(result: Any) -> tuple[torch.Tensor, ...]:
+def real_outputs(result: Any) -> tuple[torch.Tensor, ...]:
     """A function's output tensors, a complex one as its real and imaginary parts (the last
     dim of torch.view_as_real): the diagnosis compares real numbers, as gradcheck does."""
-    return tuple(torch.view_as_real(t) if t.is_complex() else t for t in tensors(result))
+    return tuple(torch.view_as_real(t) if t.is_complex() else t for t in output_tensors(result))
 
 
 def output_names(n: int) -> list[str]:
@@ -392,7 +355,7 @@ def point(fn: Callable, xs: Mapping[str, torch.Tensor],
     """fn's outputs at xs (float64, detached), by name; `differentiable`: those a gradient
     flows back through alone (not an index marked non-differentiable, not an integer)."""
     with torch.set_grad_enabled(differentiable):
-        outs = outputs(fn(*fresh(xs).values()))
+        outs = real_outputs(fn(*fresh(xs).values()))
     return {name: t.detach() for name, t in zip(output_names(len(outs)), outs)
             if not differentiable or (t.requires_grad and t.is_floating_point())}
 
@@ -403,7 +366,7 @@ def pullback(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
     def pull(space: str, v: torch.Tensor) -> dict[str, torch.Tensor | None]:
         leaves = fresh(xs)
         with torch.enable_grad():
-            outs = outputs(fn(*leaves.values()))
+            outs = real_outputs(fn(*leaves.values()))
             out = outs[output_names(len(outs)).index(space)]
             wrt = [k for k, x in leaves.items() if x.requires_grad]
             if not out.requires_grad or not wrt:
@@ -438,7 +401,7 @@ def pushforward(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
         with fwAD.dual_level():
             args = [fwAD.make_dual(x.detach(), u.to(x)) if k == space else x.detach()
                     for k, x in fresh(xs).items()]
-            outs = outputs(fn(*args))
+            outs = real_outputs(fn(*args))
             tangents = [fwAD.unpack_dual(t).tangent for t in outs]
         return {name: None if t is None else t.detach().double()
                 for name, t in zip(output_names(len(outs)), tangents)}
@@ -449,8 +412,9 @@ def directional(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6)
     """J·u by central differences of fn's forward along u (float64, in no graph)."""
     def push(space: str, u: torch.Tensor) -> dict[str, torch.Tensor | None]:
         with torch.no_grad():
-            plus, minus = (outputs(fn(*[x + h * u if k == space else x
-                                        for k, x in fresh(xs).items()])) for h in (eps, -eps))
+            plus, minus = (real_outputs(fn(*[x + h * u if k == space else x
+                                             for k, x in fresh(xs).items()]))
+                           for h in (eps, -eps))
             return {name: (a.double() - b.double()) / (2 * eps)
                     for name, a, b in zip(output_names(len(plus)), plus, minus)}
     return push
@@ -472,7 +436,7 @@ def against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1
 
 
 def against_reference(fn: Callable, reference: Callable, xs: Mapping[str, torch.Tensor],
-                      tolerance: tuple[float, float] = EXACT) -> Diagnosis | None:
+                      tolerance: tuple[float, float] = REFERENCE) -> Diagnosis | None:
     """fn's backward against the reference's autograd, at xs (float64 leaves)."""
     try:
         wrt = {k: x for k, x in xs.items() if x.requires_grad}
@@ -507,7 +471,7 @@ def second_against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diag
                 given = [a if a.requires_grad else a.detach().requires_grad_(xs[k].requires_grad)
                          for k, a in zip(names, args)]
                 gs = args[len(names):]
-                got = outputs(fn(*given))
+                got = real_outputs(fn(*given))
                 grads = torch.autograd.grad(got, [a for k, a in zip(names, given) if k in wrt],
                                             list(gs), create_graph=True, allow_unused=True)
             return tuple(torch.zeros_like(xs[k]) if g is None else g for k, g in zip(wrt, grads))
@@ -517,14 +481,15 @@ def second_against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diag
                                          dtype=torch.float64).requires_grad_()
                              for i, t in enumerate(outs.values())}}
         d = against_numbers(backward, extended)
-        if d is not None:  # say it as the backward's: output i of it is input i's gradient
-            of = wrt[output_names(len(wrt)).index(d.output)]
-            d.output = f"the backward's gradient of {of}"
-            d.says = (f"the backward's gradient of {of} carries no gradient w.r.t. {d.input}: the "
-                      f"backward detaches something it depends on (.detach(), .data, NumPy, "
-                      f"@once_differentiable) or is not differentiable"
-                      if d.kind == "zero" else f"in the double backward, {d.says}")
-        return d
+        if d is None:
+            return None
+        # said as the backward's: output i of it is input i's gradient
+        of = wrt[output_names(len(wrt)).index(d.output)]
+        return replace(d, output=f"the backward's gradient of {of}", says=(
+            f"the backward's gradient of {of} carries no gradient w.r.t. {d.input}: the "
+            f"backward detaches something it depends on (.detach(), .data, NumPy, "
+            f"@once_differentiable) or is not differentiable"
+            if d.kind == "zero" else f"in the double backward, {d.says}"))
     except Exception:
         return None
 
@@ -552,14 +517,13 @@ def failed_check(e: BaseException, fn: Callable, xs: Mapping[str, torch.Tensor],
 def deliberate(gradcheck: Check) -> Check:
     """A failed gradcheck of a Function whose parity with its reference holds: the hint that a
     deliberate gradient (clipping, straight-through) needs `intended: true`."""
-    d = gradcheck.diagnosis or {"output": "the outputs", "input": "every input", "elements": [],
-                                "probe": "grad_output"}
-    if d.get("kind") in ("not reentrant", "right one not finite"):
+    d = gradcheck.diagnosis or Diagnosis("", "", "the outputs", "every input")
+    if d.kind in ("not reentrant", "right one not finite"):
         return gradcheck
-    says = (f"{d['input']}'s gradient is not the forward's derivative, but it is exactly the "
+    says = (f"{d.input}'s gradient is not the forward's derivative, but it is exactly the "
             f"reference's (parity holds): a deliberate gradient (clipping, a straight-through "
             f"estimator, a reversal layer) needs `intended: true` (check_function: "
             f"intended=True), which checks it against the reference instead of finite "
             f"differences; if it is not deliberate, the reference makes the same mistake")
     return Check(gradcheck.name, False, gradcheck.detail,
-                 {**d, "kind": "matches the reference", "says": says})
+                 replace(d, kind="matches the reference", says=says))

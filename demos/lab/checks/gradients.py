@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from dataclasses import replace
 from functools import partial
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 from unittest import mock
@@ -13,13 +14,13 @@ import torch
 from torch.autograd.gradcheck import GradcheckError
 
 from demos.lab.checks import diagnose
-from demos.lab.checks.diagnose import EXACT, Diagnosis, against_reference, failed_check, index
+from demos.lab.checks.diagnose import Diagnosis, against_reference, failed_check, index
 from demos.lab.core.results import Check
 from demos.lab.core.scenario import Expect
 from demos.lab.core.signals import Stopped, StopRequest
 from demos.lab.core.text import message, one_line
-from demos.lab.tensors import abs_error, agree, dense, fresh
-from demos.lab.tensors import outputs as tensors
+from demos.lab.core.tolerance import FLOAT32, FLOAT64, REFERENCE
+from demos.lab.tensors import abs_error, agree, dense, fresh, output_tensors
 
 
 def check(name: str, passed: bool, detail: str) -> Check:
@@ -44,8 +45,7 @@ MAX_JACOBIAN = 10**7  # a Jacobian check's cost bound: the full check builds den
 #                       input element; fast mode makes about FAST_PASSES passes over n_in + n_out
 FAST_PASSES = 10
 GRADCHECK32 = {"eps": 1e-3, "rtol": 1e-2, "atol": 1e-3}  # a Function that computes in float32
-RTOL32, ATOL32 = 1e-4, 1e-5  # float32 against float64: what float32 rounding allows
-FLOAT32 = "the Function computes in float32"  # the check that says so (structure.py)
+COMPUTES_IN_FLOAT32 = "the Function computes in float32"  # the check that says so (structure)
 
 
 class NotRun(Exception):
@@ -58,7 +58,7 @@ def torch_check(check: Callable, fn: Callable, xs: Mapping[str, torch.Tensor],
     then the full check on `restricted` blocks; sparse tensors; float32: checks.md, "At the
     edges"); returns how, each a phrase of the check's detail."""
     with torch.no_grad():
-        outs = tensors(fn(*fresh(xs, dtype=None).values()))
+        outs = output_tensors(fn(*fresh(xs, dtype=None).values()))
     n_in, n_out = sum(x.numel() for x in xs.values() if x.requires_grad), sum(
         o.numel() for o in outs)
     if check is torch.autograd.gradgradcheck:  # it checks the backward: of x and grad_output
@@ -83,7 +83,7 @@ def torch_check(check: Callable, fn: Callable, xs: Mapping[str, torch.Tensor],
         how.append(f"masked: {', '.join(sparse)} sparse, the gradients of its unspecified "
                    f"elements not compared")
     if any(o.layout != torch.strided for o in outs):
-        fn = partial(lambda f, *a: tuple(map(dense, tensors(f(*a)))), fn)
+        fn = partial(lambda f, *a: tuple(map(dense, output_tensors(f(*a)))), fn)
         how.append("the sparse output made dense (to_dense()), as torch's gradcheck asks")
     if float32:
         kwargs.update(GRADCHECK32)
@@ -146,7 +146,7 @@ def jacobian_check(name: str, check: Callable, fn: Callable, inputs: Mapping[str
             if isinstance(e, GradcheckError) else None
         return Check(name, False, gradcheck_failure(e, [k for k, v in xs.items()
                                                         if v.requires_grad]),
-                     found and found.to_json())
+                     found)
     return Check(name, True, "; ".join([passed, *how]))
 
 
@@ -159,9 +159,8 @@ def diagnosed(why: Callable[[Callable, Mapping], Diagnosis | None], fn: Callable
         return why(fn, xs)
     sub, blocks, named = block
     found = why(sub, blocks)
-    if found:
-        found.says += f" (found on {', '.join(named)}: the elements finite differences can afford)"
-    return found
+    return found and replace(found, says=f"{found.says} (found on {', '.join(named)}: the "
+                                         f"elements finite differences can afford)")
 
 
 def restricted(fn: Callable, xs: Mapping[str, torch.Tensor]
@@ -173,7 +172,7 @@ def restricted(fn: Callable, xs: Mapping[str, torch.Tensor]
     (x[:16, :32], the output[:16, :32])."""
     wrt = [k for k, x in xs.items() if x.requires_grad]
     with torch.no_grad():
-        outs = tensors(fn(*xs.values()))
+        outs = output_tensors(fn(*xs.values()))
     most = min(diagnose.MAX_NUMERICAL,
                MAX_JACOBIAN // max(sum(t.numel() for t in (*xs.values(), *outs)), 1))
     if sum(xs[k].numel() for k in wrt) <= most:
@@ -185,7 +184,7 @@ def restricted(fn: Callable, xs: Mapping[str, torch.Tensor]
         args = [x.detach().clone() for x in xs.values()]
         for a, p, k in zip(args, parts, xs):
             a[leading(a.shape, each) if k in wrt else ...] = p  # the block put in its input
-        return tuple(o[leading(o.shape, each)] for o in tensors(fn(*args)))
+        return tuple(o[leading(o.shape, each)] for o in output_tensors(fn(*args)))
 
     return sub, blocks, [k + sliced(blocks[k]) for k in wrt] + [
         n + sliced(o[leading(o.shape, each)])
@@ -215,7 +214,7 @@ def gradcheck_failure(e: BaseException, wrt: list[str]) -> str:
 
 def parity(name: str, custom: Callable[..., torch.Tensor],
            reference: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
-           device: torch.device, rtol: float = 1e-7, atol: float = 1e-9) -> Check:
+           device: torch.device, rtol: float = FLOAT64[0], atol: float = FLOAT64[1]) -> Check:
     """Value and every input's gradient of `custom(*inputs.values())` against `reference`, both
     on the same float64 copies of `inputs`, back-propagated with the same random gradient."""
     return compare_to_reference(name, custom, reference, inputs, device, rtol, atol)[0]
@@ -223,12 +222,12 @@ def parity(name: str, custom: Callable[..., torch.Tensor],
 
 def compare_to_reference(name: str, custom: Callable, reference: Callable,
                          inputs: Mapping[str, torch.Tensor], device: torch.device,
-                         rtol: float = 1e-7,
-                         atol: float = 1e-9) -> tuple[Check, dict[str, float]]:
+                         rtol: float = FLOAT64[0],
+                         atol: float = FLOAT64[1]) -> tuple[Check, dict[str, float]]:
     """parity's check, and the worst absolute and relative errors it found."""
     a, b = fresh(inputs, device), fresh(inputs, device)
     try:
-        out_a, out_b = tensors(custom(*a.values())), tensors(reference(*b.values()))
+        out_a, out_b = output_tensors(custom(*a.values())), output_tensors(reference(*b.values()))
         if len(out_a) != len(out_b):
             return Check(name, False, f"custom gives {len(out_a)} outputs, reference "
                                       f"{len(out_b)}"), {}
@@ -262,7 +261,7 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
             if what.startswith("grad"):  # the values agree: the backward is what differs
                 # (a float32 Function's at float32's tolerance)
                 why = against_reference(custom, reference, fresh(inputs, device),
-                                        (RTOL32, ATOL32) if rtol >= RTOL32 else EXACT)
+                                        FLOAT32 if rtol >= FLOAT32[0] else REFERENCE)
             flat = int(diff.argmax())
             rel_there = (diff.flatten()[flat] / y.detach().flatten()[flat].abs().clamp_min(1e-300)
                          ).item()  # at the worst absolute error: the place the detail names
@@ -273,7 +272,7 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
                                       f"(custom {x.flatten()[flat].item():.8g}, reference "
                                       f"{y.flatten()[flat].item():.8g}); {rel_err:.3g} of the "
                                       f"largest reference value (max_rel_error)",
-                         why and why.to_json()), \
+                         why), \
                 {"max_abs_error": abs_err, "max_rel_error": rel_err}
         if abs_err >= worst_abs:
             worst_what, worst_abs = what, abs_err
@@ -324,7 +323,7 @@ def with_fixed(fn: Callable, fixed: Mapping[int, Fixed], copies: bool = False) -
         result = fn(*arguments(in_graph(xs, copies), fixed, device))
         if not isinstance(result, tuple) or all(isinstance(r, torch.Tensor) for r in result):
             return result
-        outs = tensors(result)
+        outs = output_tensors(result)
         return outs[0] if len(outs) == 1 else outs
     call.__name__ = getattr(fn, "__name__", "apply")
     call.__wrapped__, call.fixed = fn, dict(fixed)  # type: ignore[attr-defined]  # repro.py

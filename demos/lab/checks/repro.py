@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from demos.lab.core.tolerance import FLOAT64
+
 
 def script(case: dict[str, Any], name: str, row: str) -> str:
     """The reproduction of one `differs` row (support.against_eager's `case`)."""
@@ -61,7 +63,7 @@ def script(case: dict[str, Any], name: str, row: str) -> str:
         "print('torch', torch.__version__)",
         "print('eager:   ', eager)",
         "print('compiled:', compiled)",
-        "assert torch.allclose(eager, compiled, rtol=1e-7, atol=1e-9), (",
+        f"assert torch.allclose(eager, compiled, rtol={FLOAT64[0]:g}, atol={FLOAT64[1]:g}), (",
         f"    'torch.compile({case['transform']}) differs from eager: max abs difference '",
         "    f'{(eager - compiled).abs().max().item():.3g}')",
         "print('the same: torch no longer differs here')", ""]

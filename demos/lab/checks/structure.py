@@ -8,19 +8,18 @@ import torch
 
 from demos.lab.checks.diagnose import failed_check, output_names
 from demos.lab.checks.gradients import (
-    FLOAT32,
+    COMPUTES_IN_FLOAT32,
     Check,
     Fixed,
     arguments,
     in_graph,
     jacobian_check,
     output_grads,
-    tensors,
     with_fixed,
 )
 from demos.lab.core.signals import StopRequest
 from demos.lab.core.text import one_line
-from demos.lab.tensors import agree, fresh
+from demos.lab.tensors import agree, fresh, output_tensors
 
 UNMARKED = "forward changes no input without ctx.mark_dirty"
 
@@ -46,7 +45,7 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
         raise
     except BaseException as e:  # asyncio.CancelledError and the like: the Function's too
         return [Check("forward runs", False, one_line(e))]
-    outs = tensors(result)
+    outs = output_tensors(result)
     if not outs:
         return [Check("forward runs", False, f"it returned {type(result).__name__}, no tensor")]
     node = next((o.grad_fn for o in outs if o.grad_fn is not None), None)
@@ -115,7 +114,7 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
         f"{n}'s gradient" for n, x, g in zip(names, args, returned)
         if getattr(g, "dtype", 0) == torch.float32 != getattr(x, "dtype", torch.float32)]
     if low:  # said once; every check judges it at float32's tolerance
-        found.append(Check(FLOAT32, True, f"with float64 inputs, {' and '.join(low)} "
+        found.append(Check(COMPUTES_IN_FLOAT32, True, f"with float64 inputs, {' and '.join(low)} "
                                           f"{'are' if low[1:] else 'is'} float32: each check "
                                           f"judges it at float32's tolerance"))
     changed = [i for i, (g, c) in enumerate(zip(gs, unchanged)) if not torch.equal(g, c)]
@@ -147,7 +146,7 @@ def accepted(call: Callable, inputs: Mapping[str, torch.Tensor], fixed: Mapping[
     gradient, on fresh inputs."""
     xs = fresh(inputs, device)
     try:
-        again = [o for o in tensors(with_fixed(call, fixed, copies)(*xs.values()))
+        again = [o for o in output_tensors(with_fixed(call, fixed, copies)(*xs.values()))
                  if o.requires_grad]
         torch.autograd.backward(again, output_grads(tuple(again)))
         return Check("autograd accepts the backward", True, "loss.backward() ran")

@@ -9,9 +9,7 @@ import re
 import shutil
 import warnings
 from contextvars import ContextVar
-from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
@@ -19,22 +17,20 @@ import torch.autograd.forward_ad as fwAD
 from torch.autograd.gradcheck import GradcheckError
 
 from demos.lab.checks.gradients import (
-    ATOL32,
-    FLOAT32,  # noqa: F401  (custom_function reads it here, as RTOL32 and ATOL32)
-    RTOL32,
+    COMPUTES_IN_FLOAT32,  # noqa: F401  (custom_function reads it here, with FLOAT32)
     NotRun,
     gradcheck_failure,
     masked,
     parity,
-    tensors,
     torch_check,
 )
 from demos.lab.checks.repro import script
-from demos.lab.core.results import CAPABILITIES, Check
+from demos.lab.core.results import CAPABILITIES, Check, Reproduction, Row
 from demos.lab.core.signals import Stopped
 from demos.lab.core.text import message, one_line
+from demos.lab.core.tolerance import FLOAT32, FLOAT64
 from demos.lab.state import global_state, restore_global_state
-from demos.lab.tensors import abs_error, agree, brief, dense, fresh
+from demos.lab.tensors import abs_error, agree, dense, fresh, in_brief, output_tensors
 
 # torch's refusals, by the words of its message, and what to add to the Function
 REFUSALS = [
@@ -66,14 +62,6 @@ DEFAULT_ROWS = tuple(r for r in CAPABILITIES if r != "inductor")
 IN_FLOAT32: ContextVar[bool] = ContextVar("in_float32", default=False)
 
 
-@dataclass
-class Row:
-    status: str  # ok | unsupported | fails | differs | skipped
-    detail: str
-    # a `differs` row: what a standalone reproduction needs (see `repro`)
-    case: dict[str, Any] | None = None
-
-
 class Mismatch(Exception):
     """A value or gradient that differs from what it should be."""
 
@@ -81,32 +69,26 @@ class Mismatch(Exception):
 class TorchDiffers(Exception):
     """torch's compiled path gives other numbers than eager torch on the same Function and
     inputs: torch's disagreement, not the Function's mistake; args: the row's detail, and
-    what a reproduction needs (Row.case), where one can be written."""
+    what a reproduction needs (repro.script's case)."""
 
 
 def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
            reference: Callable[..., Any] | None = None, device: torch.device | None = None,
            rows: Sequence[str] = DEFAULT_ROWS, intended: bool = False,
-           float32: bool = False) -> dict[str, Row]:
+           float32: bool = False, name: str | None = None) -> dict[str, Row]:
     """The support matrix of `fn` (a Function's apply) at `inputs` (their requires_grad kept).
     `intended`: the backward is deliberately not the derivative; the rows compare with
     `reference`'s autograd, never with finite differences. `float32`: the Function computes in
-    float32, judged at float32's tolerance. The caller's random draws, torch's settings, the
+    float32, judged at float32's tolerance. `name`: a `differs` row's reproduction is
+    repro_<name>_<row>.py (None: none). The caller's random draws, torch's settings, the
     working directory and the environment are as they were after it."""
     before = global_state()
     token = IN_FLOAT32.set(float32)
     try:
         with torch.random.fork_rng(devices=[]):
             found = dict(rows_of(fn, inputs, as_autograd(reference, inputs), device, rows,
-                                 intended))
-        if "fails" == found.get("backward", Row("ok", "")).status and \
-                found.get("compile_grad", Row("ok", "")).status == "differs":
-            # compiled torch.func.grad does not run the backward: eager's gradient, the one
-            # that fails, is not torch's to differ from
-            found["compile_grad"] = Row("skipped", "not judged: the backward row fails, and "
-                                        "compiled torch.func.grad does not run your backward; "
-                                        + found["compile_grad"].detail)
-        return found
+                                 intended, name))
+        return {k: found[k] for k in rows}
     finally:
         IN_FLOAT32.reset(token)
         restore_global_state(before)
@@ -124,7 +106,10 @@ def as_autograd(reference: Callable[..., Any] | None, inputs: Mapping[str, torch
 
 def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             reference: Callable[..., Any] | None, device: torch.device | None,
-            rows: Sequence[str], intended: bool = False) -> Iterator[tuple[str, Row]]:
+            rows: Sequence[str], intended: bool = False,
+            name: str | None = None) -> Iterator[tuple[str, Row]]:
+    """The rows, the backward's first: compiled torch.func.grad does not run the backward, so
+    where the backward fails, eager's gradient is not torch's to differ from (`attempt`)."""
     xs = fresh(inputs, device or torch.device("cpu"))
     sparse = any(x.layout != torch.strided for x in xs.values())
     runs = {"backward": (lambda f, x: as_intended(f, x, reference)) if intended else backward,
@@ -135,17 +120,25 @@ def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             "compile_vmap": compiled_vmap, "inductor": inductor,
             "float32": lambda f, x: float32(f, x, reference),
             "noncontiguous": noncontiguous, "cuda": cuda}
-    for name in rows:
-        if name in ("backward", "double_backward", "forward_ad", "func_grad") and not needing(xs):
-            yield name, Row("skipped", "no input requires grad")
-        else:  # fresh copies: a Function that changes an input in place changes only these
-            yield name, attempt(partial(runs[name], fn, fresh(xs)), sparse)
+    failing = False
+    for row in sorted(rows, key=lambda r: r != "backward"):
+        if row in ("backward", "double_backward", "forward_ad", "func_grad") and not needing(xs):
+            yield row, Row("skipped", "no input requires grad")
+            continue
+        # fresh copies: a Function that changes an input in place changes only these
+        found = attempt(partial(runs[row], fn, fresh(xs)), sparse, name and (name, row),
+                        "the backward row fails" if failing and row == "compile_grad" else None)
+        failing = failing or row == "backward" and found.status == "fails"
+        yield row, found
 
 
-def attempt(run: Callable[[], str], sparse: bool = False) -> Row:
+def attempt(run: Callable[[], str], sparse: bool = False, repro: tuple[str, str] | None = None,
+            unjudged: str | None = None) -> Row:
     """Run a row: its detail when it works, `fails` on a mismatch or an unexpected error,
     `unsupported` when torch refuses (with `sparse` inputs, any error of torch's: its
-    transforms and its compiler take few sparse tensors)."""
+    transforms and its compiler take few sparse tensors), `differs` where torch's compiled
+    path does (with its reproduction, repro_<name>_<row>.py, `repro` naming them), or
+    `skipped` for that if `unjudged` says why torch's numbers cannot be judged."""
     try:
         with warnings.catch_warnings():  # torch's own (anomaly traces, deprecations): noise
             warnings.simplefilter("ignore")
@@ -153,7 +146,15 @@ def attempt(run: Callable[[], str], sparse: bool = False) -> Row:
     except Mismatch as e:
         return Row("fails", message(e))
     except TorchDiffers as e:
-        return Row("differs", *e.args)
+        said, case = e.args
+        if unjudged:
+            return Row("skipped", f"not judged: {unjudged}, and compiled torch.func.grad does "
+                                  f"not run your backward; {said}")
+        if repro is None:
+            return Row("differs", said)
+        file = f"repro_{repro[0]}_{repro[1]}.py"
+        return Row("differs", f"{said}; reproduce it alone: python {file}",
+                   Reproduction(file, script(case, *repro)))
     except CompileRefused as e:
         return Row("unsupported", message(e))
     except NotRun as e:
@@ -197,17 +198,16 @@ def scalar(fn: Callable, ws: Sequence[torch.Tensor]) -> Callable[..., torch.Tens
     values)."""
     def f(*args):
         return sum((dense(o) * w.to(o.device, o.dtype)).real.sum()
-                   for o, w in zip(tensors(fn(*args)), ws))
+                   for o, w in zip(output_tensors(fn(*args)), ws))
     return f
 
 
-def same(what: str, got: Any, want: Any, rtol: float | None = None,
-         atol: float | None = None) -> None:
+def must_agree(what: str, got: Any, want: Any, rtol: float | None = None,
+               atol: float | None = None) -> None:
     """Raise Mismatch unless `got` and `want` (tensors or tuples of them) agree (by default
-    within 1e-7 and 1e-9; float32's tolerance for a Function that computes in float32)."""
-    rtol, atol = (rtol, atol) if rtol is not None else (RTOL32, ATOL32) if IN_FLOAT32.get() \
-        else (1e-7, 1e-9)
-    got, want = tensors(got), tensors(want)
+    within FLOAT64; FLOAT32 for a Function that computes in float32)."""
+    rtol, atol = (rtol, atol) if rtol is not None else FLOAT32 if IN_FLOAT32.get() else FLOAT64
+    got, want = output_tensors(got), output_tensors(want)
     if len(got) != len(want):
         raise Mismatch(f"{what}: {len(got)} tensors, expected {len(want)}")
     for i, (a, b) in enumerate(zip(got, want)):
@@ -225,13 +225,13 @@ def matches(what: str, fn: Callable, xs: Mapping[str, torch.Tensor], base: Calla
     its gradients, of the outputs weighted by fixed random numbers ('<what> grad of <input>'
     names one that differs). Each call gets copies of its own (see grads_of). Returns what it
     held to the other: values and gradients, or values where no input needs a gradient."""
-    ws = weights(tensors(base(*base_xs.values())))
+    ws = weights(output_tensors(base(*base_xs.values())))
     if value:
-        same(f"{what} value", fn(*map(same_layout, xs.values())),
-             base(*map(same_layout, base_xs.values())), rtol, atol)
+        must_agree(f"{what} value", fn(*map(same_layout, xs.values())),
+                   base(*map(same_layout, base_xs.values())), rtol, atol)
     for k, a, b in zip(needing(xs), grads_of(scalar(fn, ws), xs),
                        grads_of(scalar(base, ws), base_xs)):
-        same(f"{what} grad of {k}".lstrip(), a, b, rtol, atol)
+        must_agree(f"{what} grad of {k}".lstrip(), a, b, rtol, atol)
     return "values and gradients" if needing(xs) else "values"
 
 
@@ -271,7 +271,7 @@ def backward(fn, xs) -> str:
 def double(fn, xs) -> str:
     # a backward under @once_differentiable: its gradients carry a DelayedError, which only
     # fires when the incoming gradient requires grad (gradgradcheck would read zeros instead)
-    outs = tensors(fn(*xs.values()))
+    outs = output_tensors(fn(*xs.values()))
     seeds = [torch.ones(o.shape, dtype=o.dtype, device=o.device, requires_grad=True)
              for o in outs if o.requires_grad]  # dense, for a sparse output too
     firsts = torch.autograd.grad([o for o in outs if o.requires_grad], [xs[k] for k in needing(xs)],
@@ -301,8 +301,8 @@ def forward_ad(fn, xs, reference, numerical: bool = True) -> str:
     primals = tuple(v.detach() for v in xs.values())
     tangents = tuple(weights(primals, seed=3))
     got = torch.func.jvp(fn, primals, tangents)
-    same("jvp value", got[0], reference(*primals))
-    same("jvp tangent", got[1], jvp_by_reverse(reference, primals, tangents))
+    must_agree("jvp value", got[0], reference(*primals))
+    must_agree("jvp tangent", got[1], jvp_by_reverse(reference, primals, tangents))
     return "gradcheck with forward AD; torch.func.jvp matches the reference"
 
 
@@ -318,7 +318,7 @@ def forward_rule(fn, xs, names: Sequence[str]) -> None:
     with fwAD.dual_level():
         duals = [fwAD.make_dual(v.detach().clone(), torch.ones_like(v)) if k in names else v
                  for k, v in xs.items()]
-        outs = [o for o in tensors(fn(*duals)) if o.is_floating_point()]
+        outs = [o for o in output_tensors(fn(*duals)) if o.is_floating_point()]
         if outs and all(fwAD.unpack_dual(o).tangent is None for o in outs):
             raise RuntimeError("no output carries a tangent in forward mode")
 
@@ -330,7 +330,7 @@ def jvp_by_reverse(f: Callable, primals: Sequence[torch.Tensor],
     inputs differentiably (a constant, integer indices, a detached mask) gets zeros, as forward
     mode gives it."""
     xs = [p.detach().clone().requires_grad_() for p in primals]  # f may change them in place
-    outs = tensors(f(*[x.clone() for x in xs]))
+    outs = output_tensors(f(*[x.clone() for x in xs]))
     live = [i for i, o in enumerate(outs) if o.is_floating_point() and o.requires_grad]
     us = [torch.zeros_like(outs[i], requires_grad=True) for i in live]
     firsts = torch.autograd.grad([outs[i] for i in live], xs, us, create_graph=True,
@@ -346,7 +346,7 @@ def jvp_by_reverse(f: Callable, primals: Sequence[torch.Tensor],
 def func_grad(fn, xs, reference) -> str:
     names = needing(xs)
     primals = tuple(v.detach() for v in xs.values())
-    ws = weights(tensors(fn(*primals)))
+    ws = weights(output_tensors(fn(*primals)))
     argnums = tuple(i for i, k in enumerate(xs) if k in names)
     got = torch.func.grad(scalar(fn, ws), argnums=argnums)(*primals)
     if reference is not None:
@@ -356,7 +356,7 @@ def func_grad(fn, xs, reference) -> str:
         want = grads_of(scalar(fn, ws), xs)
         against = "its own backward"
     for k, a, b in zip(names, got, want):
-        same(f"grad of {k}", a, b)
+        must_agree(f"grad of {k}", a, b)
     return f"torch.func.grad w.r.t. {', '.join(names)} matches {against}"
 
 
@@ -370,18 +370,19 @@ def vmap(fn, xs) -> str:
     fn = cloning(fn)  # a mark_dirty Function changes no batch that another call reads
     batched = batch_of(xs)
     got = torch.func.vmap(fn)(*batched)
-    loop = [tensors(fn(*[b[i] for b in batched])) for i in range(3)]
+    loop = [output_tensors(fn(*[b[i] for b in batched])) for i in range(3)]
     want = tuple(torch.stack(outs) for outs in zip(*loop))
-    same("vmap value", got, want)
+    must_agree("vmap value", got, want)
     last = [b.movedim(0, -1) for b in batched]  # the batch as the last dim (in_dims=-1)
-    same("vmap value (batch in the last dim)",
-         torch.func.vmap(fn, in_dims=tuple(-1 for _ in last))(*last), want)
+    must_agree("vmap value (batch in the last dim)",
+               torch.func.vmap(fn, in_dims=tuple(-1 for _ in last))(*last), want)
     if len(xs) > 1:  # the first input shared by the whole batch (in_dims=None)
         first = next(iter(xs.values())).detach()
-        shared = [tensors(fn(first, *[b[i] for b in batched[1:]])) for i in range(3)]
-        same("vmap value (first input unbatched, in_dims None)",
-             torch.func.vmap(fn, in_dims=(None, *[0] * (len(xs) - 1)))(first, *batched[1:]),
-             tuple(torch.stack(outs) for outs in zip(*shared)))
+        shared = [output_tensors(fn(first, *[b[i] for b in batched[1:]])) for i in range(3)]
+        must_agree("vmap value (first input unbatched, in_dims None)",
+                   torch.func.vmap(fn, in_dims=(None, *[0] * (len(xs) - 1)))(first,
+                                                                             *batched[1:]),
+                   tuple(torch.stack(outs) for outs in zip(*shared)))
     names = needing(xs)
     if not names:
         return "values match a loop over the batch"
@@ -391,7 +392,7 @@ def vmap(fn, xs) -> str:
     each = [grads_of(scalar(fn, ws), {n: b[i].requires_grad_(xs[n].requires_grad)
                                       for n, b in zip(xs, batched)}) for i in range(3)]
     for j, k in enumerate(names):
-        same(f"vmap grad of {k}", got_g[j], torch.stack([g[j] for g in each]))
+        must_agree(f"vmap grad of {k}", got_g[j], torch.stack([g[j] for g in each]))
     return "values and gradients match a loop over the batch"
 
 
@@ -427,14 +428,14 @@ def against_eager(transform: str, f: Callable, args: Sequence[Any], fn, xs, back
                              ) from None
     got, want = flat(compiled), flat(eager)
     try:
-        same(f"compiled {transform}", got, want)
+        must_agree(f"compiled {transform}", got, want)
     except Mismatch:
         err = max((abs_error(a, b).max().item() for a, b in zip(got, want)
                    if a.shape == b.shape and a.numel()), default=float("nan"))
         raise TorchDiffers(
             f"torch differs: torch.compile({transform}) (backend {backend}) gives "
-            f"{', '.join(map(brief, got))} where eager {transform} gives "
-            f"{', '.join(map(brief, want))} (max abs difference "
+            f"{', '.join(map(in_brief, got))} where eager {transform} gives "
+            f"{', '.join(map(in_brief, want))} (max abs difference "
             f"{err:.3g}; torch {torch.__version__})",
             {"transform": transform, "backend": backend, "fn": fn,
              "inputs": {k: v.detach().cpu() for k, v in xs.items()}, **case}) from None
@@ -443,7 +444,7 @@ def against_eager(transform: str, f: Callable, args: Sequence[Any], fn, xs, back
 def flat(result: Any) -> tuple[torch.Tensor, ...]:
     """A transform's tensors in order: (values, tangents) of a jvp, each a tensor or a tuple."""
     return tuple(t for r in (result if isinstance(result, tuple) else (result,))
-                 for t in tensors(r))
+                 for t in output_tensors(r))
 
 
 def compiler_on() -> None:
@@ -490,7 +491,7 @@ def compiled_grad(fn, xs, backend: str = COMPILED_BACKEND) -> str:
     if not names:
         return "skipped: no input requires grad"
     primals = tuple(v.detach() for v in xs.values())
-    ws = weights(tensors(fn(*primals)))
+    ws = weights(output_tensors(fn(*primals)))
     argnums = tuple(i for i, k in enumerate(xs) if k in names)
     against_eager("torch.func.grad", torch.func.grad(scalar(fn, ws), argnums=argnums), primals,
                   fn, xs, backend, weights=ws, argnums=argnums)
@@ -548,13 +549,13 @@ def float32(fn, xs, reference) -> str:
     x32 = fresh(xs, dtype=torch.float32)
     # the same numbers in float64: the Function's own float32 error, not its inputs' rounding
     x64 = fresh(x32)
-    wrong = [str(o.dtype).removeprefix("torch.") for o in tensors(fn(*x32.values()))
+    wrong = [str(o.dtype).removeprefix("torch.") for o in output_tensors(fn(*x32.values()))
              if o.is_floating_point() and o.dtype != torch.float32]
     if wrong:
         raise Mismatch(f"float32 inputs give {', '.join(wrong)} outputs")
     # (a gradient is float32 whatever the backward returns: autograd casts it to the input's)
-    compared = matches("float32", fn, x32, reference or fn, x64, RTOL32, ATOL32)
-    return f"{compared} within rtol {RTOL32:g}, atol {ATOL32:g} of float64"
+    compared = matches("float32", fn, x32, reference or fn, x64, *FLOAT32)
+    return f"{compared} within rtol {FLOAT32[0]:g}, atol {FLOAT32[1]:g} of float64"
 
 
 def noncontiguous(fn, xs) -> str:
@@ -572,10 +573,6 @@ def cuda(fn, xs) -> str:
         return "skipped: the inputs are on the GPU already (every other row ran there)"
     on_gpu = fresh(xs, torch.device("cuda"), dtype=None)
     return f"{matches('cuda', fn, on_gpu, fn, xs)} match the CPU"
-
-
-def to_json(rows: Mapping[str, Row]) -> dict[str, dict[str, str]]:
-    return {k: {"status": r.status, "detail": r.detail} for k, r in rows.items()}
 
 
 def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
@@ -611,38 +608,21 @@ def checks(rows: Mapping[str, Row], require: Sequence[str] = (),
 
 def classic_and_twin(classic: type, twin: type, reference: Callable[..., Any],
                      inputs: Mapping[str, torch.Tensor], device: torch.device,
-                     rows: Sequence[str], folder: Any) -> tuple[dict, list[Check]]:
-    """For a document's Function and its modern twin: both matrices (as summary.json's
-    `support` block) and the checks: the twin gives the classic values and gradients, no row of
-    either fails (`unsupported` is what the README explains, not a failure)."""
+                     rows: Sequence[str]) -> tuple[dict[str, dict[str, Row]], list[Check]]:
+    """For a document's Function and its modern twin: both matrices (Result.support) and the
+    checks: the twin gives the classic values and gradients, no row of either fails
+    (`unsupported` is what the README explains, not a failure)."""
     if not rows:
         return {}, []
     found = [parity(f"{twin.__name__} gives {classic.__name__}'s values and gradients",
                     twin.apply, classic.apply, inputs, device)]
-    block: dict[str, dict] = {}
-    for fn in (classic, twin):
-        rows_found = matrix(fn.apply, inputs, reference, device, rows)
-        write_repros(rows_found, fn.__name__, folder)
-        block[fn.__name__] = to_json(rows_found)
-        found += checks(rows_found, name=f"support matrix of {fn.__name__}")
+    block = {fn.__name__: matrix(fn.apply, inputs, reference, device, rows, name=fn.__name__)
+             for fn in (classic, twin)}
+    for fn, rows_found in block.items():
+        found += checks(rows_found, name=f"support matrix of {fn}")
     return block, found
 
 
 # a `differs` row, said in a check's detail: torch's compiled path, not the Function
 TORCH_DIFFERS = ("torch's compiled path differs from eager (torch's disagreement; whether the "
                  "backward itself is right is gradcheck's question)")
-
-
-def write_repros(rows: Mapping[str, Row], name: str, folder: Any) -> None:
-    """For each `differs` row, a standalone script into `folder` that shows the difference
-    (repro_<name>_<row>.py), named at the end of the row's detail."""
-    for k, r in rows.items():
-        if r.status != "differs" or r.case is None:
-            continue
-        path = Path(folder) / f"repro_{name}_{k}.py"
-        try:
-            path.write_text(script(r.case, name, k))
-        except OSError as e:
-            r.detail += f" (its reproduction could not be written: {e.strerror or e})"
-            continue
-        r.detail += f"; reproduce it alone: python {path.name}"

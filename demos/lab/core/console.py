@@ -179,9 +179,9 @@ def entry_lines(e: EntrySummary, width: int) -> list[str]:
     lines = [f"{e.status.upper():<11} {e.id:<{width}}  checks {passed}/{len(e.counted)}  "
              f"{steps}{f'  final_loss {loss:.6g}' if loss is not None else ''}".rstrip()]
     lines += failure_lines(e.failures)
-    lines += [f"            TORCH DIFFERS {function} {row}: {r.get('detail')}"
+    lines += [f"            TORCH DIFFERS {function} {row}: {r.detail}"
               for function, rows in e.support.items() for row, r in rows.items()
-              if r.get("status") == "differs"]  # torch's own disagreement: said, not failed
+              if r.status == "differs"]  # torch's own disagreement: said, not failed
     unlike = [c for c in e.checks if c.passed is None and "(expect.written_for)" in c.detail]
     if unlike:  # a changed setting: exploring, said once, not a failure
         why = unlike[0].detail.split("not evaluated: ", 1)[-1].split(" (got ", 1)[0]
@@ -203,14 +203,10 @@ def mistakes(checks: list[Check]) -> dict[tuple, tuple[list[Check], Diagnosis]]:
     found: dict[tuple, tuple[list[Check], Diagnosis]] = {}
     for c in checks:
         if c.diagnosis:
-            cs, best = found.get(mistake(c.diagnosis), ([], c.diagnosis))
-            found[mistake(c.diagnosis)] = (
-                [*cs, c], best if best["kind"] == "not reentrant" else c.diagnosis)
+            cs, best = found.get(c.diagnosis.mistake, ([], c.diagnosis))
+            found[c.diagnosis.mistake] = (
+                [*cs, c], best if best.kind == "not reentrant" else c.diagnosis)
     return found
-
-
-def mistake(diagnosis: Diagnosis) -> tuple:
-    return diagnosis["output"], diagnosis["input"], diagnosis.get("probe")
 
 
 def failure_lines(failures: list[Check]) -> list[str]:
@@ -222,7 +218,7 @@ def failure_lines(failures: list[Check]) -> list[str]:
         stopped = None if c.diagnosis else STOPPED.search(c.detail)
         groups.setdefault(stopped[0] if stopped else id(c), []).append(c)
     found = mistakes(failures)
-    keys: list[tuple | None] = [mistake(cs[0].diagnosis) if cs[0].diagnosis else None
+    keys: list[tuple | None] = [cs[0].diagnosis.mistake if cs[0].diagnosis else None
                                 for cs in groups.values()] + [None]
     lines, said = [], set()
     for i, (key, cs) in enumerate(groups.items()):
@@ -232,5 +228,5 @@ def failure_lines(failures: list[Check]) -> list[str]:
         this = keys[i]
         if this and this not in said and keys[i + 1] != this:
             said.add(this)
-            lines.append(f"            WHY {found[this][1]['says']}")
+            lines.append(f"            WHY {found[this][1].says}")
     return lines

@@ -40,31 +40,52 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_CODES = {"passed": EXIT_OK, "failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}
 
 
-# the blocks of summary.json that other modules write as mappings, typed for the one reader:
-# what the writer writes, key by key (total=False: keys a writer may leave out)
-class Element(TypedDict):
-    """An element where a gradient differs (diagnose.elements)."""
+@dataclass(frozen=True)
+class Element:
+    """An element where a gradient differs: its index, and the two values ("nan", "inf" as
+    strict JSON has them)."""
     at: list[int]
-    expected: float | Text | None  # strict JSON's "nan", "inf"
+    expected: float | Text | None
     got: float | Text | None
 
 
-class Diagnosis(TypedDict):
-    """A failed gradient check's why (demos.lab.checks.diagnose.Diagnosis.to_json)."""
+@dataclass(frozen=True)
+class Diagnosis:
+    """Why a gradient is wrong (demos.lab.checks.diagnose): `kind` (a catalogue name), `says`
+    (one plain sentence with the fix), where (`output`, `input`), the worst elements, and
+    what they were computed for (`probe`: one random grad_output, or tangent)."""
     kind: str
     says: Text
     output: Text
     input: Text
-    elements: list[Element]
-    probe: str
+    elements: list[Element] = field(default_factory=list)
+    probe: str = "grad_output"
+
+    @property
+    def mistake(self) -> tuple[str, str, str]:
+        """Which gradient it is about: several checks may find one mistake."""
+        return self.output, self.input, self.probe
 
 
-class SupportRow(TypedDict):
-    """A row of a support matrix (demos.lab.checks.support.to_json)."""
+@dataclass(frozen=True)
+class Reproduction:
+    """A standalone script that shows a `differs` row, for the entry's folder."""
+    file: str
+    script: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row of a Function's support matrix (demos.lab.checks.support): how it fared under one
+    capability, the one-line detail, and, for a `differs` row, its reproduction (written by
+    the runner beside the entry's other files; not in summary.json)."""
     status: Literal["ok", "unsupported", "fails", "differs", "skipped"]
     detail: Text
+    reproduction: Reproduction | None = None
 
 
+# the blocks of summary.json other modules write as mappings, typed for the one reader: what
+# the writer writes, key by key (total=False: keys a writer may leave out)
 class Determinism(TypedDict, total=False):
     """The run's settings that make its numbers repeat (demos.lab.runner.device)."""
     deterministic_algorithms: bool
@@ -131,8 +152,10 @@ OPTIONAL = ("diagnosis", "steps", "inspection", "support", "baseline", "world", 
 
 
 def json_fields(fields: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A dataclass as summary.json has it (dataclasses.asdict's dict_factory)."""
-    return {k: v for k, v in fields if k not in OPTIONAL or v not in (None, {})}
+    """A dataclass as summary.json has it (dataclasses.asdict's dict_factory): a row's
+    reproduction is a file of its own."""
+    return {k: v for k, v in fields
+            if k != "reproduction" and (k not in OPTIONAL or v not in (None, {}))}
 
 
 @dataclass
@@ -141,8 +164,7 @@ class Check:
     name: str
     passed: bool | None
     detail: Text
-    # a failed gradient check's why: demos.lab.checks.diagnose.Diagnosis.to_json()
-    diagnosis: Diagnosis | None = None
+    diagnosis: Diagnosis | None = None  # a failed gradient check's why
 
 
 @dataclass
@@ -152,8 +174,7 @@ class Result:
     params: dict[str, float] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
     inspection: dict[str, Any] = field(default_factory=dict)  # what the document prints
-    # what each Function supports: {Function: {capability: {"status", "detail"}}}
-    support: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    support: dict[str, dict[str, Row]] = field(default_factory=dict)  # {Function: {row: Row}}
 
 
 @dataclass
@@ -179,7 +200,7 @@ class EntrySummary:
     timing: Timing | None
     error: Text | None
     inspection: dict[str, Any] = field(default_factory=dict)
-    support: dict[str, dict[str, SupportRow]] = field(default_factory=dict)
+    support: dict[str, dict[str, Row]] = field(default_factory=dict)
 
     @property
     def counted(self) -> list[Check]:

@@ -33,13 +33,14 @@ def message(e: BaseException) -> str:
         return f"(its message could not be read: {type(inner).__name__} in its __str__)"
 
 
-def one_line(e: BaseException, limit: int = 400) -> str:
+def one_line(e: BaseException, limit: int = 400, located: bool = True) -> str:
     """An exception as one short line, for a check's detail or an error message: its type and
     its message, the lines joined and the spaces collapsed, cut at `limit` characters; raised
-    in the user's code, where (`where`), its traceback kept in run.log (not the console)."""
+    in the user's code (and `located`), where (`where`), its traceback kept in run.log (not the
+    console)."""
     text = " ".join(message(e).split())
     text = f"{type(e).__name__}: {text}" if text else type(e).__name__
-    at = where(e)
+    at = where(e) if located else ""
     if at and not getattr(e, "_kept", False):  # once per exception
         with contextlib.suppress(Exception):
             e._kept = True  # type: ignore[attr-defined]

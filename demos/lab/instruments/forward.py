@@ -16,9 +16,10 @@ from torch.overrides import TorchFunctionMode
 
 from demos.lab.core.results import Check
 from demos.lab.core.text import one_line
+from demos.lab.core.tolerance import FLOAT64
 from demos.lab.instruments.trace import copied
 from demos.lab.instruments.walk import node_name
-from demos.lab.tensors import agree, brief, describe, fresh, outputs
+from demos.lab.tensors import agree, describe, fresh, in_brief, output_tensors
 
 COSTS = ("Forward mode pushes one tangent v through the graph beside the values: one pass gives "
          "J·v, a column of the Jacobian per input direction.",
@@ -96,7 +97,7 @@ def record(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             duals = {k: fwAD.make_dual(x if x.requires_grad else x.clone(), vs[k].clone())
                      if k in vs else x for k, x in xs.items()}
             with Recorder(trace, {id(d): k for k, d in duals.items()}) as recorder:
-                outs = outputs(run(*duals.values()))
+                outs = output_tensors(run(*duals.values()))
             for o in outs:
                 recorder.name_of(o)  # an output made by a Function alone is a step too
             trace.jv = tuple(copied(fwAD.unpack_dual(o).tangent) for o in outs)
@@ -123,16 +124,16 @@ def agrees(trace: ForwardTrace, run: Callable[..., Any]) -> Check:
         except Exception as e:  # torch.func refuses a classic Function; a backward that is
             refused.append(f"not {by} ({type(e).__name__})")  # not differentiable
             continue
-        for i, (got, exp) in enumerate(zip(trace.jv, outputs(want))):
+        for i, (got, exp) in enumerate(zip(trace.jv, output_tensors(want))):
             if got is None and not trace.outputs[i].requires_grad:  # no tangent: torch.func's
                 got = torch.zeros_like(exp)  # zeros (integer indices, mark_non_differentiable)
-            if got is None or not agree(got, exp, rtol=1e-7, atol=1e-9):
-                return Check(name, False, f"output {i}: the traced J·v is {brief(got)}, {by} "
-                                          f"gives {brief(exp)}")
+            if got is None or not agree(got, exp, *FLOAT64):
+                return Check(name, False, f"output {i}: the traced J·v is {in_brief(got)}, {by} "
+                                          f"gives {in_brief(exp)}")
         matched.append(by)
     if not matched:
         return Check(name, False, f"nothing to compare J·v with: {'; '.join(refused)}")
-    jv = ", ".join(brief(t) for t in trace.jv)
+    jv = ", ".join(in_brief(t) for t in trace.jv)
     return Check(name, True, f"{len(trace.steps)} step(s); J·v {jv} equals {' and '.join(matched)}")
 
 
@@ -144,8 +145,8 @@ def to_json(trace: ForwardTrace, reverse: Mapping[str, torch.Tensor | None]) -> 
          "dot_node": None if s.node is None else str(id(s.node)),
          "primal": describe(s.primal), "tangent": describe(s.tangent)}
         for k, s in enumerate(trace.steps, 1)]
-    result = {"jv": [brief(t) for t in trace.jv],
-              "vjp": {k: brief(g) for k, g in reverse.items()}, "costs": list(COSTS)}
+    result = {"jv": [in_brief(t) for t in trace.jv],
+              "vjp": {k: in_brief(g) for k, g in reverse.items()}, "costs": list(COSTS)}
     if steps:  # the stepper's last step shows the result beside reverse mode's
         steps[-1]["result"] = result
     return {"graph": trace.title, "mode": "forward", "error": trace.error, "steps": steps,
@@ -160,9 +161,9 @@ def explain(trace: ForwardTrace, reverse: Mapping[str, torch.Tensor | None]) -> 
         return "\n".join(lines + [f"the forward-mode pass failed: {trace.error}", ""])
     for k, s in enumerate(trace.steps, 1):
         took = f" of {', '.join(s.inputs)}" if s.inputs else ""
-        lines.append(f"step {k}: {s.op}{took}: value {brief(s.primal)}, tangent "
-                     f"{brief(s.tangent)}")
-    lines += ["", "J·v (forward mode, one pass): " + "; ".join(brief(t) for t in trace.jv),
+        lines.append(f"step {k}: {s.op}{took}: value {in_brief(s.primal)}, tangent "
+                     f"{in_brief(s.tangent)}")
+    lines += ["", "J·v (forward mode, one pass): " + "; ".join(in_brief(t) for t in trace.jv),
               "vᵀ·J (reverse mode, one backward, v = 1): " + "; ".join(
-                  f"{k}: {brief(g)}" for k, g in reverse.items()), "", *COSTS, ""]
+                  f"{k}: {in_brief(g)}" for k, g in reverse.items()), "", *COSTS, ""]
     return "\n".join(lines)

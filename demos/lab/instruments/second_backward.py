@@ -13,8 +13,9 @@ import torch
 
 from demos.lab.core.results import Check
 from demos.lab.core.text import one_line
+from demos.lab.core.tolerance import FLOAT64
 from demos.lab.instruments.walk import nodes
-from demos.lab.tensors import abs_error, agree, brief, fresh, outputs
+from demos.lab.tensors import abs_error, fresh, in_brief, output_tensors, same
 
 FORWARD, FIRST, ROOT = "the forward", "the first backward", "the sum that starts the second pass"
 
@@ -60,7 +61,7 @@ def gradients(run: Callable[..., Any], xs: Mapping[str, torch.Tensor], create_gr
     """The outputs of `run(*xs)` that are in a graph, and the gradient of each input that
     requires grad, for gradient 1 on every output element."""
     need = {k: v for k, v in xs.items() if v.requires_grad}
-    outs = tuple(r for r in outputs(run(*xs.values())) if r.grad_fn is not None)
+    outs = tuple(r for r in output_tensors(run(*xs.values())) if r.grad_fn is not None)
     grads = torch.autograd.grad(outs, list(need.values()), [torch.ones_like(o) for o in outs],
                                 create_graph=create_graph, allow_unused=True)
     return outs, dict(zip(need, grads))
@@ -82,7 +83,7 @@ def unchanged_nearby(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]
         again = gradients(run, there, create_graph=False)[1]
     except Exception:
         return False
-    return all(same(grads.get(k), a) for k, a in again.items())
+    return all(same(grads.get(k), a, FLOAT64, equal_nan=True) for k, a in again.items())
 
 
 def made_by(first: FirstPass, fn: Any) -> str:
@@ -129,7 +130,8 @@ def agrees(first: FirstPass, reference: FirstPass | None = None,
     if reference is None or reference.root is None:
         return None
     mine = second_derivatives(first)
-    if not all(same(g, reference.grads.get(k)) for k, g in first.grads.items()):
+    if not all(same(g, reference.grads.get(k), FLOAT64, equal_nan=True)
+               for k, g in first.grads.items()):
         # a wrong first derivative makes every second one wrong: that is parity's failure,
         # counted once there
         return Check(name, True, f"not compared with the reference's, for "
@@ -137,22 +139,15 @@ def agrees(first: FirstPass, reference: FirstPass | None = None,
                                  f"already differ from it (the parity check)")
     ref = second_derivatives(reference)
     for k in mine:  # the inputs that require grad, in order
-        if not same(mine[k], ref.get(k)):
+        if not same(mine[k], ref.get(k), FLOAT64, equal_nan=True):
             worst = abs_error(mine[k], ref[k]).max().item() if mine[k] is not None and \
                 ref.get(k) is not None else None
             return Check(name, False, f"second derivatives of {k} differ from the "
-                                      f"reference's: {brief(mine[k])} against "
-                                      f"{brief(ref.get(k))}" +
+                                      f"reference's: {in_brief(mine[k])} against "
+                                      f"{in_brief(ref.get(k))}" +
                                       (f" (max abs err {worst:.3g})" if worst else ""))
     return Check(name, True, f"d/dx of the sum of the gradients equals the reference's, for "
                              f"{', '.join(mine) or 'no input'}")
-
-
-def same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
-    """Equal within tolerance; an input that gets no second derivative (None) equals zeros."""
-    if a is None or b is None:
-        return all(t is None or torch.count_nonzero(t) == 0 for t in (a, b))
-    return agree(a, b, rtol=1e-7, atol=1e-9, equal_nan=True)
 
 
 def explain(first: FirstPass, traced: Any) -> str:

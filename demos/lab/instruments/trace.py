@@ -10,7 +10,7 @@ import torch
 
 from demos.lab.core.text import one_line
 from demos.lab.instruments.walk import input_names, node_name, nodes
-from demos.lab.tensors import brief, describe
+from demos.lab.tensors import describe, in_brief
 
 
 @dataclass
@@ -162,11 +162,11 @@ def explain(trace: Trace) -> str:
     if trace.error:
         return "\n".join(lines + [f"could not run backward over it: {trace.error}", ""])
     for k, s in enumerate(trace.steps, 1):
-        got = " and ".join(brief(g) for g in s.received)
+        got = " and ".join(in_brief(g) for g in s.received)
         if hasattr(s.fn, "variable"):
             grad = f"{trace.whose(s.fn)}.grad" if id(s.fn.variable) in trace.names else \
                 "the leaf's .grad"
-            now = brief(trace.grads.get(id(s.fn.variable)))
+            now = in_brief(trace.grads.get(id(s.fn.variable)))
             lines.append(f"step {k}: {trace.label(s.fn)} receives nothing (None): {grad} stays "
                          f"as it was ({now})" if s.received[:1] == (None,) else
                          f"step {k}: {trace.label(s.fn)} receives {got} and adds it into {grad} "
@@ -176,13 +176,13 @@ def explain(trace: Trace) -> str:
         for i, (nf, _) in enumerate(getattr(s.fn, "next_functions", ())):
             grad = s.sent[i] if i < len(s.sent) else None
             if nf is None:
-                sent.append(f"{'None' if grad is None else brief(grad)} for "
+                sent.append(f"{'None' if grad is None else in_brief(grad)} for "
                             f"{trace.input_name(s.fn, i)}, which needs no gradient (an edge "
                             f"that carries nothing)")
             elif grad is None:
                 sent.append(f"None to {trace.label(nf)} (an edge that carries nothing)")
             else:
-                sent.append(f"{brief(grad)} to {trace.label(nf)}")
+                sent.append(f"{in_brief(grad)} to {trace.label(nf)}")
         lines.append(f"step {k}: {trace.label(s.fn)} receives {got} and sends "
                      + (" and ".join([", ".join(sent[:-1]), sent[-1]] if len(sent) > 1 else sent)
                         or "nothing on"))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from demos.lab.core import fingerprint
 from demos.lab.core.files import write_atomic
 from demos.lab.core.layout import BACKWARD, EXPLAIN, GRADS, LOSS_PLOT, RANK_LOG, REPORT
-from demos.lab.core.results import EntrySummary, RunSummary
+from demos.lab.core.results import EntrySummary, Row, RunSummary
 
 if TYPE_CHECKING:
     from markupsafe import Markup
@@ -118,15 +118,13 @@ def graphs(folder: Path, rel: str, files: list[str]) -> list[Graph]:
     return out
 
 
-def support_matrix(support: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> Support:
-    """Capabilities down (in the order first seen), Functions across."""
+def support_matrix(support: Mapping[str, Mapping[str, Row]]) -> Support:
+    """Capabilities down (in the order first seen), Functions across; a cell (status,
+    detail), blank where not run."""
     functions = list(support)
     capabilities = list(dict.fromkeys(k for rows in support.values() for k in rows))
-
-    def cell(row: Mapping[str, str]) -> tuple[str, str]:  # (status, detail); blank: not run
-        return str(row.get("status", "")), str(row.get("detail", ""))
-
-    rows = [(cap, [cell(support[f].get(cap, {})) for f in functions]) for cap in capabilities]
+    rows = [(cap, [(r.status, r.detail) if (r := support[f].get(cap)) else ("", "")
+                   for f in functions]) for cap in capabilities]
     notes = [(f, cap, detail) for cap, cells in rows
              for f, (status, detail) in zip(functions, cells)
              if status in ("unsupported", "fails", "differs") and detail]

@@ -69,8 +69,8 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
                       extra={"console": False})
         if s.device.type == "cuda":
             torch.cuda.empty_cache()  # after an out-of-memory error, for the next scenario
-    try:  # after the graph walks, each failed gradient check's why
-        write_files(ctx, looks, why_sections(result.checks) if result is not None else [])
+    try:
+        write_files(ctx, looks, result)
     except OSError as e:  # what was computed is still reported below, with the failure
         log.error("could not write the files of %s: %s", entry.id, e, extra={"console": False})
         status = escalate(status, "error")
@@ -98,13 +98,13 @@ def why_sections(checks: list[Check]) -> list[str]:
     explains: what is wrong, and the elements that differ most (NaN, inf as 'nan', 'inf')."""
     sections = []
     for cs, d in mistakes(checks).values():
-        rows = [f"  {str(tuple(e['at'])):<16}" + "".join(
+        rows = [f"  {str(tuple(e.at)):<16}" + "".join(
             f" {v:>14.6g}" if isinstance(v, float) else f" {v:>14}"
-            for v in (e["expected"], e["got"])) for e in d["elements"]]
+            for v in (e.expected, e.got)) for e in d.elements]
         sections.append("\n".join([
-            f"Why {' and '.join(repr(c.name) for c in cs)} failed ({d['kind']}): "
-            f"{d['output']}, w.r.t. {d['input']}", f"  {d['says']}",
-            *([f"  where they differ most, for one random {d['probe']}:",
+            f"Why {' and '.join(repr(c.name) for c in cs)} failed ({d.kind}): "
+            f"{d.output}, w.r.t. {d.input}", f"  {d.says}",
+            *([f"  where they differ most, for one random {d.probe}:",
                f"  {'element':<16} {'expected':>14} {'got':>14}"] if rows else []), *rows, ""]))
     return sections
 
@@ -115,12 +115,14 @@ def log_checks(log: logging.Logger, found: list[Check]) -> None:
         log.info("check %s: %s: %s", {True: "PASS", False: "FAIL", None: "SKIP"}[c.passed],
                  c.name, c.detail)
     for cs, d in mistakes(found).values():
-        log.info("why %s: %s", " and ".join(c.name for c in cs), d["says"])
+        log.info("why %s: %s", " and ".join(c.name for c in cs), d.says)
 
 
-def write_files(ctx: Context, looks: list[Look], why: list[str]) -> None:
-    """The generic files: explain.txt (the walks, then `why`), metrics.csv and loss.png."""
-    explanations = [seen.explanation for seen in looks] + why
+def write_files(ctx: Context, looks: list[Look], result: Result | None) -> None:
+    """The generic files: explain.txt (the walks, then each failed gradient check's why),
+    backward.json, metrics.csv and loss.png, and the support rows' reproductions."""
+    explanations = [seen.explanation for seen in looks] + (
+        why_sections(result.checks) if result is not None else [])
     if explanations:
         write_atomic(ctx.dir / EXPLAIN, "\n".join(explanations))
     backward = [seen.backward for seen in looks if seen.backward is not None]
@@ -130,6 +132,9 @@ def write_files(ctx: Context, looks: list[Look], why: list[str]) -> None:
     if rows:
         write_csv(ctx.dir / METRICS, rows)
         ctx.draw_loss()  # where the loop's end did not draw it all
+    for matrix in (result.support if result else {}).values():
+        for made in (r.reproduction for r in matrix.values() if r.reproduction):
+            write_atomic(ctx.dir / made.file, made.script)
 
 
 def finish_checks(entry: ScenarioConfig, ctx: Context, pass_checks: list[Check],

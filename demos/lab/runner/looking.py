@@ -17,7 +17,7 @@ from demos.lab.core.results import Check
 from demos.lab.instruments import forward, saved, second_backward, trace, walk
 from demos.lab.instruments import render as graphs
 from demos.lab.pages.artifacts import Artifacts
-from demos.lab.tensors import fresh, outputs
+from demos.lab.tensors import fresh, output_tensors
 
 
 @dataclass
@@ -74,7 +74,7 @@ def look_forward(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor], na
     need = {k: x for k, x in xs.items() if x.requires_grad}
     reverse: dict[str, Any] = {}
     if not traced.error and need:
-        outs = outputs(run(*xs.values()))
+        outs = output_tensors(run(*xs.values()))
         # v = 1 for every output element through a sum, not an explicit grad_outputs (whose
         # first use imports sympy, about 0.3 s: see demos.lab.instruments.trace)
         total = sum((o * torch.ones_like(o)).sum() for o in outs)
@@ -88,8 +88,7 @@ def look_forward(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor], na
                          folder / name, shutil.which("dot"))
     agrees = forward.agrees(traced, run)
     if agrees.passed is False and not traced.error:  # a wrong jvp: why
-        found = diagnose.forward_against_numbers(run, fresh(inputs))
-        agrees.diagnosis = found and found.to_json()
+        agrees.diagnosis = diagnose.forward_against_numbers(run, fresh(inputs))
     return Look(source, forward.to_json(traced, reverse), forward.explain(traced, reverse),
                 [agrees])
 
