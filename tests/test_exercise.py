@@ -206,6 +206,28 @@ def test_a_bad_grading_yaml_is_one_line_naming_file_and_key(tmp_path, change, me
     assert message in err
 
 
+def test_grading_yaml_is_written_from_the_fields_help_and_defaults(tmp_path):
+    """Each key's comment in the written grading.yaml is exactly its field's param help (the
+    shapes' with the statement's after it), a value the exercise does not set is the field's
+    default, and exercises.md shows the file as written: the help is written once, in spec.py."""
+    import dataclasses
+
+    import yaml
+
+    from demos.exercises.spec import Grading, Hidden, Points
+    from tests import docs
+
+    text = (make(tmp_path, "my_exp") / "grading.yaml").read_text()
+    comments = {ln.split(":")[0].strip(): ln.partition("  # ")[2] for ln in text.splitlines()
+                if not ln.lstrip().startswith(("#", "- "))}
+    helps = {f.name: f.metadata.get("help") for c in (Grading, Points, Hidden)
+             for f in dataclasses.fields(c)}
+    assert comments == {**helps, "shapes": helps["shapes"] + "; the statement shows x [5, 3]"}
+    g = yaml.safe_load(text)
+    assert g["points"] == dataclasses.asdict(Points()) and g["hints"] == Grading().hints
+    assert f"```yaml\n{text}```" in docs.page("exercises.md")
+
+
 def test_bad_names_and_files_are_one_line_exit_2(tmp_path):
     code, _, err = cli("exercise", "legendre", "--output-dir", tmp_path)
     assert code == 2 and "exercise legendre: unknown" in err and "legendre_fit" in err

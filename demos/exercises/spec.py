@@ -3,13 +3,12 @@ through the lab's safe reader; unknown keys refused, each error one line naming 
 and written with a comment on every key."""
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from demos.exercises.table import Exercise, Input
 from demos.lab.core.safe_yaml import read_yaml
-from demos.lab.core.schema import ConfigError, build, param
+from demos.lab.core.schema import ConfigError, build, param, render
 
 MAX_ELEMENTS = 1_000_000  # a hidden input's elements
 
@@ -20,8 +19,8 @@ class Points:
                         ge=0)
     returns: float = param(1.0, "backward returns one gradient (or None) per input, each of "
                                 "its input's shape", ge=0)
-    gradient: float = param(2.0, "each input's gradient: the reference's on every hidden case",
-                            ge=0)
+    gradient: float = param(2.0, "each input that needs a gradient: the reference's on every "
+                                 "hidden case", ge=0)
     second: float = param(0.0, "the second derivative (backward's own backward); 0: not asked",
                           ge=0)
 
@@ -36,13 +35,14 @@ class Hidden:
 class Grading:
     exercise: str = param("", "the exercise's name")
     function: str = param("", "the class graded, in the submission")
-    reference: str = param("", "module:function in plain torch, the ground truth (a file "
+    reference: str = param("", "plain torch: the ground truth, as module:function (a file "
                                "relative to grading.yaml)")
-    points: Points = field(default_factory=Points)
-    hints: int = param(3, "hint levels shown: 0 none, 1 which input, 2 the kind, 3 the fix",
-                       ge=0, le=3)
-    inputs: list[Input] = param([], "apply's arguments, in order")
-    hidden: Hidden = field(default_factory=Hidden)
+    points: Points = param(Points(), "the points of each check")
+    hints: int = param(3, "hint levels shown: 0 none, 1 which input, 2 the kind of mistake, 3 "
+                          "the fix", ge=0, le=3)
+    inputs: list[Input] = param([], "apply's arguments, in order: normal, or uniform in [low, "
+                                    "high]; avoid: kinks")
+    hidden: Hidden = param(Hidden(), "what is graded, on random inputs and grad_outputs (not ones)")
 
     def validate(self, where: str) -> None:
         for key in ("exercise", "function", "reference"):
@@ -95,34 +95,12 @@ def hidden_shapes(inputs: list[Input]) -> list[dict[str, list[int]]]:
 
 
 def text(e: Exercise, reference: str) -> str:
-    """grading.yaml for exercise `e`, each key with its comment."""
-    def flow(value) -> str:
-        return json.dumps(value)  # JSON is YAML: lists, numbers and strings as they are
-
-    def item(i: Input) -> str:
-        keys = {"name": i.name, **({"low": i.low, "high": i.high} if i.low is not None else {}),
-                **({"avoid": i.avoid} if i.avoid else {}),
-                **({} if i.requires_grad else {"requires_grad": False})}
-        return "  - {" + ", ".join(f"{k}: {flow(v)}" for k, v in keys.items()) + "}"
-
-    shapes = "\n".join("    - {" + ", ".join(f"{k}: {flow(v)}" for k, v in case.items()) + "}"
-                       for case in hidden_shapes(e.inputs))
-    return f"""\
-# How `autograd-demos grade exercise.py` grades exercise {e.name}. The teacher's to edit (keep
-# it from the students); unknown keys are refused. demos/docs/exercises.md says more.
-exercise: {flow(e.name)}
-function: {flow(e.function)}          # the class graded, in the submission
-reference: {flow(reference)}   # plain torch: the ground truth
-points:
-  runs: 1          # forward and backward run, forward giving the reference's value
-  returns: 1       # one gradient (or None) per input, each of its input's shape
-  gradient: 2      # each input that needs a gradient: the reference's on every hidden case
-  second: {2 if e.second else 0}        # the second derivative (backward's backward); 0: not asked
-hints: 3           # hint levels shown: 0 none, 1 which input, 2 the kind of mistake, 3 the fix
-inputs:            # apply's arguments, in order: normal, or uniform in [low, high]; avoid: kinks
-{chr(10).join(item(i) for i in e.inputs)}
-hidden:            # what is graded: each case under each seed, grad_outputs random (never ones)
-  seeds: [1009, 2027, 3061]
-  shapes:          # the statement shows {', '.join(f'{i.name} {i.shape}' for i in e.inputs)}
-{shapes}
-"""
+    """grading.yaml for exercise `e`, each key with its field's help as comment."""
+    g = Grading(e.name, e.function, reference, Points(second=2 if e.second else 0),
+                inputs=[replace(i, shape=None) for i in e.inputs],  # hidden.shapes has them
+                hidden=Hidden([1009, 2027, 3061], hidden_shapes(e.inputs)))
+    shows = ", ".join(f"{i.name} {i.shape}" for i in e.inputs)
+    return (f"# How `autograd-demos grade exercise.py` grades exercise {e.name}. The teacher's to "
+            "edit (keep\n# it from the students); unknown keys are refused. "
+            "demos/docs/exercises.md says more.\n"
+            + "\n".join(render(g, {"hidden.shapes": f"the statement shows {shows}"})) + "\n")

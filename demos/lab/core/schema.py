@@ -231,3 +231,25 @@ def _type_name(tp: Any) -> str:
     if origin is list:
         return f"list[{_type_name(args[0])}]"
     return getattr(tp, "__name__", str(tp))
+
+
+def render(obj: Any, notes: dict[str, str], where: str = "", pad: str = "") -> typing.Iterator[str]:
+    """The dataclass `obj` as YAML lines `key: value  # its field's help; notes[dotted key]`: a
+    dataclass below its key, a list of mappings or dataclasses an item a line, the rest JSON."""
+    import json
+    def flow(v: Any) -> str:
+        if dataclasses.is_dataclass(v):  # as a mapping of its fields not at their defaults
+            v = {f.name: vars(v)[f.name] for f in dataclasses.fields(v) if vars(v)[f.name] != (
+                f.default if f.default_factory is dataclasses.MISSING else f.default_factory())}
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k}: {json.dumps(x)}" for k, x in v.items()) + "}"
+        return json.dumps(int(v) if isinstance(v, float) and v.is_integer() else v)
+
+    for f in dataclasses.fields(obj):
+        key, v = join(where, f.name), getattr(obj, f.name)
+        rows = isinstance(v, list) and not all(isinstance(x, (int, float, str)) for x in v)
+        value = "" if rows or dataclasses.is_dataclass(v) else " " + flow(v)
+        comment = "; ".join(filter(None, (f.metadata.get("help"), notes.get(key))))
+        yield f"{pad}{f.name}:{value}".ljust(17) + f"  # {comment}" * bool(comment)
+        yield from render(v, notes, key, pad + "  ") if dataclasses.is_dataclass(v) else (
+            f"{pad}  - {flow(x)}" for x in (v if rows else []))
