@@ -9,23 +9,22 @@ from typing import NoReturn
 def main(argv: list[str] | None = None, prog: str = "runner.py") -> int:
     """Run the command line `argv` (default: sys.argv[1:]); return the exit code."""
     from demos.lab.core.console import ensure_streams
-    from demos.lab.core.signals import StartUp, StopRequest, signal_handler
 
     ensure_streams()  # a closed stdout or stderr (>&-) is the null device, not a crash
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["exercise"], ["grade"]):  # the exercise kit's words (demos/exercises/)
         from demos.exercises.cli import main as kit
         return kit(argv, prog)
+    from demos.lab.runner.start import main as run  # light: its handler is its first work
 
-    stop = StopRequest()
-    with signal_handler(StartUp(stop)):  # from the first line
-        try:
-            from demos.lab.runner import cli
-            from demos.scenarios import registry
-        except KeyboardInterrupt:
-            print("\ninterrupted before the run started", file=sys.stderr)
-            return 130
-        return cli.main(argv, registry, prog, stop)
+    return run(argv, registry, prog)
+
+
+def registry():
+    """The scenarios of demos/scenarios/, imported when first asked for."""
+    from demos.scenarios import registry
+
+    return registry()
 
 
 def entry_point(prog: str = "autograd-demos") -> NoReturn:

@@ -47,11 +47,12 @@ from demos.lab.core.results import (
 from demos.lab.core.safe_yaml import read_yaml
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import StopRequest
+from demos.lab.core.user_code import Code, Given
 from demos.lab.pages import inline, report
 from demos.lab.pages.artifacts import Artifacts
 from demos.lab.pages.templating import render
-from demos.lab.runner import cli
-from demos.lab.runner.options import RunRequest, by_name
+from demos.lab.runner import start
+from demos.lab.runner.options import CONFIGS, RunRequest, by_name
 from demos.scenarios import registry
 
 
@@ -307,13 +308,13 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
     if reference is not None and not callable(reference):
         raise ConfigError(f"check_function: reference {short(reference)} is not callable")
     function, reference = (on_disk(f) for f in (function, reference))
-    specs, given = input_specs(inputs)
     entry: dict[str, Any] = {"scenario": "custom_function",
                              "id": text_of("id", options.pop("id", None) or
                                            entry_id_of(function)),
-                             "function": name_of(function), "inputs": specs}
+                             "function": Code(name_of(function), function),
+                             "inputs": input_specs(inputs)}
     rows = "a capability's name or a list of them"
-    for key, value in (("reference", None if reference is None else name_of(reference)),
+    for key, value in (("reference", reference and Code(name_of(reference), reference)),
                        ("double_backward", double_backward or None),
                        ("intended", intended or None), ("rtol", rtol),
                        ("atol", atol), ("require", texts("require", require, rows) or None),
@@ -325,8 +326,6 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
     request = request_of({"scenarios": [entry]}, {**RUN_OPTIONS, **options}, keys,
                          "check_function", function, inputs, reference)
     request.config = "<check_function>"
-    request.objects = {entry["id"]: {"function_object": function,
-                                     "reference_object": reference, "given": given}}
     return perform(request, quiet)
 
 
@@ -481,14 +480,14 @@ def config_of(target: Any) -> tuple[str, Any]:
         raise ConfigError(f"run: expected a scenario's name, a config file or a config's data "
                           f"(a mapping), got {type(target).__name__}")
     text, names = text_of("run", target), list(registry())
-    if text in names and not (cli.CONFIGS / f"{text}.yaml").is_file():  # a scenario that ships none
+    if text in names and not (CONFIGS / f"{text}.yaml").is_file():  # a scenario that ships none
         return f"<{text} defaults>", {"scenarios": [{"scenario": text}]}
     if text in names:  # its shipped config, as `runner.py NAME` finds it
-        return by_name([text], names, cli.CONFIGS)[1], None
+        return by_name([text], names, CONFIGS)[1], None
     if text.endswith((".yaml", ".yml")) or os.sep in text or os.path.exists(text):
         return text, None
     if not text.startswith("-") and text != "run":
-        by_name([text], names, cli.CONFIGS)  # the command line's "did you mean"
+        by_name([text], names, CONFIGS)  # the command line's "did you mean"
     raise ConfigError(f"run: {text}: not a scenario or a config file (the command line's "
                       f"options are run()'s arguments)")
 
@@ -557,13 +556,13 @@ def entry_id_of(function: Any) -> str:
     return name or "function"
 
 
-def input_specs(inputs: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """check_function's inputs as the config's input specs (a tensor by its shape, marked
-    `given`), and the objects given, by name, that the run uses: the tensors themselves and
-    the other values as they are."""
+def input_specs(inputs: Any) -> list[dict[str, Any]]:
+    """check_function's inputs as the config's input specs, each holding what was given
+    (Given): a tensor, described by its shape and marked `given`; a value that is no tensor,
+    passed to apply as it is."""
     items = (list(inputs.items()) if isinstance(inputs, Mapping)
              else [(None, x) for x in (inputs if isinstance(inputs, (list, tuple)) else [inputs])])
-    specs, given = [], {}
+    specs = []
     for i, (name, x) in enumerate(items):
         name = f"x{i}" if name is None else str(name)
         if isinstance(x, Mapping):  # an input spec: made by the run, as a config's
@@ -576,27 +575,28 @@ def input_specs(inputs: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             floating = x.is_floating_point()  # checked in float64; indices, a mask: as given
             specs.append({"name": name, "shape": list(x.shape), "given": True,
                           "dtype": "float64" if floating else str(x.dtype).removeprefix("torch."),
-                          "requires_grad": floating and bool(x.requires_grad)})
+                          "requires_grad": floating and bool(x.requires_grad),
+                          "value": Given(x)})
         else:  # a number, a tuple, None: passed to apply as it is
             specs.append({"name": name, "tensor": False, **recorded(x)})
-        given[name] = x
-    return specs, given
+    return specs
 
 
 def recorded(x: Any) -> dict[str, Any]:
-    """A value given to check_function that is not a tensor, as config.yaml, run.log and the
-    report record it: itself, where it is short plain data (a dim, an index tuple); else what
-    it is, marked `given` (a list of 10^6 numbers, an array: never its values)."""
+    """A value given to check_function that is not a tensor, with what config.yaml, run.log and
+    the report record of it: itself, where it is short plain data (a dim, an index tuple);
+    else what it is, marked `given` (a list of 10^6 numbers, an array: never its values)."""
     value = list(x) if isinstance(x, tuple) else x
     try:
         if len(repr(x)) <= 1000 and yaml.safe_dump(value):
-            return {"value": value}
+            return {"value": Given(x, value)}
     except Exception:  # no plain data (an array): yaml cannot write it
         pass
     shape = getattr(x, "shape", None)
     size = f" of shape {list(shape)}" if shape is not None else \
         f" of {len(x)} items" if hasattr(x, "__len__") else ""
-    return {"given": True, "value": f"<{type(x).__name__}{size}, given to check_function>"}
+    return {"given": True,
+            "value": Given(x, f"<{type(x).__name__}{size}, given to check_function>")}
 
 
 # -- running it here ------------------------------------------------------------------------
@@ -607,12 +607,12 @@ LOCK = threading.RLock()  # one run at a time in a process: torch's settings are
 
 def perform(request: RunRequest, quiet: bool) -> RunResult:
     """The run `request` asks for, in this process, signals as a notebook needs them: the
-    command line's own path (demos.lab.runner.cli.perform) from here on."""
+    command line's own path (demos.lab.runner.start.perform) from here on."""
     made: list[Any] = []
     with LOCK, caller_kept(quiet):  # another thread's run first: they would share torch, stdout
         stop = StopRequest()
         stop.embedded = True  # Ctrl-C alone; Ctrl-C again raises here, never ends the process
-        code = cli.perform(request, cli.Call(registry, stop, made.append))
+        code = start.perform(lambda: request, start.Call(registry, stop, made.append))
     if not made or made[0].final is None:  # no run was made (cannot be: a run or an error)
         raise ConfigError("run: no run was made")
     result = RunResult(Path(made[0].dir), made[0].final, code)

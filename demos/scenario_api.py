@@ -39,6 +39,8 @@ from demos.lab.core.schema import (
 from demos.lab.core.text import one_line  # an exception as one short line: "ValueError: ..."
 from demos.lab.core.tolerance import FLOAT64  # (rtol, atol): float64 against float64
 from demos.lab.core.user_code import (
+    Code,  # user code a config names ("file.py:Attr"), with the object itself once loaded
+    Given,  # a value check_function was handed, itself (a tensor, a tuple)
     claim,  # a name the user's code defines for the whole process (a custom op's), by one file
     load_object,  # the user's module:Attr, loaded
     split_spec,  # "module:Attr" checked and split
@@ -106,8 +108,9 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_a
     from demos.lab.tensors import output_tensors
 
 __all__ = [  # what a scenario file may import: the names above, LAZY's, and run_alone
-    "FLOAT64", "Capability", "Check", "ConfigError", "Result", "Scenario", "ScenarioConfig",
-    "Scenarios", "TRAINING_FILES", "claim", "convert", "did_you_mean", "graph_files", "load_object",
+    "FLOAT64", "Capability", "Check", "Code", "ConfigError", "Given", "Result", "Scenario",
+    "ScenarioConfig", "Scenarios", "TRAINING_FILES", "claim", "convert", "did_you_mean",
+    "graph_files", "load_object",
     "one_line", "param", "pass_files", "split_spec", "support_param",
     "Context", "Interrupted", "backward_structure", "check", "close", "compare_to_reference",
     "gradcheck", "gradgradcheck", "leaves", "node_name", "parity", "same_everywhere",
@@ -131,7 +134,7 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
 
     from demos.lab.core.results import EXIT_OK, EXIT_USAGE
     from demos.lab.core.signals import leave
-    from demos.lab.runner import cli, options
+    from demos.lab.runner import options, start
 
     prog = f"python -m demos.scenarios.{scenario.name}"
     typed = sys.argv[1:] if argv is None else argv
@@ -141,7 +144,7 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
               f"--help`, less {', '.join(NOT_ALONE)}.")
         sys.exit(EXIT_OK)
     try:
-        request = options.parse(typed, prog, [], cli.CONFIGS)
+        request = options.parse(typed, prog, [], options.CONFIGS)
         refused = [o for o, given in zip(NOT_ALONE, (request.config, request.ensemble,
                                                      request.jobs != 1 or None,
                                                      request.watch or None)) if given is not None]
@@ -151,7 +154,7 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
-    shipped = cli.CONFIGS / f"{scenario.name}.yaml"
+    shipped = options.CONFIGS / f"{scenario.name}.yaml"
     own = Path(inspect.getfile(scenario.run)).resolve() == \
         Path(__file__).resolve().parent / "scenarios" / f"{scenario.name}.py"  # the package's
     if own and shipped.is_file():  # its config, as runner.py NAME runs it
@@ -159,4 +162,4 @@ def run_alone(scenario: Scenario, argv: list[str] | None = None) -> NoReturn:
     else:
         request.config = f"<{scenario.name} defaults>"
         request.data = {"scenarios": [{"scenario": scenario.name}]}
-    leave(cli.main(typed, lambda: {scenario.name: scenario}, prog, request=request))
+    leave(start.main(typed, lambda: {scenario.name: scenario}, prog, request=request))

@@ -182,6 +182,7 @@ def test_a_signal_stops_at_a_step_boundary_and_keeps_everything(tmp_path, sig):
 def test_a_second_signal_ends_at_once():
     exits = []
     stop = StopRequest()
+    stop.phase = "running"
     handler = SignalHandler(stop, hard_exit=exits.append)
     handler(signal.SIGINT, None)
     assert stop.requested == "SIGINT" and exits == []
@@ -547,14 +548,14 @@ def test_a_signal_while_the_run_folder_is_made_ends_in_an_interrupted_run(tmp_pa
 
 
 def test_a_signal_just_after_the_run_says_so(tmp_path, monkeypatch, capsys):
-    from demos.lab.runner import run as run_mod
-    real = run_mod.execute
+    from demos.lab.runner.run import Run
+    real = Run.execute
 
     def execute_then_signal(*args, **kwargs):
         code = real(*args, **kwargs)
         os.kill(os.getpid(), signal.SIGTERM)
         return code
-    monkeypatch.setattr(run_mod, "execute", execute_then_signal)
+    monkeypatch.setattr(Run, "execute", execute_then_signal)
     assert run_main(tmp_path, "--config", QUICK) == EXIT_INTERRUPTED
     assert capsys.readouterr().err.strip() == "interrupted after the run finished"
     assert summary(only_run_dir(tmp_path))["status"] == "passed"  # its files are whole

@@ -144,7 +144,7 @@ def test_ctrl_c_stops_the_run_whole_and_raises(tmp_path):
 
 def test_ctrl_c_again_raises_instead_of_ending_the_process():
     stop = StopRequest()
-    stop.embedded = True
+    stop.embedded, stop.phase = True, "running"
     handler = SignalHandler(stop, hard_exit=lambda code: pytest.fail("exited"))
     handler(signal.SIGINT, None)
     assert stop.requested == "SIGINT" and stop.signals == (signal.SIGINT,)

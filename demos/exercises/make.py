@@ -61,8 +61,8 @@ def from_config(path: str) -> list[Exercise]:
             shape = s.shape if s.shape is not None else shape_of(s.value)
             inputs.append(Input(s.name or f"x{j}", shape, s.low, s.high,
                                 requires_grad=s.requires_grad))
-        module, _, function = entry.function.rpartition(":")
-        found.append(Exercise(entry.id, module, function, entry.reference, "", inputs,
+        module, _, function = entry.function.spec.rpartition(":")
+        found.append(Exercise(entry.id, module, function, entry.reference.spec, "", inputs,
                               second=bool(entry.double_backward)))
     if not found:
         raise ConfigError(f"{path}: no custom_function entry (an exercise is made of one)")

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import math
 import reprlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from demos.scenario_api import (
     FLOAT64,
     Capability,
     Check,
+    Code,
     ConfigError,
+    Given,
     Result,
     Scenario,
     ScenarioConfig,
@@ -165,13 +167,12 @@ def shape_of(value: Any) -> list[int]:
 class Config(ScenarioConfig):
     """Your own torch.autograd.Function or custom op: run it, draw its graph, check its
     backward."""
-    function: str = param("", "the Function (or a torch.library.custom_op), as file.py:Class "
-                              "or module:Class (a file beside the config, or an installed "
-                              "module)", path="code",
-                          required=True)
-    reference: str | None = param(None, "optional plain-torch function of the same inputs: "
-                                        "the ground truth, as file.py:function or "
-                                        "module:function", path="code")
+    function: Code = param(Code(""), "the Function (or a torch.library.custom_op), as "
+                                     "file.py:Class or module:Class (a file beside the config, "
+                                     "or an installed module)", path="code", required=True)
+    reference: Code | None = param(None, "optional plain-torch function of the same inputs: "
+                                         "the ground truth, as file.py:function or "
+                                         "module:function", path="code")
     inputs: list[InputSpec] = param([], "the tensors passed to apply, in order", required=True)
     double_backward: bool = param(False, "also run gradgradcheck, and draw, trace and check "
                                          "the second backward (second derivatives)")
@@ -186,19 +187,14 @@ class Config(ScenarioConfig):
     require: list[Capability] = param([], "capabilities that must be ok: an unsupported one "
                                           "among them is a failed check of its own (a row "
                                           "that fails always fails a check)")
-    # loaded by prepare() when the run starts, never while the config is read; or, with the
-    # tensors given, the objects check_function was given
-    function_object: Any = field(default=None, init=False, repr=False, compare=False)
-    reference_object: Any = field(default=None, init=False, repr=False, compare=False)
-    given: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def validate(self, where: str) -> None:
-        if not self.function:
+        if not self.function.spec:
             raise ConfigError(f"{where}.function: missing (required): the Function as "
                               f"module:Class, e.g. my_ops:MyCube")
-        split_spec(self.function, f"{where}.function")
+        split_spec(self.function.spec, f"{where}.function")
         if self.reference is not None:
-            split_spec(self.reference, f"{where}.reference")
+            split_spec(self.reference.spec, f"{where}.reference")
         if not self.inputs:
             raise ConfigError(f"{where}.inputs: must list at least one input, "
                               f"e.g. [{{shape: [5, 3]}}]")
@@ -216,40 +212,38 @@ class Config(ScenarioConfig):
                 raise ConfigError(f"{where}.inputs[{i}].name: duplicate name '{name}'")
 
 
-def prepare(cfg: Config, where: str) -> None:
-    """Load the Function (and the reference) once the run starts; check what they are. The
-    objects check_function was given are used as they are."""
+def prepare(cfg: Config, where: str) -> Config:
+    """The entry with its Function (and reference) loaded, once the run starts; checked for
+    what they are. The objects check_function was given are used as they are."""
     import torch
     from torch._library.custom_ops import OPDEFS
 
     from demos.scenario_api import claim, load_object
 
     for i, spec in enumerate(cfg.inputs):
-        if spec.given and spec.name not in (cfg.given or {}):
+        if spec.given and not isinstance(spec.value, Given):
             raise ConfigError(f"{where}.inputs[{i}].given: only check_function gives a tensor "
                               f"(from Python); a config gives shape or value")
-    if cfg.given is not None:
-        return
+    if cfg.function.value is not None:
+        return cfg
     before = dict(OPDEFS)
-    fn = load_object(cfg.function, f"{where}.function")
+    spec, ref = cfg.function.spec, cfg.reference and cfg.reference.spec
+    fn = load_object(spec, f"{where}.function")
     if isinstance(fn, torch.library.CustomOpDef) and OPDEFS.get(fn._qualname) is not fn:
         # another file defined its name since its file loaded (an earlier run): it loads anew
-        fn = load_object(cfg.function, f"{where}.function", again=True)
+        fn = load_object(spec, f"{where}.function", again=True)
     if not (isinstance(fn, type) and issubclass(fn, torch.autograd.Function)
             or isinstance(fn, torch.library.CustomOpDef)):
-        raise ConfigError(f"{where}.function: {cfg.function} is not a "
-                          f"torch.autograd.Function subclass or a torch.library.custom_op "
-                          f"(got {type(fn).__name__})")
-    cfg.function_object, cfg.reference_object = fn, None
-    if cfg.reference is not None:
-        ref = load_object(cfg.reference, f"{where}.reference")
-        if not callable(ref):
-            raise ConfigError(f"{where}.reference: {cfg.reference} is not callable")
-        cfg.reference_object = ref
+        raise ConfigError(f"{where}.function: {spec} is not a torch.autograd.Function "
+                          f"subclass or a torch.library.custom_op (got {type(fn).__name__})")
+    reference = None if ref is None else load_object(ref, f"{where}.reference")
+    if ref is not None and not callable(reference):
+        raise ConfigError(f"{where}.reference: {ref} is not callable")
     mine = [fn] if isinstance(fn, torch.library.CustomOpDef) else []
     for op in [*mine, *(op for q, op in OPDEFS.items() if before.get(q) is not op)]:
         claim(f"the custom op {op._qualname}", op._init_fn.__code__.co_filename,
               f"{where}.function")
+    return replace(cfg, function=Code(spec, fn), reference=ref and Code(ref, reference))
 
 
 def make_inputs(cfg: Config, seed: int, device: torch.device) -> dict[str, Any]:
@@ -260,19 +254,15 @@ def make_inputs(cfg: Config, seed: int, device: torch.device) -> dict[str, Any]:
 
     g = torch.Generator().manual_seed(seed)
     inputs: dict[str, Any] = {}
-    given = cfg.given or {}  # check_function's
     for i, spec in enumerate(cfg.inputs):
-        name = spec.name or f"x{i}"
-        if name in given and not isinstance(given[name], torch.Tensor):  # a value, as given
-            inputs[name] = given[name]
-            continue
-        if not spec.tensor:
-            inputs[name] = spec.value
+        name, given = spec.name or f"x{i}", spec.value
+        if not spec.tensor:  # a value, as given (check_function's, itself)
+            inputs[name] = given.value if isinstance(given, Given) else given
             continue
         dtype = getattr(torch, spec.dtype) if not spec.dtype.startswith("float") \
             else torch.float64
-        if name in given:  # a copy: the caller's tensor stays as it is
-            x = given[name].detach().to(dtype=dtype, copy=True)
+        if isinstance(given, Given):  # check_function's tensor, copied: the caller's stays
+            x = given.value.detach().to(dtype=dtype, copy=True)
         elif spec.value is not None:
             x = torch.tensor(spec.value, dtype=dtype)
         elif spec.low is not None:
@@ -321,9 +311,9 @@ def run(cfg: Config, ctx: Context) -> Result:
         with_fixed,
     )
 
-    fn, reference = cfg.function_object, cfg.reference_object
+    fn, reference = cfg.function.value, cfg.reference and cfg.reference.value
     arguments = make_inputs(cfg, ctx.seed, ctx.check_device)
-    ctx.log.info("  %s with inputs %s", cfg.function, ", ".join(
+    ctx.log.info("  %s with inputs %s", cfg.function.spec, ", ".join(
         f"{k} {tuple(v.shape)}" if isinstance(v, torch.Tensor) else f"{k}={reprlib.repr(v)}"
         for k, v in arguments.items()))
     # the checks differentiate the floating-point tensors; the other arguments stay as given

@@ -109,9 +109,10 @@ class Scenario:
     metrics: tuple[str, ...] = ()        # final metrics it reports (expect.metrics may name them)
     params: tuple[str, ...] = ()         # final named scalar params it reports
     dry_run: Mapping[str, Any] = field(default_factory=dict)  # --dry-run: tiny sizes
-    # prepare(cfg, where): once the run starts, before any entry runs (never while a config
-    # loads): e.g. load the user's code; a ConfigError here is exit 2 like any config error
-    prepare: Callable[[Any, str], None] | None = None
+    # prepare(cfg, where) -> the entry to run: once the run starts, before any entry runs
+    # (never while a config loads): e.g. its user's code loaded; a ConfigError here is exit 2
+    # like any config error
+    prepare: Callable[[Any, str], Any] | None = None
     # under torchrun: runs on every rank (it uses ctx.world: DDP, a DistributedSampler);
     # any other scenario runs on rank 0 only
     data_parallel: bool = False

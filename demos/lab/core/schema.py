@@ -123,6 +123,8 @@ def convert(tp: Any, value: Any, where: str) -> Any:
                           f"got {show(value)}")
     if tp is Any:
         return value
+    if hasattr(tp, "from_config"):  # a type that reads itself (user_code.Code)
+        return tp.from_config(value, where)
     if origin is Literal:
         if value not in args or isinstance(value, bool):
             raise ConfigError(f"{where}: must be one of {', '.join(map(str, args))}, got "
@@ -197,7 +199,10 @@ def build(cls: type, raw: Any, where: str) -> Any:
 
 
 def to_dict(obj: Any) -> Any:
-    """A dataclass instance as plain YAML-friendly data (only init fields, in order)."""
+    """A dataclass instance as plain YAML-friendly data (only init fields, in order; a value
+    that says how it is written, by its to_config())."""
+    if hasattr(obj, "to_config"):
+        return obj.to_config()
     if dataclasses.is_dataclass(obj):
         return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
     if isinstance(obj, list):
@@ -230,7 +235,7 @@ def _type_name(tp: Any) -> str:
             " | null" if type(None) in args else "")
     if origin is list:
         return f"list[{_type_name(args[0])}]"
-    return getattr(tp, "__name__", str(tp))
+    return str(getattr(tp, "shown_as", None) or getattr(tp, "__name__", tp))
 
 
 def render(obj: Any, notes: dict[str, str], where: str = "", pad: str = "") -> typing.Iterator[str]:

@@ -1,6 +1,8 @@
 """Signals and how the process ends. Ctrl-C and SIGTERM: the first asks the run to stop at the
-next step boundary, the second ends the process at once (exit 130, `exit_now`). A command
-line's process ends with `leave`: its work finished, without tearing the interpreter down."""
+next step boundary (before the run, it ends start-up), the second ends the process at once
+(exit 130, `exit_now`); one handler, `SignalHandler`, installed once by the run's start-up
+(demos.lab.runner.start). A command line's process ends with `leave`: its work finished,
+without tearing the interpreter down."""
 from __future__ import annotations
 
 import contextlib
@@ -9,7 +11,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Callable, Iterator, NoReturn
+from typing import Any, Callable, Iterator, Literal, NoReturn
 
 from demos.lab.core.console import say, silence  # say: to stderr, escaped; quiet once it is gone
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
@@ -21,7 +23,7 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.requested: str | None = None  # the signal's name once one arrived
-        self.run_began = False  # the run's own handler took over: later signals are its
+        self.phase: Literal["starting", "running", "finished"] = "starting"  # of the run
         self.deferred = False   # start-up: signals are only noted now (torch is importing)
         # called from Python (demos.run): Ctrl-C alone is the run's, and Ctrl-C again raises
         # KeyboardInterrupt in the caller rather than ending its process (a notebook's kernel)
@@ -64,7 +66,7 @@ def leave(code: int) -> NoReturn:
     ends. A signal meanwhile: the run is whole; it says so and exits 130."""
     late = StopRequest()
     late.deferred = True  # noted only: what is finishing finishes
-    with signal_handler(StartUp(late)):
+    with signal_handler(SignalHandler(late)):
         for now, finish in _at_exit:
             (finish if code in (EXIT_OK, EXIT_FAILED) else now)()
         logging.shutdown()
@@ -82,7 +84,11 @@ def leave(code: int) -> NoReturn:
 
 
 class SignalHandler:
-    """First SIGINT/SIGTERM: stop at the next step boundary. Second: end at once (exit 130)."""
+    """First SIGINT/SIGTERM: while the run runs, stop at its next step boundary; before it
+    (start-up) and after it, raise KeyboardInterrupt, except while `stop.deferred` (torch
+    importing: a KeyboardInterrupt raised inside torch's or numpy's import can leave them
+    half-imported, or be swallowed), where it is only noted and start-up stops at the next
+    safe point (`stop_if_requested`). Second: end at once (exit 130)."""
 
     def __init__(self, stop: StopRequest, hard_exit: Callable[[int], None] = exit_now):
         self.stop, self.hard_exit = stop, hard_exit
@@ -96,29 +102,16 @@ class SignalHandler:
             self.hard_exit(EXIT_INTERRUPTED)
             return
         self.stop.requested = name
-        self.first(name)
-
-    def first(self, name: str) -> None:
-        """The first signal, noted in `stop.requested`: the loop stops at its next step."""
-        say(f"\n{name}: stopping at the next step boundary and saving what was done (send it "
-            f"again to stop at once)", err=True)
+        if self.stop.phase == "running":
+            say(f"\n{name}: stopping at the next step boundary and saving what was done (send "
+                f"it again to stop at once)", err=True)
+        elif not self.stop.deferred:
+            raise KeyboardInterrupt(name)
 
 
 # Ctrl-C, `kill`, and a closed terminal
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
                      if hasattr(signal, name))
-
-
-class StartUp(SignalHandler):
-    """Before the run has its own handler (start-up, and the instant after the run): the
-    first signal raises KeyboardInterrupt, except while `stop.deferred` (torch importing: a
-    KeyboardInterrupt raised inside torch's or numpy's import can leave them half-imported,
-    or be swallowed), where it is only noted and start-up stops at the next safe point. A
-    second signal ends the process at once."""
-
-    def first(self, name: str) -> None:
-        if not self.stop.deferred:
-            raise KeyboardInterrupt(name)
 
 
 def stop_if_requested(stop: StopRequest) -> None:

@@ -12,10 +12,46 @@ import importlib.util
 import os
 import sys
 import types
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from demos.lab.core.schema import ConfigError, did_you_mean
+from demos.lab.core.schema import ConfigError, convert, did_you_mean
 from demos.lab.core.text import one_line
+
+
+@dataclass(frozen=True)
+class Code:
+    """User code a config names, as config.yaml records it (`spec`: 'file.py:Attr' or
+    'module:Attr'), and the object itself once it is here (`value`): given from Python
+    (check_function), or loaded when the run starts (Scenario.prepare)."""
+    spec: str
+    value: Any = field(default=None, compare=False, repr=False)
+    shown_as: ClassVar[str] = "str"  # in the config's docs: a config gives its text
+
+    @classmethod
+    def from_config(cls, value: Any, where: str) -> Code:
+        return value if isinstance(value, cls) else cls(convert(str, value, where))
+
+    def to_config(self) -> str:
+        return self.spec
+
+    def __deepcopy__(self, memo: Any) -> Code:  # the object is the caller's, never a copy
+        return self
+
+
+@dataclass(frozen=True)
+class Given:
+    """A value handed to the run from Python (check_function's tensors and arguments): itself,
+    never a copy, and what config.yaml and the report record for it (`shown`; None: nothing,
+    as for a tensor, which its shape and dtype describe)."""
+    value: Any = field(compare=False, repr=False)
+    shown: Any = None
+
+    def to_config(self) -> Any:
+        return self.shown
+
+    def __deepcopy__(self, memo: Any) -> Given:
+        return self
 
 
 def split_spec(spec: str, where: str) -> tuple[str, str]:

@@ -84,18 +84,22 @@ def parser(prog: str) -> Parser:
 
 
 OVERRIDES = ("device", "seed", "threads")  # options that set a key of the config's top level
+# The shipped configs, by scenario (`runner.py NAME`): demos/configs in an installed copy (the
+# package data of demos.configs), else configs/ beside the package, in a checkout.
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+if not CONFIGS.is_dir():
+    CONFIGS = CONFIGS.parents[1] / "configs"
 
 
 @dataclass
 class RunRequest:
     """A run, as asked for: by the command line (`parse`) or by the Python API, which builds
-    one directly; both hand it to demos.lab.runner.cli.perform. The fields are the command
+    one directly; both hand it to demos.lab.runner.start.perform. The fields are the command
     line's options (see `parser`), and:"""
     config: str | None = None  # the config file, or the name messages give a config in memory
-    data: Mapping[str, Any] | None = None  # the config's data, where made in memory
-    # by entry id: what a config cannot hold, set on the entry once it is loaded (the class
-    # and the tensors check_function was given)
-    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the config's data, where made in memory: check_function's holds the very objects it was
+    # given (user_code.Code, Given), which travel in it to the run as they are
+    data: Mapping[str, Any] | None = None
     sets: list[str | Setting] = field(default_factory=list)  # --set's texts, or Settings
     only: list[str] | None = None
     dry_run: bool = False

@@ -14,7 +14,7 @@ import torch
 from demos.lab.core.config import RunConfig
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from demos.lab.core.scenario import Registry
-from demos.lab.core.signals import SignalHandler, StopRequest, signal_handler
+from demos.lab.core.signals import StopRequest
 from demos.lab.runner import torchrun as distributed
 from demos.lab.runner.context import Context, Diverged, Interrupted, Shared
 from demos.lab.runner.device import torch_settings
@@ -24,17 +24,15 @@ from demos.lab.runner.torchrun import World
 def follow(cfg: RunConfig, registry: Registry, device: torch.device, world: World,
            stop: StopRequest) -> int:
     """Run this rank's part of the run; return its exit code."""
-    with signal_handler(SignalHandler(stop), stop.signals):
-        stop.run_began = True
-        folder = distributed.share(world, None)
-        if folder is None:  # rank 0 said why (exit 2)
-            return EXIT_USAGE
-        run_dir = Path(folder)
-        with distributed.rank_log(run_dir, world) as log, \
-                torch_settings(cfg.threads, cfg.deterministic, world.local_size) as det:
-            log.info("rank %d of %d (%s), device %s, %d CPU thread(s), seed %d", world.rank,
-                     world.size, world.backend, device, det["cpu_threads"], cfg.seed)
-            return run_entries(cfg, registry, device, world, stop, run_dir, log)
+    folder = distributed.share(world, None)
+    if folder is None:  # rank 0 said why (exit 2)
+        return EXIT_USAGE
+    run_dir = Path(folder)
+    with distributed.rank_log(run_dir, world) as log, \
+            torch_settings(cfg.threads, cfg.deterministic, world.local_size) as det:
+        log.info("rank %d of %d (%s), device %s, %d CPU thread(s), seed %d", world.rank,
+                 world.size, world.backend, device, det["cpu_threads"], cfg.seed)
+        return run_entries(cfg, registry, device, world, stop, run_dir, log)
 
 
 def run_entries(cfg: RunConfig, registry: Registry, device: torch.device, world: World,

@@ -1,5 +1,5 @@
-"""A run: its folder, its log, torch's settings and signals around the entries, then
-summary.json, report.html and the runs' index.
+"""A run: its folder, its log, torch's settings around the entries, then summary.json,
+report.html and the runs' index (how it starts: demos.lab.runner.start).
 
 Exit codes: 0 all passed, 1 a check failed or a scenario raised, 130 interrupted.
 """
@@ -15,7 +15,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -34,7 +34,7 @@ from demos.lab.core.results import (
 )
 from demos.lab.core.scenario import Registry
 from demos.lab.core.schema import ConfigError
-from demos.lab.core.signals import SignalHandler, StopRequest, signal_handler
+from demos.lab.core.signals import StopRequest
 from demos.lab.core.text import no_surrogates
 from demos.lab.pages.artifacts import Artifacts
 from demos.lab.pages.report import files_of
@@ -60,12 +60,22 @@ class RunOptions:
 
 
 class Run:
-    """One invocation of the runner over a validated config."""
+    """One invocation of the runner over a validated config: its folder is made with it (a
+    signal from then on ends in an interrupted run with its summary, see start.launch), its
+    work is `execute`."""
 
-    def __init__(self, cfg: RunConfig, registry: Registry, device: torch.device, run_dir: Path,
+    def __init__(self, cfg: RunConfig, registry: Registry, device: torch.device,
                  request: RunRequest, options: RunOptions):
         self.cfg, self.registry, self.device, self.options = cfg, registry, device, options
         self.request = request  # as asked for: --dry-run, --open, --save-baseline, ...
+        output_dir = Path(request.output_dir)
+        try:
+            run_dir = (make_named_dir(output_dir, request.run_name) if request.run_name else
+                       make_run_dir(output_dir, dt.datetime.now()))
+        except ConfigError:
+            distributed.share(options.world, None)  # the other ranks learn there is no run
+            raise
+        distributed.share(options.world, str(run_dir))
         # the folder as given, for the console; absolute for the work, so that user code that
         # changes the working directory (os.chdir) cannot send the rest of the run elsewhere
         self.shown, self.dir = run_dir, run_dir.absolute()
@@ -136,6 +146,7 @@ class Run:
             self.finish()
         finally:
             close_log()
+            self.stop.phase = "finished"  # a signal from now on: "after the run finished"
         return EXIT_CODES[self.status]
 
     def finish(self) -> None:
@@ -317,27 +328,3 @@ def open_in_browser(path: Path) -> str:
     except webbrowser.Error:
         opened = False
     return f"opened {uri}" if opened else f"--open: found no browser; open {uri} yourself"
-
-
-def execute(cfg: RunConfig, registry: Registry, device: torch.device, request: RunRequest,
-            options: RunOptions, keep: Callable[[Run], None] | None = None) -> int:
-    """Make the run folder and run every entry; return the exit code. `keep` is handed the
-    Run before it starts (demos.run reads its folder and final summary).
-
-    The run's signal handler is in place before the folder exists: from then on a signal
-    ends in an interrupted run with its summary, never in "interrupted before the run started".
-    """
-    stop, world, output_dir = options.stop, options.world, Path(request.output_dir)
-    with signal_handler(SignalHandler(stop), stop.signals):
-        stop.run_began = True
-        try:
-            run_dir = (make_named_dir(output_dir, request.run_name) if request.run_name else
-                       make_run_dir(output_dir, dt.datetime.now()))
-        except ConfigError:
-            distributed.share(world, None)  # the other ranks learn there is no run
-            raise
-        distributed.share(world, str(run_dir))
-        run = Run(cfg, registry, device, run_dir, request, options)
-        if keep is not None:
-            keep(run)
-        return run.execute()
