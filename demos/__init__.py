@@ -8,13 +8,13 @@ The Python API (demos.python_api), loaded on first use so that `import demos` st
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING
+
+from demos.lab.core import lazily as _lazily
 
 __version__ = "0.1.0"
 
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the Python API's names, from demos.python_api when first used
     from demos.python_api import (
         ConfigError,
         EntryResult,
@@ -33,25 +33,4 @@ if TYPE_CHECKING:
         run,
     )
 
-__all__ = ["run", "check_function", "graph", "forward_mode", "load", "exercise", "grade",
-           "ConfigError", "Ungradable", "RunInterrupted", "RunResult", "EntryResult",
-           "GraphView", "SupportView", "GradeResult"]
-
-
-def lazily(namespace: dict[str, Any], names: Mapping[str, tuple[str, str | None]]
-           ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """A module's `__getattr__` and `__dir__` (PEP 562) for its globals `namespace`: each of
-    `names`, {name: (module, attribute)} (attribute None: the module itself), imported when
-    first used and kept; dir() lists __all__."""
-    def getattr_(name: str) -> Any:
-        if name not in names:
-            raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
-        module, attribute = names[name]
-        value = importlib.import_module(module)
-        namespace[name] = value if attribute is None else getattr(value, attribute)
-        return namespace[name]
-    return getattr_, lambda: sorted(namespace["__all__"])
-
-
-# the Python API's names, from demos.python_api when first used
-__getattr__, __dir__ = lazily(globals(), {name: ("demos.python_api", name) for name in __all__})
+__getattr__, __dir__, __all__ = _lazily(globals())

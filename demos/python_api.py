@@ -22,8 +22,7 @@ import yaml
 
 from demos.exercises.results import GradeResult, Ungradable  # noqa: F401  (demos.Ungradable)
 from demos.lab.core import user_code
-from demos.lab.core.files import write_atomic, write_json
-from demos.lab.core.layout import (
+from demos.lab.core.files import (
     BACKWARD,
     CONFIG,
     EXPLAIN,
@@ -32,6 +31,8 @@ from demos.lab.core.layout import (
     REPORT,
     SUMMARY,
     make_run_dir,
+    write_atomic,
+    write_json,
 )
 from demos.lab.core.overrides import entry_id, setting
 from demos.lab.core.results import (

@@ -1,21 +1,25 @@
 """What a scenario file imports: `from demos.scenario_api import ...`, the one surface of the
-machinery.
+machinery; each name is written once, below.
 
 Importing this module is cheap (no torch): a scenario imports the names it declares itself with
-at its top, and the checks inside its `run`, where torch is loaded anyway; those are imported on
-first use (LAZY). Measured on 2026-11-27 (2-core x86_64 VM): `--print-config`, or a config error,
-of a custom_function config answers in 0.09 s where torch's import would make it 0.95 s; the
-registry and --help import this module too. `run_alone` is what `python -m
-demos.scenarios.<name>` runs.
+at its top, and the checks inside its `run`, where torch is loaded anyway; those, the names of
+the TYPE_CHECKING block, are imported on first use (`lazily`). Measured on 2026-11-27 (2-core
+x86_64 VM): `--print-config`, or a config error, of a custom_function config answers in 0.09 s
+where torch's import would make it 0.95 s; the registry and --help import this module too.
+`run_alone` is what `python -m demos.scenarios.<name>` runs.
 """
 from __future__ import annotations
 
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
-from demos import lazily
-
 # -- declaring a scenario: its config, what it returns (no torch) ------------------------------
+from demos.lab.checks.inputs import (
+    InputSpec,  # an argument of a Function's apply, as a config gives it
+    make_inputs,  # apply's arguments, made from InputSpecs under a seed
+    shape_of,  # the shape of nested lists
+)
+from demos.lab.core import lazily as _lazily
 from demos.lab.core.results import (
     Capability,  # a row of the support matrix ("vmap", ...)
     Check,  # one named check: passed, and a one-line detail
@@ -46,77 +50,46 @@ from demos.lab.core.user_code import (
     split_spec,  # "module:Attr" checked and split
 )
 
-# -- used inside run(): these import torch, so they load on first use --------------------------
-LAZY = {  # name: (module, attribute), or (module, None) for the module itself
-    # what run(cfg, ctx) gets: ctx.steps(n), ctx.record(...), ctx.graph(...), ctx.plot(...)
-    "Context": ("demos.lab.runner.context", "Context"),
-    # raised by ctx.steps when a stop is asked for (Ctrl-C): catch it to keep what was earned
-    "Interrupted": ("demos.lab.runner.context", "Interrupted"),
-    # check(name, passed, detail): a Check from a condition
-    "check": ("demos.lab.checks.gradients", "check"),
-    # close(name, actual, expected, rtol): a Check that two tensors agree
-    "close": ("demos.lab.checks.gradients", "close"),
-    # gradcheck(name, fn, inputs, device, stop=ctx.stop): torch.autograd.gradcheck in float64,
-    # as a Check (with ctx.stop, Ctrl-C ends it at its next evaluation)
-    "gradcheck": ("demos.lab.checks.gradients", "gradcheck"),
-    # parity(name, custom, reference, inputs, device): same values and gradients, as a Check
-    "parity": ("demos.lab.checks.gradients", "parity"),
-    # parity with tolerances, and its largest errors as metrics: (Check, metrics)
-    "compare_to_reference": ("demos.lab.checks.gradients", "compare_to_reference"),
-    # a Function's output, or outputs, as a tuple of tensors
-    "output_tensors": ("demos.lab.tensors", "output_tensors"),
-    # apply's arguments split: the floating-point tensors by name, the others by position
-    "floating": ("demos.lab.checks.gradients", "floating"),
-    # with_fixed(fn, fixed): fn of the floating tensors alone, the others put back
-    "with_fixed": ("demos.lab.checks.gradients", "with_fixed"),
-    # whether a Function changes an input in place (mark_dirty): checked on copies then
-    "changes_a_leaf": ("demos.lab.checks.gradients", "changes_a_leaf"),
-    # what a custom backward returns (one grad per input, shapes, dtypes): Checks
-    "backward_structure": ("demos.lab.checks.structure", "backward_structure"),
-    # a failed gradcheck whose parity holds, with the hint that a deliberate gradient needs
-    # intended: true
-    "deliberate": ("demos.lab.checks.diagnose", "deliberate"),
-    # torch.autograd.gradgradcheck in float64, as a Check
-    "gradgradcheck": ("demos.lab.checks.structure", "gradgradcheck"),
-    # the support matrix: support.classic_and_twin, support.matrix, .checks, .to_json
-    "support": ("demos.lab.checks.support", None),
-    # the leaf tensors an output's graph starts from
-    "leaves": ("demos.lab.instruments.walk", "leaves"),
-    # a graph node's name, as the graphs and explain.txt show it (MulBackward0)
-    "node_name": ("demos.lab.instruments.walk", "node_name"),
-    # under torchrun: whether a tensor is the same on every rank, and the detail
-    "same_everywhere": ("demos.lab.runner.torchrun", "same_everywhere"),
-}
-
-if TYPE_CHECKING:  # the same names, for type checkers and editors (tests/test_api.py compares)
+# -- used inside run(): these import torch, so they load on first use -------------------------
+if TYPE_CHECKING:
+    # the support matrix: support.classic_and_twin, support.matrix, support.checks
     from demos.lab.checks import support
-    from demos.lab.checks.diagnose import deliberate
-    from demos.lab.checks.gradients import (
-        changes_a_leaf,
-        check,
-        close,
-        compare_to_reference,
-        floating,
-        gradcheck,
-        parity,
-        with_fixed,
+    from demos.lab.checks.diagnose import (
+        deliberate,  # a failed gradcheck whose parity holds: the hint that a deliberate
+        #              gradient needs intended: true
     )
-    from demos.lab.checks.structure import backward_structure, gradgradcheck
-    from demos.lab.instruments.walk import leaves, node_name
-    from demos.lab.runner.context import Context, Interrupted
-    from demos.lab.runner.torchrun import same_everywhere
-    from demos.lab.tensors import output_tensors
+    from demos.lab.checks.gradients import (
+        changes_a_leaf,  # whether a Function changes an input in place (mark_dirty): checked
+        #                  on copies then
+        check,  # check(name, passed, detail): a Check from a condition
+        close,  # close(name, actual, expected, rtol): a Check that two tensors agree
+        compare_to_reference,  # parity with tolerances, and its largest errors as metrics
+        floating,  # apply's arguments split: the floating-point tensors by name, the others
+        #            by position
+        gradcheck,  # gradcheck(name, fn, inputs, device, stop=ctx.stop): torch's gradcheck
+        #             in float64, as a Check (with ctx.stop, Ctrl-C ends it)
+        parity,  # parity(name, custom, reference, inputs, device): same values and gradients
+        with_fixed,  # with_fixed(fn, fixed): fn of the floating tensors alone
+    )
+    from demos.lab.checks.structure import (
+        backward_structure,  # what a custom backward returns (a grad per input, shapes,
+        #                      dtypes): Checks
+        gradgradcheck,  # torch.autograd.gradgradcheck in float64, as a Check
+    )
+    from demos.lab.instruments.walk import (
+        leaves,  # the leaf tensors an output's graph starts from
+        node_name,  # a graph node's name, as the graphs and explain.txt show it
+    )
+    from demos.lab.runner.context import (
+        Context,  # what run(cfg, ctx) gets: ctx.steps(n), ctx.record(...), ctx.graph(...)
+        Interrupted,  # raised by ctx.steps on a stop (Ctrl-C): catch it to keep what was earned
+    )
+    from demos.lab.runner.torchrun import (
+        same_everywhere,  # under torchrun: whether a tensor is the same on every rank
+    )
+    from demos.lab.tensors import output_tensors  # a Function's output(s): a tuple of tensors
 
-__all__ = [  # what a scenario file may import: the names above, LAZY's, and run_alone
-    "FLOAT64", "Capability", "Check", "Code", "ConfigError", "Given", "Result", "Scenario",
-    "ScenarioConfig", "Scenarios", "TRAINING_FILES", "claim", "convert", "did_you_mean",
-    "graph_files", "load_object",
-    "one_line", "param", "pass_files", "split_spec", "support_param",
-    "Context", "Interrupted", "backward_structure", "check", "close", "compare_to_reference",
-    "gradcheck", "gradgradcheck", "leaves", "node_name", "parity", "same_everywhere",
-    "support", "output_tensors", "floating", "with_fixed", "changes_a_leaf", "deliberate",
-    "run_alone"]
-__getattr__, __dir__ = lazily(globals(), LAZY)  # LAZY's names: imported when first used
+__getattr__, __dir__, __all__ = _lazily(globals())  # what a scenario file may import
 
 
 # the runner's options that need a config file, or more than one run: not for run_alone

@@ -24,19 +24,15 @@ def test_importing_the_api_and_every_scenario_imports_no_torch():
     assert (proc.returncode, proc.stdout.strip()) == (0, "[]"), proc.stderr
 
 
-def test_every_name_resolves_and_the_lazy_ones_are_the_type_checking_imports():
+def test_every_name_resolves_and_is_written_once():
+    """Each name the surface offers is written once, in its import (the TYPE_CHECKING block's
+    load on first use), and resolves."""
     assert all(getattr(api, name) is not None for name in api.__all__)
-    assert set(api.LAZY) <= set(api.__all__)
     tree = ast.parse((ROOT / "demos" / "scenario_api.py").read_text())
-    block = next(n for n in tree.body if isinstance(n, ast.If)
-                 and getattr(n.test, "id", None) == "TYPE_CHECKING")
-    typed = {}
-    for imp in block.body:
-        for alias in imp.names:
-            module = f"{imp.module}.{alias.name}"
-            is_module = module in sys.modules and isinstance(sys.modules[module], type(api))
-            typed[alias.name] = (module, None) if is_module else (imp.module, alias.name)
-    assert typed == api.LAZY
+    written = [a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+               for a in n.names] + [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert sorted(n for n in written if n in api.__all__) == sorted(set(api.__all__))
+    assert {"support", "gradcheck", "Context"} <= set(api.__all__) and "_lazily" not in api.__all__
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])

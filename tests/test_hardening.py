@@ -825,7 +825,7 @@ def test_a_run_is_alive_only_as_the_same_process_in_the_same_namespace(tmp_path)
     """A running run's liveness is its process identity (issue 44): its PID with its start, in
     its PID namespace, on this boot. A run killed as PID 1 of a container showed RUNNING for
     ever beside the host's live PID 1; a reused PID counted as the run."""
-    from demos.lab.core.layout import INIT_PID_NS, identity
+    from demos.lab.core.files import INIT_PID_NS, identity
     from demos.lab.pages.index import write_index
 
     me = identity()
@@ -859,7 +859,7 @@ def test_a_run_that_died_as_a_containers_first_process_is_stopped(tmp_path):
     though the host's PID 1 lives."""
     import shutil
 
-    from demos.lab.core.layout import INIT_PID_NS, identity
+    from demos.lab.core.files import INIT_PID_NS, identity
     from demos.lab.pages.index import write_index
 
     me = identity()

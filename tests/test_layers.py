@@ -95,3 +95,13 @@ def test_the_module_map_has_no_circle():
     graph.add_import(importer="demos.lab.core.schema", imported="demos.lab.core.config")
     found = cycles(graph)  # the circle, with every module on a path between the two
     assert len(found) == 1 and {"demos.lab.core.config", "demos.lab.core.schema"} <= set(found[0])
+
+
+def test_the_root_package_is_the_top_layer():
+    """demos/__init__.py (the Python API's names, loaded on first use) sits above every layer:
+    no module of the package imports it (import-linter's layers cannot name it: a layer may
+    not contain another). scenario_api took `lazily` from it once; caught here."""
+    graph = grimp.build_graph("demos", exclude_type_checking_imports=True, cache_dir=None)
+    assert graph.find_modules_that_directly_import("demos") == set()
+    graph.add_import(importer="demos.scenario_api", imported="demos")  # the old upward import
+    assert graph.find_modules_that_directly_import("demos") == {"demos.scenario_api"}

@@ -40,9 +40,9 @@ def exercises(name: str) -> list[Exercise]:
 
 
 def from_config(path: str) -> list[Exercise]:
+    from demos.lab.checks.inputs import shape_of
     from demos.lab.core import config as config_mod
     from demos.scenarios import registry
-    from demos.scenarios.custom_function import shape_of
 
     cfg = config_mod.load(path, registry(), [])
     found = []

@@ -14,8 +14,7 @@ import yaml
 
 from demos.lab.core import fingerprint as fp
 from demos.lab.core.config import drop_unset
-from demos.lab.core.files import NotReadable, read_bytes, write_atomic
-from demos.lab.core.layout import INDEX, INDEX_LOCK
+from demos.lab.core.files import INDEX, INDEX_LOCK, NotReadable, read_bytes, write_atomic
 from demos.lab.core.results import Check, EntrySummary, RunSummary, finite
 from demos.lab.core.safe_yaml import nearby, parse_yaml
 from demos.lab.core.schema import ConfigError, build, join, param, to_dict

@@ -22,12 +22,11 @@ from demos.lab.comparing.baseline import save
 from demos.lab.core import fingerprint as fp
 from demos.lab.core.config import RunConfig
 from demos.lab.core.console import say
-from demos.lab.core.files import write_json
-from demos.lab.core.layout import ENSEMBLE, make_named_dir, make_run_dir
+from demos.lab.core.files import ENSEMBLE, make_named_dir, make_run_dir, write_json
+from demos.lab.core.fingerprint import auto_threads, available_cores
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunSummary, read_summary
 from demos.lab.core.schema import ConfigError, did_you_mean
 from demos.lab.core.signals import StopRequest, signal_handler
-from demos.lab.core.threads import auto_threads, available_cores
 from demos.lab.core.tolerance import KINDS, Band, as_float, measure, num
 
 AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}  # what torch's AVX512 level needs

@@ -1,2 +1,38 @@
-"""The bottom layer, torch-free: config and its schema, safe YAML, results, the tolerance model,
-the run folder, files, signals, console."""
+"""The bottom layer: torch-free, nothing here imports from above. Besides its modules, `lazily`,
+with which the API surfaces (demos, demos.scenario_api) load their names on first use."""
+from __future__ import annotations
+
+import ast
+import importlib
+from typing import Any, Callable
+
+
+def lazily(namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callable[[], list[str]],
+                                               list[str]]:
+    """A module's `__getattr__`, `__dir__` (PEP 562) and `__all__`, for its globals `namespace`,
+    its names written once: the names its `if TYPE_CHECKING:` block imports (for type checkers
+    and editors) are imported from there when first used, and kept; `__all__` holds them, the
+    names its other imports take from this package, and its public functions."""
+    tree = ast.parse(open(namespace["__file__"], encoding="utf-8").read())
+    lazy, eager = {}, []
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            lazy = {a.asname or a.name: (str(n.module), a.name)
+                    for n in node.body if isinstance(n, ast.ImportFrom) for a in n.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("demos."):
+            eager += [n for a in node.names if not (n := a.asname or a.name).startswith("_")]
+        elif isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            eager.append(node.name)
+
+    def getattr_(name: str) -> Any:
+        if name not in lazy:
+            raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
+        module, attribute = lazy[name]
+        value = getattr(importlib.import_module(module), attribute, None)
+        if value is None:  # a module of its own: `from demos.lab.checks import support`
+            value = importlib.import_module(f"{module}.{attribute}")
+        namespace[name] = value
+        return value
+
+    names = [*eager, *lazy]
+    return getattr_, lambda: sorted(names), names

@@ -13,7 +13,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Literal, Sequence
 
-from demos.lab.core.layout import NAME_RE, reserved
+from demos.lab.core.files import NAME_RE, reserved
 from demos.lab.core.overrides import Setting, apply_set, given
 from demos.lab.core.safe_yaml import read_yaml
 from demos.lab.core.scenario import Expect, Registry, ScenarioConfig, Target  # noqa: F401 (re-exported)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from demos.lab.core.layout import LOG
+from demos.lab.core.files import LOG
 from demos.lab.core.results import Check, Diagnosis, EntrySummary
 from demos.lab.core.scenario import FINAL_LOSS
 

@@ -1,6 +1,7 @@
 """Where a run's numbers came from: the kernels torch chose, the CPU, the libraries, the threads
-(what a match means, and what moves where they differ: demos/docs/reproducible.md). `take()`
-needs torch (imported when called); reading and contrasting fingerprints is torch-free.
+(what a match means, and what moves where they differ: demos/docs/reproducible.md), and the
+thread policy (`threads: auto`). `take()` needs torch (imported when called); reading and
+contrasting fingerprints is torch-free.
 """
 from __future__ import annotations
 
@@ -89,3 +90,18 @@ def contrast(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> st
     """'baseline: AVX2, 1 thread; this run: AVX512, 8 threads': what differs; '' if nothing."""
     keys = differences(old, new)  # every key where either is unknown
     return f"baseline: {describe(old, keys)}; this run: {describe(new, keys)}" if keys else ""
+
+
+# -- the thread policy: how many CPU threads torch gets when a config says `threads: auto` --
+
+def auto_threads(cores: int) -> int:
+    """`threads: auto`: 1 on up to 2 cores (two threads wait on each other as soon as anything
+    else wants a core), else half the cores, at most 8 (the scenarios' tensors are small)."""
+    return 1 if cores <= 2 else min(8, cores // 2)
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
-from demos.lab.core.files import NotReadable, read_bytes, strict
-from demos.lab.core.layout import NAME_RE, SUMMARY, Process
+from demos.lab.core.files import NAME_RE, SUMMARY, NotReadable, Process, read_bytes, strict
 from demos.lab.core.schema import ConfigError, Text, build
 
 # an entry's status, from best to worst (a run's is one of passed, failed, interrupted)
@@ -245,7 +244,7 @@ class RunSummary:
     world: World | None = None                   # under torchrun: {"size", "backend"}
     pid: int | None = None   # while it runs: its process, and the host it runs on (the index
     host: str | None = None  # tells a run killed outright from a running one)
-    process: Process | None = None  # the process's identity beyond its pid (layout.identity)
+    process: Process | None = None  # the process's identity beyond its pid (files.identity)
 
     @property
     def passed(self) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator, Mapping
 
-from demos.lab.core.layout import BACKWARD, GRADS, LOSS_PLOT, METRICS
+from demos.lab.core.files import BACKWARD, GRADS, LOSS_PLOT, METRICS
 from demos.lab.core.results import CAPABILITIES
 from demos.lab.core.schema import ConfigError, param
 from demos.lab.core.text import one_line

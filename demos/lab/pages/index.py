@@ -2,7 +2,7 @@
 it newest first.
 
 Runs finishing together rebuild it in turn, under a lock beside it (filelock); each reads
-the others' folders as a stranger would (demos.lab.core.layout) and never blocks on them.
+the others' folders as a stranger would (demos.lab.core.files) and never blocks on them.
 """
 from __future__ import annotations
 
@@ -14,8 +14,16 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import quote
 
-from demos.lab.core.files import remove_temps, write_atomic
-from demos.lab.core.layout import INDEX, INDEX_LOCK, REPORT, RUN_ID, SUMMARY, still_running
+from demos.lab.core.files import (
+    INDEX,
+    INDEX_LOCK,
+    REPORT,
+    RUN_ID,
+    SUMMARY,
+    remove_temps,
+    still_running,
+    write_atomic,
+)
 from demos.lab.core.results import RunSummary, read_summary
 from demos.lab.core.schema import ConfigError
 
@@ -23,7 +31,7 @@ LOCK_WAIT_S = 10.0  # how long a finished run waits for another run's index rebu
 
 
 @dataclass
-class Row:
+class Listed:
     """A run as the index lists it."""
     name: str                       # the run folder's name
     href: str | None                # its report.html, when it has one
@@ -72,7 +80,7 @@ def write_index(output_dir: Path) -> list[str]:
     return sorted(skipped)
 
 
-def rows(folders: list[Path]) -> tuple[list[Row], list[str]]:
+def rows(folders: list[Path]) -> tuple[list[Listed], list[str]]:
     """The runs among `folders`, newest first; and the folders whose summary.json is not a
     run's. A "running" run whose process is gone is "stopped", its temp files removed."""
     found, skipped = [], []
@@ -91,7 +99,7 @@ def rows(folders: list[Path]) -> tuple[list[Row], list[str]]:
         # ./: a folder named like http: stays a folder; fsencode: a name whose bytes are not
         # UTF-8 stays itself
         report = quote(os.fsencode(f"./{name}/{REPORT}")) if (folder / REPORT).exists() else None
-        row = Row(name, report, s, [*s.sets, *other_options(s)])
+        row = Listed(name, report, s, [*s.sets, *other_options(s)])
         run = RUN_ID.fullmatch(name)  # -1, -2: a run started in the same second
         found.append((s.started, int(run[1][1:]) if run and run[1] else 0, name, row))
     found.sort(key=lambda f: f[:3], reverse=True)

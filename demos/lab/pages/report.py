@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from demos.lab.core import fingerprint
-from demos.lab.core.files import write_atomic
-from demos.lab.core.layout import BACKWARD, EXPLAIN, GRADS, LOSS_PLOT, RANK_LOG, REPORT
+from demos.lab.core.files import BACKWARD, EXPLAIN, GRADS, LOSS_PLOT, RANK_LOG, REPORT, write_atomic
 from demos.lab.core.results import EntrySummary, Row, RunSummary
 
 if TYPE_CHECKING:

@@ -16,11 +16,11 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 from tqdm import tqdm
 
-from demos.lab.core.layout import LOSS_PLOT
+from demos.lab.core.files import LOSS_PLOT
+from demos.lab.core.fingerprint import available_cores
 from demos.lab.core.results import Result
 from demos.lab.core.scenario import LOSS, ScenarioConfig
 from demos.lab.core.signals import StopRequest
-from demos.lab.core.threads import available_cores
 from demos.lab.pages import plots
 from demos.lab.pages.artifacts import Artifacts
 from demos.lab.runner.looking import Look, look, look_forward, look_second

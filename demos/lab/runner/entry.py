@@ -14,8 +14,7 @@ import torch
 from demos.lab.checks.gradients import expect
 from demos.lab.core.config import entry_dict
 from demos.lab.core.console import mistakes
-from demos.lab.core.files import write_atomic, write_csv, write_json
-from demos.lab.core.layout import BACKWARD, EXPLAIN, METRICS
+from demos.lab.core.files import BACKWARD, EXPLAIN, METRICS, write_atomic, write_csv, write_json
 from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
 from demos.lab.core.scenario import Scenario, ScenarioConfig
 from demos.lab.core.text import one_line, where

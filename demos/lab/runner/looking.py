@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from demos.lab.checks import diagnose
-from demos.lab.core.layout import GRADS, STEPS_GIF
+from demos.lab.core.files import GRADS, STEPS_GIF
 from demos.lab.core.results import Check
 from demos.lab.instruments import forward, saved, second_backward, trace, walk
 from demos.lab.instruments import render as graphs

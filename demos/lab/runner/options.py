@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, NoReturn
 
-from demos.lab.core.layout import NAME_RE
+from demos.lab.core.files import NAME_RE
 from demos.lab.core.overrides import Setting
 from demos.lab.core.safe_yaml import parse_text
 from demos.lab.core.schema import ConfigError, did_you_mean, show

@@ -16,8 +16,7 @@ import yaml
 
 from demos.lab.comparing.baseline import save
 from demos.lab.core.config import RunConfig, entry_dict
-from demos.lab.core.files import dumps, overwrite, write_atomic
-from demos.lab.core.layout import SUMMARY, identity
+from demos.lab.core.files import SUMMARY, dumps, identity, overwrite, write_atomic
 from demos.lab.core.results import RunSummary
 from demos.lab.core.scenario import Registry
 from demos.lab.pages import index, report

@@ -23,8 +23,7 @@ from demos.lab.comparing.baseline import Comparison, describe_drift
 from demos.lab.core import fingerprint
 from demos.lab.core.config import RunConfig, dump
 from demos.lab.core.console import entry_lines, open_log
-from demos.lab.core.files import write_atomic
-from demos.lab.core.layout import CONFIG, make_named_dir, make_run_dir
+from demos.lab.core.files import CONFIG, make_named_dir, make_run_dir, write_atomic
 from demos.lab.core.results import (
     DIVERGED_AT,
     EXIT_CODES,

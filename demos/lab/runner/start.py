@@ -86,7 +86,7 @@ def perform(ask: Callable[[], RunRequest], call: Call) -> int:
         if not r.config:
             raise ConfigError("--config PATH is required (or --list); e.g. --config "
                               "configs/all.yaml")
-        from demos.lab.core.layout import check_output_dir
+        from demos.lab.core.files import check_output_dir
         check_output_dir(r.output_dir)
         registry = call.registry()
         base = load_baseline(r.baseline, r.dry_run)  # read and checked before any work

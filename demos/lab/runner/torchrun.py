@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from demos.lab.core.console import say
-from demos.lab.core.layout import rank_log_name
+from demos.lab.core.files import rank_log_name
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.text import one_line
 

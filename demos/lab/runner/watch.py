@@ -14,8 +14,7 @@ from typing import Callable
 
 from demos.lab.core import user_code
 from demos.lab.core.console import say
-from demos.lab.core.files import write_atomic
-from demos.lab.core.layout import WATCH_PAGE, WATCH_STATE, NoRunFolder
+from demos.lab.core.files import WATCH_PAGE, WATCH_STATE, NoRunFolder, write_atomic
 from demos.lab.core.results import EXIT_INTERRUPTED, EXIT_USAGE
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import StopRequest
