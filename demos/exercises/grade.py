@@ -239,7 +239,7 @@ def grade(path: str, g: Grading, reference: Callable, given: type | None = None
     refused = False
     for case, seed in cases:
         xs = inputs(g, case, seed)
-        failed = run_once(fn, reference, xs, seed, record, names, wrt)
+        failed = grade_case(fn, reference, xs, seed, record, names, wrt)
         if isinstance(failed, str):
             if failed.startswith("returns: "):  # autograd refused it: no gradient to grade
                 returns_wrong, refused = returns_wrong or failed.removeprefix("returns: "), True
@@ -282,8 +282,8 @@ def grade(path: str, g: Grading, reference: Callable, given: type | None = None
     return flag(result, record, grads)
 
 
-def run_once(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], seed: int,
-             record: Record, names: list[str], wrt: list[str]) -> str | tuple[str, list[str]]:
+def grade_case(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], seed: int,
+               record: Record, names: list[str], wrt: list[str]) -> str | tuple[str, list[str]]:
     """One hidden case: what failed to run (text; 'returns: ...' where autograd refused what
     backward returned); or what is wrong with what backward returned ('' if nothing) and the
     inputs whose gradients are wrong."""

@@ -46,7 +46,7 @@ class Config(ScenarioConfig):
     d: float = param(4.0, "the leaf d")
 
 
-def run(cfg: Config, ctx: Context) -> Result:
+def follow_backward(cfg: Config, ctx: Context) -> Result:
     from demos.scenario_api import check, node_name
 
     a, b, c, d, e = document(cfg, ctx)  # the document's script, its forward drawn and traced
@@ -97,7 +97,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 
 
 SCENARIO = Scenario(
-    name="autograd_internals", config=Config, run=run, document="002",
+    name="autograd_internals", config=Config, run=follow_backward, document="002",
     metrics=("e", "a_grad", "b_grad", "c_grad_retained", "d_grad"),
     files=(*graph_files("graph"), "explain.txt"))
 

@@ -138,14 +138,14 @@ def with_detach(cfg: Config, ctx: Context) -> list[Check]:
     ]
 
 
-def run(cfg: Config, ctx: Context) -> Result:
+def build_graphs(cfg: Config, ctx: Context) -> Result:
     found, h = with_requires_grad(cfg, ctx)
     found += with_no_grad(cfg, ctx) + with_detach(cfg, ctx)
     return Result(metrics={"h": h}, checks=found)
 
 
 SCENARIO = Scenario(
-    name="computation_graph", config=Config, run=run, document="001", metrics=("h",),
+    name="computation_graph", config=Config, run=build_graphs, document="001", metrics=("h",),
     files=(*graph_files("graph_requires_grad", "graph_no_grad", "graph_detach"), "explain.txt"))
 
 

@@ -142,7 +142,7 @@ def opcheck(op: Any, arguments: dict[str, Any]) -> Check:
                  f"not its gradients' values)")
 
 
-def run(cfg: Config, ctx: Context) -> Result:
+def check_yours(cfg: Config, ctx: Context) -> Result:
     import torch
 
     from demos.scenario_api import (
@@ -214,7 +214,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 
 
 SCENARIO = Scenario(
-    name="custom_function", config=Config, run=run, document="yours", prepare=prepare,
+    name="custom_function", config=Config, run=check_yours, document="yours", prepare=prepare,
     metrics=("max_abs_error", "max_rel_error"), files=(*graph_files("graph"), "explain.txt"),
     # with double_backward: true; with a Function that has a jvp
     optional_files=pass_files("second_backward", "forward_mode"))

@@ -141,7 +141,7 @@ def sse(x, y, a, b, c, d, P3=p3):
     return (a + b * P3(c + d * x) - y).pow(2).sum()
 
 
-def run(cfg: Config, ctx: Context) -> Result:
+def fit(cfg: Config, ctx: Context) -> Result:
     from demos.documents.functions import LegendrePolynomial3Modern
     from demos.scenario_api import gradcheck, parity, support
 
@@ -198,7 +198,7 @@ def short(v: float) -> str:
 
 
 SCENARIO = Scenario(
-    name="legendre_fit", config=Config, run=run, document="003, example 2",
+    name="legendre_fit", config=Config, run=fit, document="003, example 2",
     params=("a", "b", "c", "d"), metrics=("final_loss",),
     files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt",
            "fit.png", "fit.gif"),

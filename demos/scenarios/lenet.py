@@ -225,7 +225,7 @@ def recomputed(net: Net, input: Any, ctx: Context) -> None:
                 {"input": leaf, **dict(net.named_parameters())}, name="graph_recomputed")
 
 
-def run(cfg: Config, ctx: Context) -> Result:
+def train_and_test(cfg: Config, ctx: Context) -> Result:
     from demos.scenario_api import Interrupted
 
     found = walked(ctx)
@@ -258,7 +258,7 @@ def finish(cfg: Config, ctx: Context, net: Net, train_ids, n_test: int, found: l
 
 
 SCENARIO = Scenario(
-    name="lenet", config=Config, run=run, document="004, first example",
+    name="lenet", config=Config, run=train_and_test, document="004, first example",
     metrics=("final_loss", "test_accuracy", "parameters"),
     files=(*TRAINING_FILES, *graph_files("graph", "graph_recomputed"), "explain.txt",
            "accuracy.png"),

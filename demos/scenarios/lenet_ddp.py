@@ -76,7 +76,7 @@ class Config(lenet.Config):
                               f"need their own settings; run it as one process)")
 
 
-def run(cfg: Config, ctx: Context) -> Result:
+def train_in_parallel(cfg: Config, ctx: Context) -> Result:
     """Every rank runs this; rank 0 reports. Then the checks that make it trustworthy: the
     weights are the same on every rank, and DDP's first steps equal one process's."""
     from demos.documents.parallel import DDPTraining
@@ -86,7 +86,7 @@ def run(cfg: Config, ctx: Context) -> Result:
         mistake = "" if cfg.mistake == "none" else f" (mistake {cfg.mistake} takes effect there)"
         ctx.warn_once(f"{cfg.id}: one process: lenet's training, without DDP; start it with "
                       f"torchrun for data-parallel training{mistake}")
-        return lenet.run(cfg, ctx)
+        return lenet.train_and_test(cfg, ctx)
     found = lenet.walked(ctx)
     images, labels, train_ids, test_ids, _, net, optimizer = lenet.setup(cfg, ctx)
     ddp = DDPTraining(cfg, ctx, net, like(optimizer), train_ids)
@@ -103,7 +103,8 @@ def run(cfg: Config, ctx: Context) -> Result:
 
 
 SCENARIO = Scenario(
-    name="lenet_ddp", config=Config, run=run, document="004, first example, under DDP",
+    name="lenet_ddp", config=Config, run=train_in_parallel,
+    document="004, first example, under DDP",
     metrics=lenet.SCENARIO.metrics, files=lenet.SCENARIO.files, dry_run={"epochs": 1},
     data_parallel=True)
 

@@ -181,7 +181,7 @@ def only_input_grad(ctx: Context) -> Check:
                  f"{out.grad_fn.needs_input_grad}, backward returned shapes {shapes}")
 
 
-def run(cfg: Config, ctx: Context) -> Result:
+def fit(cfg: Config, ctx: Context) -> Result:
     from demos.documents.functions import LinearFunctionModern, linear_reference
     from demos.scenario_api import check, gradcheck, parity, support
 
@@ -213,7 +213,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 
 
 SCENARIO = Scenario(
-    name="linear_function", config=Config, run=run, document="004",
+    name="linear_function", config=Config, run=fit, document="004",
     metrics=("final_loss", "weight_error", "bias_error"),
     files=(*TRAINING_FILES, *graph_files("graph"), *pass_files("forward_mode"), "explain.txt"),
     dry_run={"steps": 5})

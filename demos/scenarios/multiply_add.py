@@ -110,7 +110,7 @@ def inspect(out, w, b, ctx: Context) -> tuple[dict, list[Check]]:
     ]
 
 
-def run(cfg: Config, ctx: Context) -> Result:
+def fit(cfg: Config, ctx: Context) -> Result:
     from demos.documents.functions import MultiplyAddModern, multiply_add_reference
     from demos.scenario_api import check, close, gradcheck, parity, support
     multiply_add = MultiplyAdd.apply
@@ -161,7 +161,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 
 
 SCENARIO = Scenario(
-    name="multiply_add", config=Config, run=run, document="000",
+    name="multiply_add", config=Config, run=fit, document="000",
     params=tuple(f"{p}[{i},{j}]" for p in "wb" for i in range(2) for j in range(2)),
     metrics=("final_loss", "w_error", "b_error"),
     files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt"),

@@ -79,7 +79,7 @@ class Config(ScenarioConfig):
                               f"(exp overflows float32 beyond 88)")
 
 
-def run(cfg: Config, ctx: Context) -> Result:
+def check_exp(cfg: Config, ctx: Context) -> Result:
     from demos.documents.functions import MyExpModern, MyExpSavesInput, exp_reference
     from demos.scenario_api import check, close, gradcheck, parity, support
 
@@ -116,7 +116,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 
 
 SCENARIO = Scenario(
-    name="my_exp", config=Config, run=run, document="003, example 1",
+    name="my_exp", config=Config, run=check_exp, document="003, example 1",
     metrics=("max_grad_error",),
     files=(*graph_files("graph", "graph_saves_input"), *pass_files("forward_mode"), "explain.txt"))
 

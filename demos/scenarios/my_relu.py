@@ -141,7 +141,7 @@ def sse(x, y, w1, w2, relu):
     return (y_pred - y).pow(2).sum()
 
 
-def run(cfg: Config, ctx: Context) -> Result:
+def train_and_check(cfg: Config, ctx: Context) -> Result:
     from demos.documents.functions import MyReLUModern, relu_reference
     from demos.scenario_api import gradcheck, parity, support
 
@@ -171,7 +171,7 @@ def run(cfg: Config, ctx: Context) -> Result:
 
 
 SCENARIO = Scenario(
-    name="my_relu", config=Config, run=run, document="004, last example",
+    name="my_relu", config=Config, run=train_and_check, document="004, last example",
     metrics=("final_loss", "initial_loss"),
     files=(*TRAINING_FILES, *graph_files("graph"), "explain.txt"),
     optional_files=pass_files("forward_mode"),  # with forward_ad among its support rows

@@ -121,13 +121,14 @@ def waiting(join: Any, world: World) -> BaseException | None:
     TIMEOUT_S. After SAY_AFTER_S, one line says what it waits for. Returns the join's error."""
     failed: list[BaseException] = []
 
-    def run() -> None:
+    def join_keeping_its_error() -> None:
         try:
             join()
         except BaseException as e:  # reported by the caller, in the main thread
             failed.append(e)
 
-    thread = threading.Thread(target=run, name="torchrun-join", daemon=True)
+    thread = threading.Thread(target=join_keeping_its_error, name="torchrun-join",
+                              daemon=True)
     thread.start()
     thread.join(SAY_AFTER_S)
     if thread.is_alive():
