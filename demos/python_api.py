@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import html
+import inspect
 import io
 import json
 import os
@@ -287,9 +288,9 @@ def run(target: str | os.PathLike[str] | Mapping[str, Any], *,
     return perform(request_of(target, options, keys, "run", target), quiet)
 
 
-RUN_OPTIONS = {"only": None, "set": (), "device": None, "seed": None, "threads": None,
-               "dry_run": False, "output_dir": "outputs", "run_name": None, "baseline": None,
-               "save_baseline": None}  # run's options, with their defaults
+# run's options (the command line's), with their defaults: its keyword arguments but quiet
+RUN_OPTIONS = {k: p.default for k, p in inspect.signature(run).parameters.items()
+               if p.kind is p.KEYWORD_ONLY and k != "quiet"}
 
 
 def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | None = None,

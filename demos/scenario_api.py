@@ -52,28 +52,20 @@ from demos.lab.core.user_code import (
 
 # -- used inside run(): these import torch, so they load on first use -------------------------
 if TYPE_CHECKING:
-    # the support matrix: support.classic_and_twin, support.matrix, support.checks
-    from demos.lab.checks import support
-    from demos.lab.checks.diagnose import (
-        deliberate,  # a failed gradcheck whose parity holds: the hint that a deliberate
-        #              gradient needs intended: true
-    )
+    from demos.lab.checks import support  # the support matrix: classic_and_twin, matrix, checks
+    from demos.lab.checks.diagnose import deliberate  # a gradcheck failing where parity holds
     from demos.lab.checks.gradients import (
-        changes_a_leaf,  # whether a Function changes an input in place (mark_dirty): checked
-        #                  on copies then
+        changes_a_leaf,  # whether a Function changes an input in place (mark_dirty)
         check,  # check(name, passed, detail): a Check from a condition
         close,  # close(name, actual, expected, rtol): a Check that two tensors agree
         compare_to_reference,  # parity with tolerances, and its largest errors as metrics
-        floating,  # apply's arguments split: the floating-point tensors by name, the others
-        #            by position
-        gradcheck,  # gradcheck(name, fn, inputs, device, stop=ctx.stop): torch's gradcheck
-        #             in float64, as a Check (with ctx.stop, Ctrl-C ends it)
+        floating,  # apply's arguments split: floating-point tensors by name, the rest fixed
+        gradcheck,  # gradcheck(name, fn, inputs, device, stop=ctx.stop), as a Check
         parity,  # parity(name, custom, reference, inputs, device): same values and gradients
         with_fixed,  # with_fixed(fn, fixed): fn of the floating tensors alone
     )
     from demos.lab.checks.structure import (
-        backward_structure,  # what a custom backward returns (a grad per input, shapes,
-        #                      dtypes): Checks
+        backward_structure,  # what a custom backward returns: a grad per input, shapes, dtypes
         gradgradcheck,  # torch.autograd.gradgradcheck in float64, as a Check
     )
     from demos.lab.instruments.walk import (
@@ -81,12 +73,10 @@ if TYPE_CHECKING:
         node_name,  # a graph node's name, as the graphs and explain.txt show it
     )
     from demos.lab.runner.context import (
-        Context,  # what run(cfg, ctx) gets: ctx.steps(n), ctx.record(...), ctx.graph(...)
+        Context,  # what a scenario gets: ctx.steps(n), ctx.record(...), ctx.graph(...)
         Interrupted,  # raised by ctx.steps on a stop (Ctrl-C): catch it to keep what was earned
     )
-    from demos.lab.runner.torchrun import (
-        same_everywhere,  # under torchrun: whether a tensor is the same on every rank
-    )
+    from demos.lab.runner.torchrun import same_everywhere  # under torchrun: one value on all
     from demos.lab.tensors import output_tensors  # a Function's output(s): a tuple of tensors
 
 __getattr__, __dir__, __all__ = _lazily(globals())  # what a scenario file may import
