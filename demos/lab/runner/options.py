@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, NoReturn
 
@@ -34,53 +34,24 @@ class Parser(argparse.ArgumentParser):
 
 
 def parser(prog: str) -> Parser:
-    """The command line's parser: run's options, each with its help."""
+    """The command line's parser: RunRequest's options, each with its help and default."""
     p = Parser(prog=prog, usage=USAGE, epilog=EPILOG,
                description="Run the autograd demos described by a YAML config.",
                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", metavar="PATH", help="the YAML config to run (see configs/)")
-    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="sets",
-                   help="override a config value, e.g. seed=3 or "
-                        "scenarios.legendre_fit.lr=1e-5 (repeatable; values are YAML)")
-    p.add_argument("--only", metavar="ID[,ID...]", action="append",
-                   help="run only these scenario entries (repeatable)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="tiny sizes and step counts: every code path and artifact, in seconds")
-    p.add_argument("--device", metavar="DEV",
-                   help="auto (cuda > mps > cpu) | cpu | cuda | cuda:N | mps; overrides the config")
-    p.add_argument("--seed", metavar="N", help="seed; overrides the config")
-    p.add_argument("--threads", metavar="N|auto",
-                   help="CPU threads for torch; overrides the config")
-    p.add_argument("--output-dir", metavar="DIR", default="outputs",
-                   help="where run folders go (default: outputs)")
-    p.add_argument("--run-name", metavar="NAME",
-                   help="the run's folder name in --output-dir, instead of the start time; it "
-                        "must not exist yet")
-    p.add_argument("--baseline", metavar="FILE",
-                   help="compare the final metrics and params with this baseline: a value out "
-                        "of tolerance is a failed check (exit 1)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--open", action="store_true",
-                   help="open the run's report.html in a browser at the end (needs a display)")
-    p.add_argument("--save-baseline", metavar="FILE",
-                   help="after the run, write its final metrics and params as a baseline "
-                        "(YAML, to commit beside the config)")
-    p.add_argument("--ensemble", metavar="all|NAME,...", nargs="?", const="all",
-                   help="with --save-baseline: rerun the config under other kernel levels and "
-                        "thread counts (one process each, --jobs at a time) and save each "
-                        "value's measured band, so that the baseline holds on other machines")
-    p.add_argument("--jobs", metavar="N", type=int, default=1,
-                   help="with --ensemble: its runs at once, each in its own process with its "
-                        "share of the cores (default 1)")
-    p.add_argument("--watch", action="store_true",
-                   help="run, then run again whenever the config or a file of your code it "
-                        "loads changes, in this warm process (torch already imported); each "
-                        "run a run folder; --output-dir's watch.html shows the newest report; "
-                        "Ctrl-C ends it")
-    p.add_argument("--print-config", action="store_true",
-                   help="print the resolved config and exit")
-    p.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    for f in fields(RunRequest):
+        if "help" in f.metadata:
+            p.add_argument(f.metadata.get("flag", "--" + f.name.replace("_", "-")), dest=f.name,
+                           default=f.default if f.default_factory is MISSING else [],
+                           **{k: v for k, v in f.metadata.items() if k != "flag"})
     return p
+
+
+def option(default: Any, help: str, **argparse: Any) -> Any:
+    """A field of RunRequest that is an option of the command line: its default and help, and
+    how argparse reads it (flag, where not --<the field's name>; metavar, action, ...)."""
+    meta = {"help": help, **argparse}
+    return field(default_factory=list, metadata=meta) if default == [] else \
+        field(default=default, metadata=meta)
 
 
 OVERRIDES = ("device", "seed", "threads")  # options that set a key of the config's top level
@@ -94,29 +65,50 @@ if not CONFIGS.is_dir():
 @dataclass
 class RunRequest:
     """A run, as asked for: by the command line (`parse`) or by the Python API, which builds
-    one directly; both hand it to demos.lab.runner.start.perform. The fields are the command
-    line's options (see `parser`), and:"""
-    config: str | None = None  # the config file, or the name messages give a config in memory
+    one directly; both hand it to demos.lab.runner.start.perform. Its options are the command
+    line's (`parser` reads them from here), and:"""
+    config: str | None = option(None, "the YAML config to run (see configs/)", metavar="PATH")
     # the config's data, where made in memory: check_function's holds the very objects it was
     # given (user_code.Code, Given), which travel in it to the run as they are
     data: Mapping[str, Any] | None = None
-    sets: list[str | Setting] = field(default_factory=list)  # --set's texts, or Settings
-    only: list[str] | None = None
-    dry_run: bool = False
-    device: Any = None  # --device, --seed, --threads: overrides of the config's keys, as text
-    seed: Any = None    # (the command line's, read as YAML) or values (the API's); the
-    threads: Any = None  # config's schema validates them
-    output_dir: str = "outputs"
-    run_name: str | None = None
-    baseline: str | None = None
-    save_baseline: str | None = None
-    no_progress: bool = False
-    open: bool = False
-    ensemble: str | None = None
-    jobs: int = 1
-    watch: bool = False
-    print_config: bool = False
-    list: bool = False
+    sets: list[str | Setting] = option(  # --set's texts, or (the API's) Settings
+        [], "override a config value, e.g. seed=3 or scenarios.legendre_fit.lr=1e-5 "
+            "(repeatable; values are YAML)", flag="--set", metavar="KEY=VALUE", action="append")
+    only: list[str] | None = option(None, "run only these scenario entries (repeatable)",
+                                    metavar="ID[,ID...]", action="append")
+    dry_run: bool = option(False, "tiny sizes and step counts: every code path and artifact, "
+                                  "in seconds", action="store_true")
+    # --device, --seed, --threads: overrides of the config's keys, as text (the command line's,
+    # read as YAML) or values (the API's); the config's schema validates them
+    device: Any = option(None, "auto (cuda > mps > cpu) | cpu | cuda | cuda:N | mps; overrides "
+                               "the config", metavar="DEV")
+    seed: Any = option(None, "seed; overrides the config", metavar="N")
+    threads: Any = option(None, "CPU threads for torch; overrides the config", metavar="N|auto")
+    output_dir: str = option("outputs", "where run folders go (default: outputs)", metavar="DIR")
+    run_name: str | None = option(None, "the run's folder name in --output-dir, instead of the "
+                                        "start time; it must not exist yet", metavar="NAME")
+    baseline: str | None = option(None, "compare the final metrics and params with this "
+                                        "baseline: a value out of tolerance is a failed check "
+                                        "(exit 1)", metavar="FILE")
+    no_progress: bool = option(False, "no progress bars", action="store_true")
+    open: bool = option(False, "open the run's report.html in a browser at the end (needs a "
+                               "display)", action="store_true")
+    save_baseline: str | None = option(None, "after the run, write its final metrics and params "
+                                             "as a baseline (YAML, to commit beside the config)",
+                                       metavar="FILE")
+    ensemble: str | None = option(None, "with --save-baseline: rerun the config under other "
+                                        "kernel levels and thread counts (one process each, "
+                                        "--jobs at a time) and save each value's measured band, "
+                                        "so that the baseline holds on other machines",
+                                  metavar="all|NAME,...", nargs="?", const="all")
+    jobs: int = option(1, "with --ensemble: its runs at once, each in its own process with its "
+                          "share of the cores (default 1)", metavar="N", type=int)
+    watch: bool = option(False, "run, then run again whenever the config or a file of your code "
+                                "it loads changes, in this warm process (torch already "
+                                "imported); each run a run folder; --output-dir's watch.html "
+                                "shows the newest report; Ctrl-C ends it", action="store_true")
+    print_config: bool = option(False, "print the resolved config and exit", action="store_true")
+    list: bool = option(False, "list the scenarios and exit", action="store_true")
     command: list[str] = field(default_factory=list)  # as typed: the command line, or the call
 
     @property
