@@ -42,11 +42,9 @@ def linear_reference(input, weight, bias=None):
 
 
 # -- the modern twins ---------------------------------------------------------------------------
-# The same Functions in today's style: forward without ctx, `setup_context` saving what both
-# modes need, `jvp` for forward-mode AD, `generate_vmap_rule = True` for torch.func.vmap, and
-# `ctx.needs_input_grad` honoured. The classic ones above work with backward() and
-# torch.compile; torch.func transforms and forward mode refuse them (see demos/docs/checks.md, "What
-# changed since the documents"). Each twin gives the classic one's values and gradients.
+# The same Functions in today's style. The classic ones above work with backward() and
+# torch.compile; torch.func transforms and forward mode refuse them (see demos/docs/checks.md,
+# "What changed since the documents"). Each twin gives the classic one's values and gradients.
 
 class LegendrePolynomial3Modern(torch.autograd.Function):
     """P3 in today's style: forward(x) alone, setup_context, jvp, a generated vmap rule."""
@@ -184,4 +182,4 @@ class LinearFunctionModern(torch.autograd.Function):
 
 MODERN = {"LegendrePolynomial3": LegendrePolynomial3Modern, "MyReLU": MyReLUModern,
           "MultiplyAdd": MultiplyAddModern, "MyExp": MyExpModern,
-          "LinearFunction": LinearFunctionModern}  # each classic Function's twin, by its name
+          "LinearFunction": LinearFunctionModern}

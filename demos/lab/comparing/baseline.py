@@ -274,7 +274,7 @@ def save(path: str, summary: RunSummary, scenarios: dict[str, str],
     measured, by entry and value); keep the tolerances of the file it replaces, and,
     where that file holds the same kind of run, the entries this run did not give values for.
     A link is written through. Returns what it did, in one line."""
-    target = os.path.realpath(path)  # through a link: the file it points to
+    target = os.path.realpath(path)
     try:  # check_writable made sure a file there is a baseline; it may have changed since
         old = read_baseline(target, "--save-baseline") if os.path.exists(target) else None
     except ConfigError:

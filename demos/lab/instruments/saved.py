@@ -110,7 +110,7 @@ def held(found: Ledger, order: Sequence[Any]) -> list[int]:
     sizes = found.storages()
     keepers = {k: {id(s.node) for s in found.saves if s.tracked and s.key == k} for k in sizes}
     figures = [sum(sizes.values())]
-    ran: set[int] = set()  # the nodes that have run
+    ran: set[int] = set()
     for fn in order:
         ran.add(id(fn))
         figures.append(sum(sizes[k] for k, who in keepers.items() if who - ran))

@@ -164,7 +164,7 @@ def explain(outputs: torch.Tensor | Sequence[torch.Tensor], names: Mapping[str, 
     order = nodes(outputs)
     number = {fn: i + 1 for i, fn in enumerate(order)}
 
-    def describe(t: torch.Tensor) -> str:  # named as the scenario named it (see name_of)
+    def describe(t: torch.Tensor) -> str:
         desc = f"tensor {tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
         name = name_of(t, names)
         return f"{name}: {desc}" if name else desc

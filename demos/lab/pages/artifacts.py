@@ -45,7 +45,7 @@ def _init_worker() -> None:
 
 
 def _exit_with(parent: multiprocessing.process.BaseProcess) -> None:
-    parent.join()  # returns when the parent process has ended
+    parent.join()
     os._exit(0)
 
 

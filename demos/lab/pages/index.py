@@ -52,7 +52,7 @@ def locked(path: Path) -> Iterator[None]:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             raise OSError(f"{path} is not a regular file; remove it")
     try:
-        held = FileLock(path, timeout=LOCK_WAIT_S).acquire()  # released as the `with` below ends
+        held = FileLock(path, timeout=LOCK_WAIT_S).acquire()
     except Timeout:
         raise TimeoutError(f"{path.name} held by another process for {LOCK_WAIT_S:g} s") from None
     with held:

@@ -91,8 +91,7 @@ def section(e: EntrySummary, folder: Path, description: str, config_yaml: str) -
 
 
 def files_of(folder: Path) -> list[str]:
-    """The files in an entry's folder, hidden temporaries aside; none when it could not be
-    made."""
+    """The files in an entry's folder, hidden temporaries aside; none when it could not be made."""
     try:
         return sorted(p.name for p in folder.iterdir()
                       if p.is_file() and not p.name.startswith("."))

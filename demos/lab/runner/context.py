@@ -69,7 +69,7 @@ class Context:
         log_every) and `looks`: this entry's, where the runner reads them back."""
         self.cfg, self.dir, self.log = cfg, folder, log
         self.device, self.seed = run.device, run.seed
-        self.stepper_gifs = run.stepper_gifs  # each traced backward as <graph>_steps.gif too
+        self.stepper_gifs = run.stepper_gifs
         # under torchrun: which rank this is; only rank 0 (world.primary) writes files
         self.world = run.world
         # where float64 checks run: the run's device, but the CPU for MPS (it has no float64)

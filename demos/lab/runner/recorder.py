@@ -31,7 +31,6 @@ class Recorder:
         self.forbid_sync = forbid_sync and device.type == "cuda"
         self.pending: list[tuple[int, str, torch.Tensor]] = []  # values not yet checked
         self.checked_names: set[str] = set()
-        # name -> (steps, values)
         self.columns: dict[str, tuple[list[int], list[Any]]] = defaultdict(lambda: ([], []))
         self.last_step = -1     # the loop's last step: always recorded
         self.steps_run = 0      # the step the loop reached (the steps done)
