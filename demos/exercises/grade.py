@@ -24,13 +24,7 @@ from torch.overrides import TorchFunctionMode
 from demos.exercises.results import GradeResult, Test, Ungradable
 from demos.exercises.spec import Grading
 from demos.exercises.table import MARGIN
-from demos.lab.checks.diagnose import (
-    Maps,
-    diagnose,
-    point,
-    pullback,
-    second_against_numbers,
-)
+from demos.lab.checks.diagnose import against_reference, second_against_numbers
 from demos.lab.core.files import NotReadable, read_bytes
 from demos.lab.core.results import Diagnosis
 from demos.lab.core.schema import ConfigError
@@ -362,17 +356,10 @@ def second_right(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor],
 def diagnosis(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor],
               name: str) -> Diagnosis:
     """Why `name`'s gradient is wrong: the lab's diagnosis against the reference's autograd,
-    with `name` tried first (diagnose names the first input whose gradient differs)."""
-    wrt = {k: x for k, x in xs.items() if x.requires_grad}
-    order = {name: wrt[name], **{k: v for k, v in wrt.items() if k != name}}
-    with contextlib.suppress(Exception):
-        d = diagnose(Maps(pullback(fn, xs), pullback(reference, xs), point(fn, xs, True),
-                          order, tolerance=REFERENCE, at=lambda ys: pullback(reference, ys),
-                          point=xs))
-        if d is not None:
-            return d
-    return Diagnosis("no simple pattern", f"{name}'s gradient differs with no simple pattern: "
-                     f"compare the formula with the forward's derivative", "the output", name)
+    with `name` tried first."""
+    return against_reference(fn, reference, xs, first=name) or Diagnosis(
+        "no simple pattern", f"{name}'s gradient differs with no simple pattern: compare the "
+                             f"formula with the forward's derivative", "the output", name)
 
 
 KINDS = {  # the diagnosis's kinds, as hint 2 names them without giving the fix away

@@ -436,10 +436,13 @@ def against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1
 
 
 def against_reference(fn: Callable, reference: Callable, xs: Mapping[str, torch.Tensor],
-                      tolerance: tuple[float, float] = REFERENCE) -> Diagnosis | None:
-    """fn's backward against the reference's autograd, at xs (float64 leaves)."""
+                      tolerance: tuple[float, float] = REFERENCE,
+                      first: str | None = None) -> Diagnosis | None:
+    """fn's backward against the reference's autograd, at xs (float64 leaves); `first`: the
+    input whose gradient is tried first (the first that differs is diagnosed)."""
     try:
-        wrt = {k: x for k, x in xs.items() if x.requires_grad}
+        wrt = {k: x for k, x in sorted(xs.items(), key=lambda kx: kx[0] != first)
+               if x.requires_grad}
         return diagnose(Maps(pullback(fn, xs), pullback(reference, xs), point(fn, xs, True),
                              wrt, tolerance=tolerance, at=lambda ys: pullback(reference, ys),
                              point=xs))
