@@ -1,7 +1,8 @@
 """The whole autograd.Function contract (issue 34, first part): non-tensor arguments, integer
 index tensors, broadcast-shaped gradients, trailing Nones, non-tensor outputs. The checker's
 verdict agrees with torch's own gradcheck on the same arguments, for a right Function and its
-wrong twin of each kind; from Python (check_function) and from a config."""
+wrong twin of each kind; from Python (check_function) and from a config. What backward returns,
+case by case: tests/test_structure.py; the arguments' specs: tests/test_inputs.py."""
 from __future__ import annotations
 
 import pytest
@@ -13,7 +14,6 @@ from tests.conftest import (
     check,
     entry,
     only_run_dir,
-    raised_in,
     run_main,
     summary,
 )
@@ -85,51 +85,6 @@ def test_each_verdict_agrees_with_torchs_gradcheck(fn, make, reference, output, 
     assert e.summary.error is None  # a verdict, never an entry error
 
 
-def test_the_arguments_reach_apply_as_given(tmp_path):
-    """dim stays an int, index an int64 tensor; the wrong twin fails gradcheck and parity,
-    naming x, not `forward runs`."""
-    r = check_function(fns.TakeTwice, inputs={"x": x_(4, 3), "dim": 0,
-                                                "index": torch.tensor([2, 0, 2])},
-                       reference=fns.take, support=[], output_dir=tmp_path, quiet=True)
-    failed = {c.name: c.detail for c in r.failures}
-    assert set(failed) == {"gradcheck", "parity with the reference"}
-    assert "input 0 (x)" in failed["gradcheck"] and "grad x differs" in failed[
-        "parity with the reference"]
-    config = (r.folder / "config.yaml").read_text()
-    assert "dtype: int64" in config and "tensor: false" in config
-
-
-def test_a_broadcast_gradient_and_trailing_nones_are_notes_not_failures(tmp_path):
-    r = check_function(fns.BroadcastMul, inputs={"x": x_(3, 4), "w": x_(4)}, support=[],
-                       output_dir=tmp_path / "mul", quiet=True)
-    assert r.passed
-    assert "w: grad of shape (3, 4), which autograd sums to w's (4,)" in check(
-        r.entries[0].summary.to_json(), "each grad matches its input (None, shape, dtype)")[
-        "detail"]
-    r = check_function(fns.Select, inputs={"x": x_(4, 3)}, support=[],
-                       output_dir=tmp_path / "select", quiet=True)
-    assert r.passed and "the 1 after them None, which autograd ignores" in check(
-        r.entries[0].summary.to_json(), "backward returns one grad per input")["detail"]
-
-
-def test_an_extra_none_is_what_torch_accepts(tmp_path):
-    """A backward returning (grad, None) for one input: torch's gradcheck passes it, and so
-    does the checker (it used to call it a mistake)."""
-    from tests.fixtures.user_fns import SquareTooManyGrads, square
-
-    assert torch_says(SquareTooManyGrads, [x_(3)], None)
-    r = check_function(SquareTooManyGrads, inputs=[x_(3)], reference=square, support=[],
-                       output_dir=tmp_path, quiet=True)
-    assert r.passed
-
-
-def test_an_in_place_function_is_checked_on_copies_and_says_so(tmp_path):
-    r = check_function(fns.ExpInPlace, inputs={"x": x_(3)}, reference=fns.exp, support=[],
-                       output_dir=tmp_path, quiet=True)
-    assert r.passed and "applied to copies of the inputs that require grad (x.clone())" in \
-        check(r.entries[0].summary.to_json(), "forward runs")["detail"]
-
-
 @pytest.mark.parametrize("fn, passes", [(fns.Triple, True), (fns.SquareDetached, False)])
 def test_a_zero_second_derivative_passes_a_detached_one_does_not(fn, passes, tmp_path):
     """y = 3x builds no graph in its backward because its second derivative is zero; x² with
@@ -150,30 +105,6 @@ def test_the_contract_from_a_config(tmp_path):
     assert [e["status"] for e in data["scenarios"]] == ["passed"] * 7
     scale = entry(data, "scale")
     assert check(scale, "forward runs")["passed"] and scale["error"] is None
-
-
-@pytest.mark.parametrize("spec, message", [
-    ({"value": [1, 2], "dtype": "int46"}, "dtype: 'int46' is not a dtype an input may have "
-                                          "(did you mean 'int64'?)"),
-    ({"shape": [3], "dtype": "int64"}, "an int64 tensor needs its value"),
-    ({"value": [1.5], "dtype": "int64"}, "value[0]: 1.5 in an int64 tensor; give whole numbers"),
-    ({"value": [1000, 1, 2], "dtype": "int8"}, "inputs[1].value[0]: 1000 in an int8 tensor; "
-                                               "give whole numbers from -128 to 127"),
-    ({"value": [[0], [-1]], "dtype": "uint8"}, "inputs[1].value[1][0]: -1 in a uint8 tensor; "
-                                               "give whole numbers from 0 to 255"),
-    ({"value": [1.0e+39], "dtype": "float32"}, "inputs[1].value[0]: 1e+39 in a float32 tensor; "
-                                               "give numbers from -3.40282e+38 to 3.40282e+38"),
-    ({"shape": [3], "tensor": False}, "tensor: false passes `value` as it is; shape is for a "
-                                      "tensor"),
-])
-def test_a_wrong_argument_spec_is_one_line(tmp_path, spec, message, capsys):
-    config = tmp_path / "c.yaml"
-    config.write_text("scenarios:\n- scenario: custom_function\n  function: m:F\n  inputs:\n"
-                      f"  - {{shape: [2]}}\n  - {spec}\n".replace("'", '"').replace(
-                          "False", "false"))
-    assert run_main(tmp_path / "o", "--config", config) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and message in err, err
 
 
 @pytest.mark.parametrize("example, code", [("reversal_ok", 0), ("reversal_mistake", 1),
@@ -312,14 +243,3 @@ def test_a_base_exception_from_a_function_is_an_error_entry_and_the_run_goes_on(
         later["error"].endswith("fixtures/contract_fns.py:381 in forward)")
 
 
-def test_an_exception_whose_str_raises_keeps_the_checks_made_before_it(tmp_path):
-    """Issue 36: reporting it raised again, and the entry lost every check it had made."""
-    r = check_function(fns.BackwardRaisesUnsayable, inputs={"x": x_(3)}, support=[],
-                       output_dir=tmp_path, quiet=True)
-    e = r.entries[0].summary
-    assert e.status == "failed" and e.error is None
-    assert [(c.name, c.passed) for c in e.checks[:3]] == [
-        ("forward runs", True), ("forward changes no input without ctx.mark_dirty", True),
-        ("backward runs", False)]
-    assert raised_in(e.checks[2].detail, "Unsayable: (its message could not be read: "
-                     "RuntimeError in its __str__)", "contract_fns.py", "backward")

@@ -1,17 +1,16 @@
-"""The checker at the edges real code reaches (issue 43, items 1-5): real sizes (fast mode),
-sparse tensors, float32 inside, references written with a hook, complex outputs. Each verdict
-is torch's own gradcheck's on the same Function (tests/fixtures/edge_fns.py: a right one and a
-wrong twin of each)."""
+"""The checker at the edges real code reaches (issue 43, items 2-5): sparse tensors, float32
+inside, references written with a hook, complex outputs (item 1, real sizes and fast mode:
+tests/test_gradients.py). Each verdict is torch's own gradcheck's on the same Function
+(tests/fixtures/edge_fns.py: a right one and a wrong twin of each)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from demos import check_function
-from demos.lab.checks import gradients, structure
 from tests.fixtures import edge_fns as fns
 
-D, CPU = torch.float64, torch.device("cpu")
+D = torch.float64
 
 
 def x_(*shape, seed=0):
@@ -25,52 +24,6 @@ def checked(tmp_path, fn, inputs, reference=None, **kwargs):
     e = r.entries[0]
     assert e.summary.error is None, e.summary.error  # a verdict, never an entry error
     return e, {c.name: c for c in e.checks}
-
-
-# -- 1. sizes: torch's fast mode past the full check's cost bound ---------------------------
-def test_a_right_function_at_real_size_passes_in_fast_mode(tmp_path):
-    e, c = checked(tmp_path, fns.SiLU, [x_(64, 128)], fns.silu, double_backward=True,
-                   support=["backward", "double_backward"])
-    assert e.status == "passed", [(k.name, k.detail) for k in e.failures]
-    assert "fast mode: 8,192 input and 8,192 output elements" in c["gradcheck"].detail
-    assert "fast mode" in c["gradgradcheck"].detail
-    assert "fast mode" in e.summary.support["SiLU"]["backward"].detail
-
-
-def test_a_wrong_function_at_real_size_fails_with_a_diagnosis_on_the_elements_it_affords(
-        tmp_path):
-    e, c = checked(tmp_path, fns.SiLUHalf, [x_(64, 128)], fns.silu, support=[])
-    found = c["gradcheck"]
-    assert found.passed is False and found.diagnosis.kind == "factor"
-    assert found.diagnosis.says.startswith("x0's gradient is 1/2 times the right one")
-    assert found.diagnosis.says.endswith("(found on x0[:16, :32], the output[:16, :32]: the "
-                                            "elements finite differences can afford)")
-    assert all(a < 16 and b < 32 for a, b in (el.at for el in found.diagnosis.elements))
-
-
-def test_a_check_even_fast_mode_cannot_afford_is_skipped_never_failed():
-    x = torch.randn(600_000, dtype=D, requires_grad=True)  # 10 passes over 1.2e6 elements
-    for found in (gradients.gradcheck("gradcheck", lambda v: v * 2, {"x": x}, CPU),
-                  structure.gradgradcheck("gradgradcheck", lambda v: v * 2, {"x": x}, CPU)):
-        assert found.passed is None and found.detail.startswith("not run: "), found.detail
-        assert "fast mode can afford" in found.detail
-
-
-@pytest.mark.parametrize("fn", [fns.SoftmaxAndLog, fns.SoftmaxAndLogOneTerm])
-def test_at_real_size_what_fast_mode_lets_through_the_full_check_on_a_block_does_not(
-        fn, tmp_path):
-    """torch's fast mode passes a softmax whose backward leaves out its log output's term at
-    [64, 128] (its tolerance grows with the sizes); the full check on the leading blocks
-    after it fails it, as torch's full gradcheck does at a smaller size. A dim argument, two
-    outputs: the right one passes."""
-    f = lambda t: fn.apply(t, 1)  # noqa: E731
-    assert torch.autograd.gradcheck(f, (x_(64, 128),), fast_mode=True, raise_exception=False)
-    small = torch.autograd.gradcheck(f, (x_(8, 16),), raise_exception=False)
-    e, c = checked(tmp_path, fn, [x_(64, 128), 1], support=[])
-    assert c["gradcheck"].passed is small, c["gradcheck"].detail
-    assert "then the full check runs on x0[" in c["gradcheck"].detail or not small
-    if not small:
-        assert c["gradcheck"].diagnosis.kind == "one contribution missing"
 
 
 # -- 2. sparse inputs, saves and outputs -----------------------------------------------------

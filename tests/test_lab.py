@@ -1,4 +1,4 @@
-"""The generic helpers: recording without syncs, graphs, plots, files."""
+"""The generic helpers: recording without syncs, graphs, plots, files, an error in one line."""
 import logging
 from pathlib import Path
 
@@ -221,3 +221,18 @@ def test_dots_temp_files_are_named_as_remove_temps_knows_them(tmp_path):
     graphs.render("digraph { a }", tmp_path / "g", str(dot))
     names = [Path(a[2:]).name for a in seen.read_text().split() if a.startswith("-o")]
     assert len(names) == 2 and all(TEMP_NAME.fullmatch(n) for n in names), names
+
+
+def test_an_exception_is_one_line_with_its_type_cut_at_the_limit():
+    from demos.lab.core.text import one_line
+
+    class Unsayable(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    assert one_line(ValueError("first line\n\n   second  line\n")) == \
+        "ValueError: first line second line"
+    assert one_line(KeyboardInterrupt()) == "KeyboardInterrupt"
+    assert one_line(ValueError("x" * 500), 20) == "ValueError: xxxxx..."
+    assert one_line(Unsayable()) == ("Unsayable: (its message could not be read: RuntimeError "
+                                     "in its __str__)")

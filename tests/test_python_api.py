@@ -222,16 +222,6 @@ def test_check_function_records_a_long_value_by_what_it_is(tmp_path):
     assert max(p.stat().st_size for p in r.folder.rglob("*") if p.is_file()) < 100_000
 
 
-@pytest.mark.slow
-def test_a_literal_value_holds_what_a_shape_may(tmp_path):
-    """100,000 numbers at most, as for a random input's shape (2 s: the config is read)."""
-    with pytest.raises(ConfigError, match=r"scenarios\[0\]\.inputs\[0\]\.value: at most 100,000 "
-                                          r"numbers, as for shape .*, got 100,001; pass"):
-        check_function(Doubled, inputs=[{"value": [0.5] * 100_001}, (), ()],
-                       output_dir=tmp_path / "refused")
-    assert not (tmp_path / "refused").exists()
-
-
 def test_check_function_takes_the_configs_input_specs(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(MY_OPS.parent))
     import my_ops

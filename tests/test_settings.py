@@ -1,7 +1,8 @@
 """No setting bends a verdict (issue 43, item 9): torch's compiler switched off, settings an entry
 leaves behind, a custom op name two files define, a file edited between two runs of a process,
-forward mode without a rule, a Function that changes its input in place, an integer output, an
-input range wider than a float: each judged as alone, fresh, and as torch's gradcheck judges."""
+forward mode without a rule, a Function that changes its input in place, an integer output: each
+judged as alone, fresh, and as torch's gradcheck judges (an input range wider than a float:
+tests/test_inputs.py)."""
 from __future__ import annotations
 
 import os
@@ -262,17 +263,6 @@ def test_forward_mode_runs_each_pass_fresh_and_takes_no_tangent_as_zeros(functio
     failed = {c.name: c.detail for c in r.failures}  # (tangents of 1 are sorted already:
     assert set(failed) <= {"forward mode agrees: forward_mode", "support matrix"}, failed
     assert "fails: forward_ad" in failed["support matrix"]  # the row's gradcheck sees it)
-
-
-# -- inputs a float cannot hold ----------------------------------------------------------------
-def test_an_input_range_wider_than_a_float_is_a_config_error(tmp_path):
-    path = config(tmp_path, {**function_entry("ExpInPlace", "exp"), "inputs": [
-        {"name": "x", "shape": [3], "low": -1e308, "high": 1e308}]})
-    code, out, err = cli("--config", path, "--print-config")
-    assert code == 2 and not out
-    assert err == (f"error: {path}: scenarios[0].inputs[0].high: [low, high] = [-1e+308, "
-                   f"1e+308] is wider than a float64 holds (high - low overflows: every input "
-                   f"would be inf or nan); narrow it\n")
 
 
 # -- torch's own test Functions ----------------------------------------------------------------
