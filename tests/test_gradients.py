@@ -15,7 +15,6 @@ from demos.documents.functions import (
     relu_reference,
 )
 from demos.lab.checks import gradients, structure
-from demos.lab.checks import gradients as checks  # its name in the older tests here
 from demos.lab.core.config import Expect, Target
 from demos.scenarios.legendre_fit import LegendrePolynomial3
 from demos.scenarios.linear_function import LinearFunction
@@ -54,40 +53,41 @@ LINEAR = {"input": torch.randn(6, 4, generator=G, requires_grad=True),
     (LinearFunction.apply, LinearNoBiasSum.apply, linear_reference, LINEAR),
 ])
 def test_gradcheck_and_parity_pass_on_right_and_fail_on_wrong_backward(good, wrong, ref, inputs):
-    assert checks.gradcheck("g", good, inputs, CPU).passed is True
-    assert checks.parity("p", good, ref, inputs, CPU).passed is True
-    bad_g = checks.gradcheck("g", wrong, inputs, CPU)
-    bad_p = checks.parity("p", wrong, ref, inputs, CPU)
+    assert gradients.gradcheck("g", good, inputs, CPU).passed is True
+    assert gradients.parity("p", good, ref, inputs, CPU).passed is True
+    bad_g = gradients.gradcheck("g", wrong, inputs, CPU)
+    bad_p = gradients.parity("p", wrong, ref, inputs, CPU)
     assert bad_g.passed is False and "Jacobian mismatch" in bad_g.detail
     assert bad_p.passed is False and "grad" in bad_p.detail and "differs" in bad_p.detail
 
 
 def test_failure_details_name_the_input():
-    g = checks.gradcheck("g", MultiplyAddSwapped.apply, WXB, CPU)
+    g = gradients.gradcheck("g", MultiplyAddSwapped.apply, WXB, CPU)
     assert "input 0 (w)" in g.detail
-    p = checks.parity("p", MultiplyAddSwapped.apply, multiply_add_reference, WXB, CPU)
+    p = gradients.parity("p", MultiplyAddSwapped.apply, multiply_add_reference, WXB, CPU)
     assert p.detail.startswith("grad w differs")
 
 
 def test_parity_reports_a_function_that_raises_as_a_failed_check():
     def broken(x):
         raise RuntimeError("boom")
-    c = checks.parity("p", broken, legendre_p3_reference, X, CPU)
+    c = gradients.parity("p", broken, legendre_p3_reference, X, CPU)
     assert c.passed is False and raised_in(c.detail, "RuntimeError: boom", "test_gradients.py",
                                            "broken")
 
 
 def test_parity_catches_a_wrong_forward():
-    c = checks.parity("p", lambda x: legendre_p3_reference(x) + 1e-3, legendre_p3_reference, X, CPU)
+    c = gradients.parity("p", lambda x: legendre_p3_reference(x) + 1e-3, legendre_p3_reference,
+                         X, CPU)
     assert c.passed is False and c.detail.startswith("value differs")
 
 
 def test_close_and_check():
-    assert checks.close("eq", torch.ones(2), torch.ones(2)).passed
-    assert not checks.close("eq", torch.ones(2), torch.zeros(2)).passed
-    assert not checks.close("eq", torch.ones(2), torch.ones(3)).passed
-    assert not checks.close("eq", None, torch.ones(3)).passed
-    assert checks.check("t", True, "d").passed is True
+    assert gradients.close("eq", torch.ones(2), torch.ones(2)).passed
+    assert not gradients.close("eq", torch.ones(2), torch.zeros(2)).passed
+    assert not gradients.close("eq", torch.ones(2), torch.ones(3)).passed
+    assert not gradients.close("eq", None, torch.ones(3)).passed
+    assert gradients.check("t", True, "d").passed is True
 
 
 def expect(**targets):
@@ -97,8 +97,8 @@ def expect(**targets):
 
 def test_expect_value_with_tolerances():
     e = expect(params={"b": {"value": -2.2085268, "rtol": 1e-5}})
-    assert checks.expect(e, {"b": -2.20852}, {})[0].passed is True
-    failed = checks.expect(e, {"b": -2.0}, {})[0]
+    assert gradients.expect(e, {"b": -2.20852}, {})[0].passed is True
+    failed = gradients.expect(e, {"b": -2.0}, {})[0]
     assert failed.passed is False and failed.name == "expect params.b"
     assert "-2; expected -2.2085268" in failed.detail
 
@@ -112,22 +112,22 @@ def test_expect_tolerance_defaults():
 
 def test_expect_min_max_and_nan():
     e = expect(metrics={"acc": {"min": 0.95}, "loss": {"max": 1e-2}})
-    assert [c.passed for c in checks.expect(e, {}, {"acc": 0.96, "loss": 1e-3})] == [True, True]
-    assert [c.passed for c in checks.expect(e, {}, {"acc": 0.90, "loss": 1.0})] == [False, False]
-    assert checks.expect(e, {}, {"acc": math.nan, "loss": 0.0})[0].passed is False
+    assert [c.passed for c in gradients.expect(e, {}, {"acc": 0.96, "loss": 1e-3})] == [True, True]
+    assert [c.passed for c in gradients.expect(e, {}, {"acc": 0.90, "loss": 1.0})] == [False, False]
+    assert gradients.expect(e, {}, {"acc": math.nan, "loss": 0.0})[0].passed is False
 
 
 def test_expect_a_name_the_scenario_does_not_produce_fails():
-    c = checks.expect(expect(metrics={"accuracy": {"min": 0.5}}), {}, {"final_loss": 1.0})[0]
+    c = gradients.expect(expect(metrics={"accuracy": {"min": 0.5}}), {}, {"final_loss": 1.0})[0]
     assert c.passed is False and "produced no metric 'accuracy'" in c.detail
 
 
 def test_expect_in_dry_run_is_not_evaluated_but_missing_names_still_fail():
     e = expect(metrics={"final_loss": {"max": 1e-9}, "nope": {"max": 1}})
-    skipped, missing = checks.expect(e, {}, {"final_loss": 5.0}, skip="--dry-run")
+    skipped, missing = gradients.expect(e, {}, {"final_loss": 5.0}, skip="--dry-run")
     assert skipped.passed is None and skipped.detail.startswith("not evaluated in --dry-run (5;")
     assert missing.passed is False
-    diverged = checks.expect(e, {}, {}, skip="training diverged")
+    diverged = gradients.expect(e, {}, {}, skip="training diverged")
     assert [c.passed for c in diverged] == [None, None]
 
 
@@ -135,21 +135,21 @@ def test_a_jacobian_too_big_to_hold_is_checked_in_fast_mode_never_built():
     import time
     x = torch.randn(100_000, dtype=torch.float64, requires_grad=True)  # 1e10 entries
     started = time.monotonic()
-    found = checks.gradcheck("gradcheck", lambda v: v * 2, {"x": x}, torch.device("cpu"))
+    found = gradients.gradcheck("gradcheck", lambda v: v * 2, {"x": x}, torch.device("cpu"))
     assert found.passed is True and time.monotonic() - started < 5
     assert found.detail.endswith("; fast mode: 100,000 input and 100,000 output elements make "
                                  "the full check's dense Jacobians cost 20,000,000,000, past "
                                  "10,000,000; it compares random projections of them, then the "
                                  "full check runs on x[:49], the output[:49]")
-    one_out = checks.gradcheck("gradcheck", lambda v: v.sum(), {"x": x[:5000]},
+    one_out = gradients.gradcheck("gradcheck", lambda v: v.sum(), {"x": x[:5000]},
                                torch.device("cpu"))  # a scalar output: still n_in squared
     assert one_out.passed is True and "cost 25,005,000," in one_out.detail
     few_in = torch.randn(5, dtype=torch.float64, requires_grad=True)  # a wide output: a
-    wide = checks.gradcheck("gradcheck", lambda v: v.repeat(100_000),  # backward per element
+    wide = gradients.gradcheck("gradcheck", lambda v: v.repeat(100_000),  # backward per element
                             {"x": few_in}, torch.device("cpu"))
     assert wide.passed is True and "5 input and 500,000 output elements" in wide.detail
     # a wrong gradient (-1 for 2) fails as fast: torch's rerun in slow mode is left out
-    wrong = checks.gradcheck("gradcheck", lambda v: 3 * v.detach() - v, {"x": x},
+    wrong = gradients.gradcheck("gradcheck", lambda v: 3 * v.detach() - v, {"x": x},
                              torch.device("cpu"))
     assert wrong.passed is False and wrong.detail == (
         "GradcheckError: Jacobian mismatch for output 0 with respect to input 0 (x)")
@@ -158,7 +158,7 @@ def test_a_jacobian_too_big_to_hold_is_checked_in_fast_mode_never_built():
 
 def test_parity_names_the_relative_error_where_the_absolute_one_is_worst():
     x = torch.tensor([1000.0, 1.0], dtype=torch.float64, requires_grad=True)
-    found = checks.parity("parity", lambda v: v * torch.tensor([1.01, 1.5], dtype=v.dtype),
+    found = gradients.parity("parity", lambda v: v * torch.tensor([1.01, 1.5], dtype=v.dtype),
                           lambda v: v, {"x": x}, torch.device("cpu"))
     assert found.passed is False
     assert found.detail.startswith("value differs: max abs err 10, rel 0.01 at (0,)"), found.detail
@@ -191,9 +191,9 @@ def test_a_long_check_stops_at_its_next_evaluation_once_a_stop_is_requested():
         if len(calls) == 10:
             stop.requested = "SIGINT"  # Ctrl-C during the check
         return v * 2
-    assert checks.gradcheck("gradcheck", lambda v: v * 2, x, CPU, stop).passed
+    assert gradients.gradcheck("gradcheck", lambda v: v * 2, x, CPU, stop).passed
     with pytest.raises(Stopped, match="stopped by SIGINT"):
-        checks.gradcheck("gradcheck", double, x, CPU, stop)
+        gradients.gradcheck("gradcheck", double, x, CPU, stop)
     assert len(calls) == 10  # of the hundred it needs
 
 
@@ -201,7 +201,7 @@ def test_parity_reports_errors_relative_to_the_reference_scale_not_near_zero_ele
     """A rounding-size difference at an element that is zero is tiny next to the values the
     check compares; element by element it would read as infinitely large."""
     x = {"x": torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64, requires_grad=True)}
-    c, errors = checks.compare_to_reference("parity", lambda x: x * 3 + 1e-12,
+    c, errors = gradients.compare_to_reference("parity", lambda x: x * 3 + 1e-12,
                                             lambda x: x * 3, x, torch.device("cpu"))
     assert c.passed, c.detail
     assert errors["max_abs_error"] == pytest.approx(1e-12, rel=1e-3)

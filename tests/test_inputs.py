@@ -57,11 +57,11 @@ def test_input_spec_errors(tmp_path, capsys, inputs, message):
                                       "tensor"),
 ])
 def test_a_wrong_argument_spec_is_one_line(tmp_path, spec, message, capsys):
-    config = tmp_path / "c.yaml"
-    config.write_text("scenarios:\n- scenario: custom_function\n  function: m:F\n  inputs:\n"
-                      f"  - {{shape: [2]}}\n  - {spec}\n".replace("'", '"').replace(
-                          "False", "false"))
-    assert run_main(tmp_path / "o", "--config", config) == 2
+    path = tmp_path / "c.yaml"
+    path.write_text("scenarios:\n- scenario: custom_function\n  function: m:F\n  inputs:\n"
+                    f"  - {{shape: [2]}}\n  - {spec}\n".replace("'", '"').replace(
+                        "False", "false"))
+    assert run_main(tmp_path / "o", "--config", path) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
 
@@ -117,5 +117,5 @@ def test_the_arguments_reach_apply_as_given(tmp_path):
     assert set(failed) == {"gradcheck", "parity with the reference"}
     assert "input 0 (x)" in failed["gradcheck"] and "grad x differs" in failed[
         "parity with the reference"]
-    config = (r.folder / "config.yaml").read_text()
-    assert "dtype: int64" in config and "tensor: false" in config
+    written = (r.folder / "config.yaml").read_text()
+    assert "dtype: int64" in written and "tensor: false" in written
