@@ -49,7 +49,7 @@ from demos.lab.core.results import (
 from demos.lab.core.safe_yaml import read_yaml
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import StopRequest
-from demos.lab.core.user_code import Code, Given
+from demos.lab.core.user_code import Code, Supplied
 from demos.lab.pages import inline, report
 from demos.lab.pages.artifacts import Artifacts
 from demos.lab.pages.templating import render
@@ -316,7 +316,8 @@ def check_function(function: Any, inputs: Any, reference: Callable[..., Any] | N
                              "function": Code(name_of(function), function),
                              "inputs": input_specs(inputs)}
     rows = "a capability's name or a list of them"
-    for key, value in (("reference", reference and Code(name_of(reference), reference)),
+    for key, value in (("reference", None if reference is None else Code(name_of(reference),
+                                                                          reference)),
                        ("double_backward", double_backward or None),
                        ("intended", intended or None), ("rtol", rtol),
                        ("atol", atol), ("require", texts("require", require, rows) or None),
@@ -560,7 +561,7 @@ def entry_id_of(function: Any) -> str:
 
 def input_specs(inputs: Any) -> list[dict[str, Any]]:
     """check_function's inputs as the config's input specs, each holding what was given
-    (Given): a tensor, described by its shape and marked `given`; a value that is no tensor,
+    (Supplied): a tensor, described by its shape and marked `given`; a value that is no tensor,
     passed to apply as it is."""
     items = (list(inputs.items()) if isinstance(inputs, Mapping)
              else [(None, x) for x in (inputs if isinstance(inputs, (list, tuple)) else [inputs])])
@@ -578,7 +579,7 @@ def input_specs(inputs: Any) -> list[dict[str, Any]]:
             specs.append({"name": name, "shape": list(x.shape), "given": True,
                           "dtype": "float64" if floating else str(x.dtype).removeprefix("torch."),
                           "requires_grad": floating and bool(x.requires_grad),
-                          "value": Given(x)})
+                          "value": Supplied(x)})
         else:  # a number, a tuple, None: passed to apply as it is
             specs.append({"name": name, "tensor": False, **recorded(x)})
     return specs
@@ -591,14 +592,14 @@ def recorded(x: Any) -> dict[str, Any]:
     value = list(x) if isinstance(x, tuple) else x
     try:
         if len(repr(x)) <= 1000 and yaml.safe_dump(value):
-            return {"value": Given(x, value)}
+            return {"value": Supplied(x, value)}
     except Exception:  # no plain data (an array): yaml cannot write it
         pass
     shape = getattr(x, "shape", None)
     size = f" of shape {list(shape)}" if shape is not None else \
         f" of {len(x)} items" if hasattr(x, "__len__") else ""
     return {"given": True,
-            "value": Given(x, f"<{type(x).__name__}{size}, given to check_function>")}
+            "value": Supplied(x, f"<{type(x).__name__}{size}, given to check_function>")}
 
 
 # -- running it here ------------------------------------------------------------------------

@@ -41,10 +41,13 @@ from demos.lab.core.schema import (
     param,  # a Config field: default, help, bounds
 )
 from demos.lab.core.text import one_line  # an exception as one short line: "ValueError: ..."
-from demos.lab.core.tolerance import FLOAT64  # (rtol, atol): float64 against float64
+from demos.lab.core.tolerance import (
+    FLOAT32_TOL,  # (rtol, atol): float32 against float64
+    FLOAT64_TOL,  # (rtol, atol): float64 against float64
+)
 from demos.lab.core.user_code import (
     Code,  # user code a config names ("file.py:Attr"), with the object itself once loaded
-    Given,  # a value check_function was handed, itself (a tensor, a tuple)
+    Supplied,  # a value check_function was handed, itself (a tensor, a tuple)
     claim,  # a name the user's code defines for the whole process (a custom op's), by one file
     load_object,  # the user's module:Attr, loaded
     split_spec,  # "module:Attr" checked and split
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
     from demos.lab.checks import support  # the support matrix: classic_and_twin, matrix, checks
     from demos.lab.checks.diagnose import deliberate  # a gradcheck failing where parity holds
     from demos.lab.checks.gradients import (
+        COMPUTES_IN_FLOAT32,  # the check that says a Function computes in float32
         changes_a_leaf,  # whether a Function changes an input in place (mark_dirty)
         check,  # check(name, passed, detail): a Check from a condition
         close,  # close(name, actual, expected, rtol): a Check that two tensors agree

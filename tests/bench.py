@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from demos.lab.core.files import dumps
-from demos.lab.core.fingerprint import auto_threads, available_cores
+from demos.lab.core.machine import auto_threads, available_cores
 from demos.lab.pages.artifacts import Artifacts
 from demos.lab.runner.context import Context, Shared
 from demos.scenarios import registry

@@ -12,8 +12,8 @@ import torch
 from demos.cli import main
 from demos.lab.comparing.baseline import read_baseline as load_baseline
 from demos.lab.core.config import load
+from demos.lab.core.files import make_run_dir
 from demos.lab.core.schema import ConfigError
-from demos.lab.runner.run import make_run_dir
 from demos.scenarios import registry
 from demos.scenarios.legendre_fit import LegendrePolynomial3
 from tests.conftest import (

@@ -19,12 +19,11 @@ import pytest
 import torch
 
 from demos.cli import main
-from demos.lab.core.files import save_atomic, write_atomic
+from demos.lab.core.files import make_run_dir, save_atomic, write_atomic
 from demos.lab.core.results import EXIT_CODES, EXIT_INTERRUPTED
 from demos.lab.core.signals import SignalHandler
 from demos.lab.runner.context import Context, Diverged, Shared, StopRequest  # noqa: F401
 from demos.lab.runner.recorder import Recorder
-from demos.lab.runner.run import make_run_dir
 from demos.scenarios import registry
 from demos.scenarios.legendre_fit import Config as LegendreFit
 from tests.conftest import (
@@ -532,14 +531,14 @@ def test_sigterm_or_sighup_during_start_up_is_one_line_and_130(tmp_path, monkeyp
 
 def test_a_signal_while_the_run_folder_is_made_ends_in_an_interrupted_run(tmp_path,
                                                                          monkeypatch, capsys):
-    from demos.lab.runner import run as run_mod
-    real = run_mod.make_run_dir
+    from demos.lab.core import files
+    real = files.make_run_dir
 
     def make_then_signal(output_dir, now):
         path = real(output_dir, now)
         os.kill(os.getpid(), signal.SIGTERM)
         return path
-    monkeypatch.setattr(run_mod, "make_run_dir", make_then_signal)
+    monkeypatch.setattr(files, "make_run_dir", make_then_signal)
     assert run_main(tmp_path, "--config", QUICK) == EXIT_INTERRUPTED
     err = capsys.readouterr().err
     assert "Traceback" not in err and "before the run started" not in err

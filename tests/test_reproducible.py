@@ -7,7 +7,7 @@ entries run under every level; lenet, the costly one, under one other level at 2
 import pytest
 
 from demos.lab.comparing.ensemble import AVX512
-from demos.lab.core.fingerprint import cpu_flags
+from demos.lab.core.machine import cpu_flags
 from tests.conftest import BASELINE, CONFIGS, NO_SUPPORT, only_run_dir, run_cli, summary
 
 CHEAP = ("legendre_fit,my_relu,multiply_add,computation_graph,autograd_internals,my_exp,"

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from demos.lab.core import fingerprint as fp
+from demos.lab.core import machine as fp
 from demos.lab.core.scenario import Target
 from demos.lab.core.tolerance import (
     ARITHMETIC,

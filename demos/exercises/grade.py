@@ -30,7 +30,7 @@ from demos.lab.core.results import Diagnosis
 from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import signal_handler
 from demos.lab.core.text import one_line
-from demos.lab.core.tolerance import REFERENCE
+from demos.lab.core.tolerance import REFERENCE_TOL
 from demos.lab.tensors import agree, fresh, same
 
 MAX_SOURCE = 1 << 20  # a submission's bytes
@@ -290,7 +290,7 @@ def grade_case(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], s
     with torch.enable_grad():
         right = reference(*theirs.values())
     if not isinstance(out, torch.Tensor) or out.shape != right.shape or not agree(
-            out.detach(), right.detach(), *REFERENCE):
+            out.detach(), right.detach(), *REFERENCE_TOL):
         return ("forward gives other values than the statement's forward (it is given: "
                 "leave it as it is)")
     go = grad_output(out.shape, seed)
@@ -309,7 +309,7 @@ def grade_case(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor], s
     expected = torch.autograd.grad(right, [theirs[k] for k in wrt], go, allow_unused=True)
     returned = record.returned[0] if record.returned else None
     return (returned_wrong(returned, xs, names),
-            [k for k, a, b in zip(wrt, got, expected) if not same(a, b, REFERENCE)])
+            [k for k, a, b in zip(wrt, got, expected) if not same(a, b, *REFERENCE_TOL)])
 
 
 def returned_wrong(returned: Any, xs: dict[str, torch.Tensor], names: list[str]) -> str:
@@ -348,7 +348,7 @@ def second_right(fn: Callable, reference: Callable, xs: dict[str, torch.Tensor],
         except Exception:
             return False
         results.append(hs)
-    return all(same(a, b, REFERENCE) for a, b in zip(*results))
+    return all(same(a, b, *REFERENCE_TOL) for a, b in zip(*results))
 
 
 # -- why: the lab's diagnosis, as hints ----------------------------------------------------------

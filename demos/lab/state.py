@@ -41,20 +41,20 @@ def compiler_settings() -> dict[tuple[str, str], Any]:
     read from torch's record of what was set: reading them imports and warns of nothing."""
     return {(name, key): copy.deepcopy(v) for name, m in list(sys.modules.items())
             if isinstance(m, ConfigModule) for key, entry in m._config.items()
-            if (v := entry.user_override.get()) is not UNSET and not unchanged(v, entry.default)}
+            if (v := entry.user_override.get()) is not UNSET and not same_setting(v, entry.default)}
 
 
 def use_compiler_settings(values: dict[tuple[str, str], Any]) -> None:
     """torch's config modules set to `values` (compiler_settings()'s; a key left out: default)."""
     now = compiler_settings()
     for name, key in {*now, *values}:
-        if not unchanged(now.get((name, key), UNSET), values.get((name, key), UNSET)):
+        if not same_setting(now.get((name, key), UNSET), values.get((name, key), UNSET)):
             module = sys.modules[name]  # as its own __setattr__ does, and back to unset
             module._config[key].user_override.set(values.get((name, key), UNSET))
             module._hash_dirty_var.set(True), module._get_dict_dirty_keys_var.set(None)
 
 
-def unchanged(a: Any, b: Any) -> bool:
+def same_setting(a: Any, b: Any) -> bool:
     try:
         return a is b or type(a) is type(b) and bool(a == b)
     except Exception:  # a value that will not compare (an array): taken as changed
@@ -77,7 +77,7 @@ def restore_global_state(before: dict[str, Any]) -> list[str]:
     "torch's default dtype torch.float64 (the run's: torch.float32)"."""
     now, said = global_state(), []
     for name, value in before.items():
-        if unchanged(now[name], value):
+        if same_setting(now[name], value):
             continue
         if name != "the environment":
             said.append(f"{name} {show_setting(now[name])} (the run's: {show_setting(value)})")

@@ -41,13 +41,14 @@ def agree(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float
         isclose(actual, expected, rtol, atol, equal_nan).all())
 
 
-def same(got: torch.Tensor | None, expected: torch.Tensor | None,
-         tolerance: tuple[float, float], equal_nan: bool = False) -> bool:
-    """Whether gradient `got` is `expected` within `tolerance` (rtol, atol), as autograd would
-    take it (`aligned`): the comparison of every gradient the checks and the grader make."""
+def same(got: torch.Tensor | None, expected: torch.Tensor | None, rtol: float, atol: float,
+         equal_nan: bool = False) -> bool:
+    """Whether gradient `got` is `expected`, as autograd would take it (`aligned`: None as
+    zero, a broadcast summed), then `agree`: the comparison of every gradient the checks and
+    the grader make."""
     if got is None and expected is None:
         return True
-    return agree(*aligned(got, expected), *tolerance, equal_nan)
+    return agree(*aligned(got, expected), rtol, atol, equal_nan)
 
 
 def aligned(got: torch.Tensor | None,

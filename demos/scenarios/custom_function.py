@@ -15,16 +15,17 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from demos.scenario_api import (
-    FLOAT64,
+    FLOAT32_TOL,
+    FLOAT64_TOL,
     Capability,
     Check,
     Code,
     ConfigError,
-    Given,
     InputSpec,
     Result,
     Scenario,
     ScenarioConfig,
+    Supplied,
     graph_files,
     make_inputs,
     param,
@@ -56,8 +57,8 @@ class Config(ScenarioConfig):
                                   "the reference's autograd gives the intended gradient, and "
                                   "every check compares with it, gradcheck's finite "
                                   "differences nowhere")
-    rtol: float = param(FLOAT64[0], "parity: relative tolerance against the reference", ge=0)
-    atol: float = param(FLOAT64[1], "parity: absolute tolerance against the reference", ge=0)
+    rtol: float = param(FLOAT64_TOL[0], "parity: relative tolerance against the reference", ge=0)
+    atol: float = param(FLOAT64_TOL[1], "parity: absolute tolerance against the reference", ge=0)
     support: list[Capability] = support_param(every_row=True)
     require: list[Capability] = param([], "capabilities that must be ok: an unsupported one "
                                           "among them is a failed check of its own (a row "
@@ -88,37 +89,39 @@ class Config(ScenarioConfig):
 
 
 def prepare(cfg: Config, where: str) -> Config:
-    """The entry with its Function (and reference) loaded, once the run starts; checked for
-    what they are. The objects check_function was given are used as they are."""
+    """The entry with its Function (and reference) loaded where the config names it by text,
+    once the run starts; checked for what it is. What check_function was given is used as it
+    is."""
     import torch
     from torch._library.custom_ops import OPDEFS
+    from torch._library.custom_ops import CustomOpDef as OpDef
 
     from demos.scenario_api import claim, load_object
 
     for i, spec in enumerate(cfg.inputs):
-        if spec.given and not isinstance(spec.value, Given):
+        if spec.given and not isinstance(spec.value, Supplied):
             raise ConfigError(f"{where}.inputs[{i}].given: only check_function gives a tensor "
                               f"(from Python); a config gives shape or value")
-    if cfg.function.value is not None:
-        return cfg
-    before = dict(OPDEFS)
-    spec, ref = cfg.function.spec, cfg.reference and cfg.reference.spec
-    fn = load_object(spec, f"{where}.function")
-    if isinstance(fn, torch.library.CustomOpDef) and OPDEFS.get(fn._qualname) is not fn:
-        # another file defined its name since its file loaded (an earlier run): it loads anew
-        fn = load_object(spec, f"{where}.function", again=True)
-    if not (isinstance(fn, type) and issubclass(fn, torch.autograd.Function)
-            or isinstance(fn, torch.library.CustomOpDef)):
-        raise ConfigError(f"{where}.function: {spec} is not a torch.autograd.Function "
-                          f"subclass or a torch.library.custom_op (got {type(fn).__name__})")
-    reference = None if ref is None else load_object(ref, f"{where}.reference")
-    if ref is not None and not callable(reference):
-        raise ConfigError(f"{where}.reference: {ref} is not callable")
-    mine = [fn] if isinstance(fn, torch.library.CustomOpDef) else []
+    before, function, reference, mine = dict(OPDEFS), cfg.function, cfg.reference, []
+    if function.value is None:
+        fn = load_object(function.spec, f"{where}.function")
+        if isinstance(fn, OpDef) and OPDEFS.get(fn._qualname) is not fn:
+            # another file defined its name since its file loaded (an earlier run): anew
+            fn = load_object(function.spec, f"{where}.function", again=True)
+        if not (isinstance(fn, type) and issubclass(fn, torch.autograd.Function)
+                or isinstance(fn, OpDef)):
+            raise ConfigError(f"{where}.function: {function.spec} is not a "
+                              f"torch.autograd.Function subclass or a torch.library.custom_op "
+                              f"(got {type(fn).__name__})")
+        function, mine = Code(function.spec, fn), [fn] if isinstance(fn, OpDef) else []
+    if reference is not None and reference.value is None:
+        reference = Code(reference.spec, load_object(reference.spec, f"{where}.reference"))
+        if not callable(reference.value):
+            raise ConfigError(f"{where}.reference: {reference.spec} is not callable")
     for op in [*mine, *(op for q, op in OPDEFS.items() if before.get(q) is not op)]:
         claim(f"the custom op {op._qualname}", op._init_fn.__code__.co_filename,
               f"{where}.function")
-    return replace(cfg, function=Code(spec, fn), reference=ref and Code(ref, reference))
+    return replace(cfg, function=function, reference=reference)
 
 
 INTENDED = "backward gives the intended gradient (the reference's)"
@@ -146,6 +149,7 @@ def check_yours(cfg: Config, ctx: Context) -> Result:
     import torch
 
     from demos.scenario_api import (
+        COMPUTES_IN_FLOAT32,
         backward_structure,
         changes_a_leaf,
         compare_to_reference,
@@ -180,7 +184,7 @@ def check_yours(cfg: Config, ctx: Context) -> Result:
     # every check makes its own copies: what a Function does to one reaches no other
     drawn, _ = floating(make_inputs(cfg.inputs, ctx.seed, ctx.check_device))
     outs = output_tensors(ctx.forward(lambda: apply(*drawn.values()), drawn))
-    low = any(c.name == support.COMPUTES_IN_FLOAT32 for c in found)  # judged as float32
+    low = any(c.name == COMPUTES_IN_FLOAT32 for c in found)  # judged as float32
     if not cfg.intended:  # an intended gradient is checked by parity with the reference
         found.append(gradcheck("gradcheck", apply, inputs, ctx.check_device, ctx.stop, low))
     if cfg.double_backward:
@@ -196,8 +200,8 @@ def check_yours(cfg: Config, ctx: Context) -> Result:
     if reference is not None:
         check, metrics = compare_to_reference(
             INTENDED if cfg.intended else "parity with the reference", apply, reference,
-            inputs, ctx.check_device, rtol=max(cfg.rtol, support.FLOAT32[0] if low else 0),
-            atol=max(cfg.atol, support.FLOAT32[1] if low else 0))
+            inputs, ctx.check_device, rtol=max(cfg.rtol, FLOAT32_TOL[0] if low else 0),
+            atol=max(cfg.atol, FLOAT32_TOL[1] if low else 0))
         found.append(check)
         if check.passed and not cfg.intended:  # gradcheck fails where the reference agrees
             found = [deliberate(c) if c.name == "gradcheck" and c.passed is False else c

@@ -14,7 +14,7 @@ import torch.autograd.forward_ad as fwAD
 from demos.lab.core.files import strict
 from demos.lab.core.results import Check, Diagnosis, Element
 from demos.lab.core.text import message
-from demos.lab.core.tolerance import NUMERICAL, REFERENCE
+from demos.lab.core.tolerance import NUMERICAL_TOL, REFERENCE_TOL
 from demos.lab.tensors import abs_error, aligned, fresh, isclose, output_tensors, same
 
 
@@ -46,8 +46,8 @@ class Maps:
     at: Callable[[Mapping[str, torch.Tensor]], Pull | None]
     point: Mapping[str, torch.Tensor]
     forward: bool = False
-    tolerance: tuple[float, float] = NUMERICAL  # (rtol, atol): as the check that failed
-    #                                             compares (a reference's: REFERENCE)
+    tolerance: tuple[float, float] = NUMERICAL_TOL  # (rtol, atol): as the check that failed
+    #                                             compares (a reference's: REFERENCE_TOL)
 
     def it(self, r: str) -> str:
         return f"the tangent of {r}" if self.forward else f"{r}'s gradient"
@@ -68,7 +68,7 @@ def diagnose(m: Maps) -> Diagnosis | None:
         got = [m.got(space, v) for v in probes]
         want = [m.expected(space, v) for v in probes]
         for name in m.results:
-            if all(same(a.get(name), b.get(name), m.tolerance) for a, b in zip(got, want)):
+            if all(same(a.get(name), b.get(name), *m.tolerance) for a, b in zip(got, want)):
                 continue
             if all(b.get(name) is None for b in want):
                 continue  # nothing is expected to flow there
@@ -130,12 +130,12 @@ class Pair:
             none = self.all_got[0].get(x) is None
             return "zero", (f"{it} is {'None' if none else 'zero'} where one is needed: "
                             f"return the derivative times {m.incoming} for {x}")
-        if same(g1, g2, m.tolerance) and not same(e1, e2, m.tolerance):
+        if same(g1, g2, *m.tolerance) and not same(e1, e2, *m.tolerance):
             return "not multiplied", (f"{it} does not change with {m.incoming}: it is the "
                                       f"local derivative, not multiplied by {m.incoming}")
         tried += ["a factor", "a sign"]
         c = factor(g1, e1)
-        if c is not None and same(g2, c * e2, m.tolerance):
+        if c is not None and same(g2, c * e2, *m.tolerance):
             return self.factor_kind(c)
         for other in m.results:
             theirs = [w.get(other) for w in self.all_expected]
@@ -143,23 +143,23 @@ class Pair:
             if other == x or m.results[other].shape != m.results[x].shape:
                 continue
             tried.append(f"a swap with {other}")
-            if all(t is not None and t.shape == g.shape and same(g, t, m.tolerance)
+            if all(t is not None and t.shape == g.shape and same(g, t, *m.tolerance)
                    for g, t in zip((g1, g2), theirs)) and \
-                    all(same(o, e, m.tolerance) for o, e in zip(mine, (e1, e2))):
+                    all(same(o, e, *m.tolerance) for o, e in zip(mine, (e1, e2))):
                 what, per = ("tangents", "output") if m.forward else \
                     ("gradients", "input of forward")
                 return "swapped", (f"{it} is {other}'s: the {what} of {x} and {other} come in "
                                    f"the wrong order (one per {per}, in order)")
         if e1.dim() >= 2 and e1.shape[-1] == e1.shape[-2]:
             tried.append("a transpose")
-            if same(g1, e1.mT, m.tolerance) and same(g2, e2.mT, m.tolerance):
+            if same(g1, e1.mT, *m.tolerance) and same(g2, e2.mT, *m.tolerance):
                 return "transposed", (f"{it} is the right one transposed (its last two "
                                       f"dimensions): a .t() or .transpose(-1, -2) (or a "
                                       f"matmul's operands) the wrong way round")
         out = m.spaces[self.space]
         if not m.forward and out.dim() >= 2 and out.shape[-1] == out.shape[-2]:
             tried.append("grad_output transposed")
-            if all(same(g, m.expected(self.space, v.mT.contiguous()).get(x), m.tolerance)
+            if all(same(g, m.expected(self.space, v.mT.contiguous()).get(x), *m.tolerance)
                    for g, v in zip((g1, g2), self.probes)):
                 return "transposed", (f"{it} is the right one for grad_output transposed (its "
                                       f"last two dimensions): grad_output, or a sum of it, "
@@ -194,7 +194,7 @@ class Pair:
         for _, says, ys in moved:
             with contextlib.suppress(Exception):  # the forward may refuse that point
                 right = m.at(ys)  # type: ignore[misc]
-                if right and all(same(g, right(self.space, v).get(self.name), m.tolerance)
+                if right and all(same(g, right(self.space, v).get(self.name), *m.tolerance)
                                  for g, v in zip((g1, g2), self.probes)):
                     return "transformed input", f"{m.it(self.name)} is the right one {says}"
         return None
@@ -223,7 +223,7 @@ class Pair:
                 continue
             v = torch.randn(value.shape, generator=g, dtype=torch.float64)
             if not same(self.m.got(space, v).get(self.name),
-                        self.m.expected(space, v).get(self.name), self.m.tolerance):
+                        self.m.expected(space, v).get(self.name), *self.m.tolerance):
                 return False
         return True
 
@@ -240,7 +240,7 @@ class Pair:
             keep = tuple(slice(0, 1) if d in dims else slice(None) for d in range(v.dim()))
             first[keep] = v[keep]
             if not same(g, self.m.expected(self.space, first).get(self.name),
-                        self.m.tolerance):
+                        *self.m.tolerance):
                 return ""
         return ", ".join(map(str, dims))
 
@@ -256,15 +256,15 @@ class Pair:
             return None
         self.tried += ["the input for the output", "an inverted condition"]
         d_got, d_want = g1 / v1, e1 / v1
-        if not (same(g2 / v2, d_got, tol) and same(e2 / v2, d_want, tol)):
+        if not (same(g2 / v2, d_got, *tol) and same(e2 / v2, d_want, *tol)):
             return None  # not elementwise
         it, c = self.m.it(self.name), factor(d_want, y)
-        if c is not None and same(d_want, c * y, tol) and same(d_got, c * x, tol):
+        if c is not None and same(d_want, c * y, *tol) and same(d_got, c * x, *tol):
             return "input for output", (f"{it} multiplies {self.m.incoming} by the input where "
                                         f"the derivative needs the output (for exp(x), the "
                                         f"derivative is the output: save it for backward)")
         binary = ((d_want.abs() < 1e-6) | ((d_want - 1).abs() < 1e-6)).all()
-        if binary and same(d_got, 1 - d_want, tol):
+        if binary and same(d_got, 1 - d_want, *tol):
             return "inverted condition", (f"{it} flows where it should be blocked and is "
                                           f"blocked where it should flow: the condition is "
                                           f"inverted (> where <= is meant)")
@@ -421,7 +421,7 @@ def directional(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6)
 
 
 def against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1e-6,
-                    tolerance: tuple[float, float] = NUMERICAL) -> Diagnosis | None:
+                    tolerance: tuple[float, float] = NUMERICAL_TOL) -> Diagnosis | None:
     """fn's backward against finite differences of its forward (step `eps`), at xs (float64
     leaves)."""
     try:
@@ -436,7 +436,7 @@ def against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor], eps: float = 1
 
 
 def against_reference(fn: Callable, reference: Callable, xs: Mapping[str, torch.Tensor],
-                      tolerance: tuple[float, float] = REFERENCE,
+                      tolerance: tuple[float, float] = REFERENCE_TOL,
                       first: str | None = None) -> Diagnosis | None:
     """fn's backward against the reference's autograd, at xs (float64 leaves); `first`: the
     input whose gradient is tried first (the first that differs is diagnosed)."""

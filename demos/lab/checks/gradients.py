@@ -19,7 +19,7 @@ from demos.lab.core.results import Check
 from demos.lab.core.scenario import Expect
 from demos.lab.core.signals import Stopped, StopRequest
 from demos.lab.core.text import message, one_line
-from demos.lab.core.tolerance import FLOAT32, FLOAT64, REFERENCE
+from demos.lab.core.tolerance import FLOAT32_TOL, FLOAT64_TOL, REFERENCE_TOL
 from demos.lab.tensors import abs_error, agree, dense, fresh, output_tensors
 
 
@@ -214,7 +214,8 @@ def gradcheck_failure(e: BaseException, wrt: list[str]) -> str:
 
 def parity(name: str, custom: Callable[..., torch.Tensor],
            reference: Callable[..., torch.Tensor], inputs: Mapping[str, torch.Tensor],
-           device: torch.device, rtol: float = FLOAT64[0], atol: float = FLOAT64[1]) -> Check:
+           device: torch.device, rtol: float = FLOAT64_TOL[0],
+           atol: float = FLOAT64_TOL[1]) -> Check:
     """Value and every input's gradient of `custom(*inputs.values())` against `reference`, both
     on the same float64 copies of `inputs`, back-propagated with the same random gradient."""
     return compare_to_reference(name, custom, reference, inputs, device, rtol, atol)[0]
@@ -222,8 +223,8 @@ def parity(name: str, custom: Callable[..., torch.Tensor],
 
 def compare_to_reference(name: str, custom: Callable, reference: Callable,
                          inputs: Mapping[str, torch.Tensor], device: torch.device,
-                         rtol: float = FLOAT64[0],
-                         atol: float = FLOAT64[1]) -> tuple[Check, dict[str, float]]:
+                         rtol: float = FLOAT64_TOL[0],
+                         atol: float = FLOAT64_TOL[1]) -> tuple[Check, dict[str, float]]:
     """parity's check, and the worst absolute and relative errors it found."""
     a, b = fresh(inputs, device), fresh(inputs, device)
     try:
@@ -261,7 +262,7 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
             if what.startswith("grad"):  # the values agree: the backward is what differs
                 # (a float32 Function's at float32's tolerance)
                 why = against_reference(custom, reference, fresh(inputs, device),
-                                        FLOAT32 if rtol >= FLOAT32[0] else REFERENCE)
+                                        FLOAT32_TOL if rtol >= FLOAT32_TOL[0] else REFERENCE_TOL)
             flat = int(diff.argmax())
             rel_there = (diff.flatten()[flat] / y.detach().flatten()[flat].abs().clamp_min(1e-300)
                          ).item()  # at the worst absolute error: the place the detail names

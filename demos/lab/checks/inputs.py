@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from demos.lab.core.schema import ConfigError, convert, did_you_mean, param
-from demos.lab.core.user_code import Given
+from demos.lab.core.user_code import Supplied
 
 TENSOR_DTYPES = ("float64", "float32", "int64", "int32", "int16", "int8", "uint8", "bool")
 # what an integer or bool tensor holds: (lowest, highest)
@@ -134,7 +134,6 @@ def shape_of(value: Any) -> list[int]:
     return [len(value), *shape_of(value[0])] if isinstance(value, list) else []
 
 
-
 def make_inputs(specs: list[InputSpec], seed: int, device: Any) -> dict[str, Any]:
     """apply's arguments, by name, in order: floating-point tensors in float64 (random under
     the seed, of the given values, or copies of the tensors given to check_function), integer
@@ -144,14 +143,14 @@ def make_inputs(specs: list[InputSpec], seed: int, device: Any) -> dict[str, Any
     g = torch.Generator().manual_seed(seed)
     inputs: dict[str, Any] = {}
     for i, spec in enumerate(specs):
-        name, given = spec.name or f"x{i}", spec.value
-        if not spec.tensor:  # a value, as given (check_function's, itself)
-            inputs[name] = given.value if isinstance(given, Given) else given
+        name, value = spec.name or f"x{i}", spec.value
+        if not spec.tensor:  # a value, as it is (check_function's, itself)
+            inputs[name] = value.value if isinstance(value, Supplied) else value
             continue
         dtype = getattr(torch, spec.dtype) if not spec.dtype.startswith("float") \
             else torch.float64
-        if isinstance(given, Given):  # check_function's tensor, copied: the caller's stays
-            x = given.value.detach().to(dtype=dtype, copy=True)
+        if isinstance(value, Supplied):  # check_function's tensor, copied: the caller's stays
+            x = value.value.detach().to(dtype=dtype, copy=True)
         elif spec.value is not None:
             x = torch.tensor(spec.value, dtype=dtype)
         elif spec.low is not None:

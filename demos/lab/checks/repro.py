@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from demos.lab.core.tolerance import FLOAT64
+from demos.lab.core.tolerance import FLOAT64_TOL
 
 
 def script(case: dict[str, Any], name: str, row: str) -> str:
@@ -63,7 +63,7 @@ def script(case: dict[str, Any], name: str, row: str) -> str:
         "print('torch', torch.__version__)",
         "print('eager:   ', eager)",
         "print('compiled:', compiled)",
-        f"assert torch.allclose(eager, compiled, rtol={FLOAT64[0]:g}, atol={FLOAT64[1]:g}), (",
+        "assert torch.allclose(eager, compiled, rtol={:g}, atol={:g}), (".format(*FLOAT64_TOL),
         f"    'torch.compile({case['transform']}) differs from eager: max abs difference '",
         "    f'{(eager - compiled).abs().max().item():.3g}')",
         "print('the same: torch no longer differs here')", ""]

@@ -17,7 +17,6 @@ import torch.autograd.forward_ad as fwAD
 from torch.autograd.gradcheck import GradcheckError
 
 from demos.lab.checks.gradients import (
-    COMPUTES_IN_FLOAT32,  # noqa: F401  (custom_function reads it here, with FLOAT32)
     NotRun,
     gradcheck_failure,
     masked,
@@ -28,7 +27,7 @@ from demos.lab.checks.repro import script
 from demos.lab.core.results import CAPABILITIES, Check, Reproduction, Row
 from demos.lab.core.signals import Stopped
 from demos.lab.core.text import message, one_line
-from demos.lab.core.tolerance import FLOAT32, FLOAT64
+from demos.lab.core.tolerance import FLOAT32_TOL, FLOAT64_TOL
 from demos.lab.state import global_state, restore_global_state
 from demos.lab.tensors import abs_error, agree, dense, fresh, in_brief, output_tensors
 
@@ -205,8 +204,9 @@ def scalar(fn: Callable, ws: Sequence[torch.Tensor]) -> Callable[..., torch.Tens
 def must_agree(what: str, got: Any, want: Any, rtol: float | None = None,
                atol: float | None = None) -> None:
     """Raise Mismatch unless `got` and `want` (tensors or tuples of them) agree (by default
-    within FLOAT64; FLOAT32 for a Function that computes in float32)."""
-    rtol, atol = (rtol, atol) if rtol is not None else FLOAT32 if IN_FLOAT32.get() else FLOAT64
+    within FLOAT64_TOL; FLOAT32_TOL for a Function that computes in float32)."""
+    rtol, atol = (rtol, atol) if rtol is not None else \
+        FLOAT32_TOL if IN_FLOAT32.get() else FLOAT64_TOL
     got, want = output_tensors(got), output_tensors(want)
     if len(got) != len(want):
         raise Mismatch(f"{what}: {len(got)} tensors, expected {len(want)}")
@@ -554,8 +554,8 @@ def float32(fn, xs, reference) -> str:
     if wrong:
         raise Mismatch(f"float32 inputs give {', '.join(wrong)} outputs")
     # (a gradient is float32 whatever the backward returns: autograd casts it to the input's)
-    compared = matches("float32", fn, x32, reference or fn, x64, *FLOAT32)
-    return f"{compared} within rtol {FLOAT32[0]:g}, atol {FLOAT32[1]:g} of float64"
+    compared = matches("float32", fn, x32, reference or fn, x64, *FLOAT32_TOL)
+    return f"{compared} within rtol {FLOAT32_TOL[0]:g}, atol {FLOAT32_TOL[1]:g} of float64"
 
 
 def noncontiguous(fn, xs) -> str:

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import yaml
 
-from demos.lab.core import fingerprint as fp
+from demos.lab.core import machine
 from demos.lab.core.config import drop_unset
 from demos.lab.core.files import INDEX, INDEX_LOCK, NotReadable, read_bytes, write_atomic
 from demos.lab.core.results import Check, EntrySummary, RunSummary, finite
@@ -199,14 +199,14 @@ class Comparison:
         self.measured = all(e.band for e in base.scenarios.values())  # saved with --ensemble
         # how this run's fingerprint differs from the baseline's ('' where it matches); until
         # the run has one (begin), in every key
-        self.differ = fp.contrast(base.fingerprint, None)
+        self.differ = machine.contrast(base.fingerprint, None)
         self.drifts: list[Drift] = []
         self.not_in_baseline: list[str] = []
 
     def begin(self, fingerprint: dict[str, Any], seed: int) -> list[str]:
         """This run's fingerprint, once torch is set up; what differs from the baseline's run
         that moves values (the log's warnings)."""
-        self.differ = fp.contrast(self.base.fingerprint, fingerprint)
+        self.differ = machine.contrast(self.base.fingerprint, fingerprint)
         out = []
         if self.differ:
             how = ("each value is judged against its measured band" if self.measured else

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from demos.lab.comparing.baseline import save
-from demos.lab.core import fingerprint as fp
+from demos.lab.core import machine
 from demos.lab.core.config import RunConfig
 from demos.lab.core.console import say
 from demos.lab.core.files import ENSEMBLE, make_named_dir, make_run_dir, write_json
-from demos.lab.core.fingerprint import auto_threads, available_cores
+from demos.lab.core.machine import auto_threads, available_cores
 from demos.lab.core.results import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunSummary, read_summary
 from demos.lab.core.schema import ConfigError, did_you_mean
 from demos.lab.core.signals import StopRequest, signal_handler
@@ -35,7 +35,7 @@ AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}  # what torch's AVX512 
 def variants() -> dict[str, tuple[dict[str, str], int | None]]:
     """Every variant this CPU can run: name -> (environment, threads; None: the config's).
     `native` first: the run as asked for, whose values the baseline keeps."""
-    flags = fp.cpu_flags()
+    flags = machine.cpu_flags()
     x86 = "sse4_1" in flags
     avx2, avx512 = x86 and "avx2" in flags, x86 and AVX512 <= flags
     out: dict[str, tuple[dict[str, str], int | None]] = {

@@ -77,7 +77,8 @@ class Reproduction:
 class Row:
     """A row of a Function's support matrix (demos.lab.checks.support): how it fared under one
     capability, the one-line detail, and, for a `differs` row, its reproduction (written by
-    the runner beside the entry's other files; not in summary.json)."""
+    the runner beside the entry's other files; not in summary.json, so a row read back from
+    there has none)."""
     status: Literal["ok", "unsupported", "fails", "differs", "skipped"]
     detail: Text
     reproduction: Reproduction | None = None
@@ -96,7 +97,7 @@ class Determinism(TypedDict, total=False):
 
 
 class Fingerprint(TypedDict, total=False):
-    """Where the numbers came from (demos.lab.core.fingerprint.take)."""
+    """Where the numbers came from (demos.lab.core.machine.take)."""
     device: str
     capability: str
     threads: int

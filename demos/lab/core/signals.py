@@ -1,7 +1,7 @@
 """Signals and how the process ends. Ctrl-C and SIGTERM: the first asks the run to stop at the
 next step boundary (before the run, it ends start-up), the second ends the process at once
-(exit 130, `exit_now`); one handler, `SignalHandler`, installed once by the run's start-up
-(demos.lab.runner.start). A command line's process ends with `leave`: its work finished,
+(exit 130, `exit_now`): `SignalHandler`, which the run's start-up (demos.lab.runner.start)
+installs once for the whole run. A command line's process ends with `leave`: its work finished,
 without tearing the interpreter down."""
 from __future__ import annotations
 

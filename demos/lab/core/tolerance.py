@@ -19,11 +19,11 @@ GPU = (1e-4, 1e-6)            # the least either is on a GPU
 WIDEN = 3                     # a band: this many times the range an ensemble saw
 # and within a run, how close two computations of one result are (rtol, atol), by their kind
 # (checks.md):
-FLOAT64 = (1e-7, 1e-9)     # float64 against float64, the same maths another way (parity, the
+FLOAT64_TOL = (1e-7, 1e-9)     # float64 against float64, the same maths another way (parity, the
 #                            support rows, forward mode's J·v, the second backward)
-REFERENCE = (1e-6, 1e-8)   # the diagnosis's patterns and the grader, against a reference
-NUMERICAL = (1e-3, 1e-5)   # against finite differences, as gradcheck compares (their rounding)
-FLOAT32 = (1e-4, 1e-5)     # float32 against float64: what float32 rounding allows
+REFERENCE_TOL = (1e-6, 1e-8)   # the diagnosis's patterns and the grader, against a reference
+NUMERICAL_TOL = (1e-3, 1e-5)   # against finite differences, as gradcheck compares (their rounding)
+FLOAT32_TOL = (1e-4, 1e-5)     # float32 against float64: what float32 rounding allows
 
 
 @dataclass

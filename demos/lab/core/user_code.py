@@ -40,7 +40,7 @@ class Code:
 
 
 @dataclass(frozen=True)
-class Given:
+class Supplied:
     """A value handed to the run from Python (check_function's tensors and arguments): itself,
     never a copy, and what config.yaml and the report record for it (`shown`; None: nothing,
     as for a tensor, which its shape and dtype describe)."""
@@ -50,7 +50,7 @@ class Given:
     def to_config(self) -> Any:
         return self.shown
 
-    def __deepcopy__(self, memo: Any) -> Given:
+    def __deepcopy__(self, memo: Any) -> Supplied:
         return self
 
 

@@ -16,7 +16,7 @@ from torch.overrides import TorchFunctionMode
 
 from demos.lab.core.results import Check
 from demos.lab.core.text import one_line
-from demos.lab.core.tolerance import FLOAT64
+from demos.lab.core.tolerance import FLOAT64_TOL
 from demos.lab.instruments.trace import copied
 from demos.lab.instruments.walk import node_name
 from demos.lab.tensors import agree, describe, fresh, in_brief, output_tensors
@@ -127,7 +127,7 @@ def agrees(trace: ForwardTrace, run: Callable[..., Any]) -> Check:
         for i, (got, exp) in enumerate(zip(trace.jv, output_tensors(want))):
             if got is None and not trace.outputs[i].requires_grad:  # no tangent: torch.func's
                 got = torch.zeros_like(exp)  # zeros (integer indices, mark_non_differentiable)
-            if got is None or not agree(got, exp, *FLOAT64):
+            if got is None or not agree(got, exp, *FLOAT64_TOL):
                 return Check(name, False, f"output {i}: the traced J·v is {in_brief(got)}, {by} "
                                           f"gives {in_brief(exp)}")
         matched.append(by)

@@ -13,7 +13,7 @@ import torch
 
 from demos.lab.core.results import Check
 from demos.lab.core.text import one_line
-from demos.lab.core.tolerance import FLOAT64
+from demos.lab.core.tolerance import FLOAT64_TOL
 from demos.lab.instruments.walk import nodes
 from demos.lab.tensors import abs_error, fresh, in_brief, output_tensors, same
 
@@ -83,7 +83,7 @@ def unchanged_nearby(run: Callable[..., Any], inputs: Mapping[str, torch.Tensor]
         again = gradients(run, there, create_graph=False)[1]
     except Exception:
         return False
-    return all(same(grads.get(k), a, FLOAT64, equal_nan=True) for k, a in again.items())
+    return all(same(grads.get(k), a, *FLOAT64_TOL, equal_nan=True) for k, a in again.items())
 
 
 def made_by(first: FirstPass, fn: Any) -> str:
@@ -130,7 +130,7 @@ def agrees(first: FirstPass, reference: FirstPass | None = None,
     if reference is None or reference.root is None:
         return None
     mine = second_derivatives(first)
-    if not all(same(g, reference.grads.get(k), FLOAT64, equal_nan=True)
+    if not all(same(g, reference.grads.get(k), *FLOAT64_TOL, equal_nan=True)
                for k, g in first.grads.items()):
         # a wrong first derivative makes every second one wrong: that is parity's failure,
         # counted once there
@@ -139,7 +139,7 @@ def agrees(first: FirstPass, reference: FirstPass | None = None,
                                  f"already differ from it (the parity check)")
     ref = second_derivatives(reference)
     for k in mine:  # the inputs that require grad, in order
-        if not same(mine[k], ref.get(k), FLOAT64, equal_nan=True):
+        if not same(mine[k], ref.get(k), *FLOAT64_TOL, equal_nan=True):
             worst = abs_error(mine[k], ref[k]).max().item() if mine[k] is not None and \
                 ref.get(k) is not None else None
             return Check(name, False, f"second derivatives of {k} differ from the "

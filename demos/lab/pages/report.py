@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from demos.lab.core import fingerprint
+from demos.lab.core import machine
 from demos.lab.core.files import BACKWARD, EXPLAIN, GRADS, LOSS_PLOT, RANK_LOG, REPORT, write_atomic
 from demos.lab.core.results import EntrySummary, Row, RunSummary
 
@@ -66,7 +66,7 @@ def render_report(run_dir: Path, s: RunSummary, descriptions: Mapping[str, str],
             "duration": f"{s.duration_s:.1f} s",
             "determinism": ", ".join(f"{k} {v}" for k, v in s.determinism.items()
                                      if k != "seeded"),
-            **({"numbers from": fingerprint.describe(s.fingerprint)} if s.fingerprint else {})}
+            **({"numbers from": machine.describe(s.fingerprint)} if s.fingerprint else {})}
     sections = [section(e, run_dir / e.id, descriptions.get(e.scenario, ""),
                         configs.get(e.id, "")) for e in s.scenarios]
     return render("report.html.j2", part, s=s, meta=meta, rank_logs=rank_logs(run_dir),

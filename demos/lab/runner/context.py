@@ -17,7 +17,7 @@ import torch
 from tqdm import tqdm
 
 from demos.lab.core.files import LOSS_PLOT
-from demos.lab.core.fingerprint import available_cores
+from demos.lab.core.machine import available_cores
 from demos.lab.core.results import Result
 from demos.lab.core.scenario import LOSS, ScenarioConfig
 from demos.lab.core.signals import StopRequest

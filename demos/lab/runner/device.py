@@ -8,7 +8,7 @@ from typing import Iterator
 
 import torch
 
-from demos.lab.core.fingerprint import auto_threads, available_cores  # noqa: F401 (re-exported)
+from demos.lab.core.machine import auto_threads, available_cores  # noqa: F401 (re-exported)
 from demos.lab.core.schema import ConfigError
 from demos.lab.state import SETTINGS
 

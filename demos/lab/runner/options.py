@@ -69,7 +69,7 @@ class RunRequest:
     line's (`parser` reads them from here), and:"""
     config: str | None = option(None, "the YAML config to run (see configs/)", metavar="PATH")
     # the config's data, where made in memory: check_function's holds the very objects it was
-    # given (user_code.Code, Given), which travel in it to the run as they are
+    # given (user_code.Code, Supplied), which travel in it to the run as they are
     data: Mapping[str, Any] | None = None
     sets: list[str | Setting] = option(  # --set's texts, or (the API's) Settings
         [], "override a config value, e.g. seed=3 or scenarios.legendre_fit.lr=1e-5 "

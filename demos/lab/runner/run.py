@@ -20,10 +20,10 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from demos.lab.comparing.baseline import Comparison, describe_drift
-from demos.lab.core import fingerprint
+from demos.lab.core import machine
 from demos.lab.core.config import RunConfig, dump
 from demos.lab.core.console import entry_lines, open_log
-from demos.lab.core.files import CONFIG, make_named_dir, make_run_dir, write_atomic
+from demos.lab.core.files import CONFIG, write_atomic
 from demos.lab.core.results import (
     DIVERGED_AT,
     EXIT_CODES,
@@ -32,7 +32,6 @@ from demos.lab.core.results import (
     escalate,
 )
 from demos.lab.core.scenario import Registry
-from demos.lab.core.schema import ConfigError
 from demos.lab.core.signals import StopRequest
 from demos.lab.core.text import no_surrogates
 from demos.lab.pages.artifacts import Artifacts
@@ -59,22 +58,13 @@ class RunOptions:
 
 
 class Run:
-    """One invocation of the runner over a validated config: its folder is made with it (a
-    signal from then on ends in an interrupted run with its summary, see start.launch), its
-    work is `execute`."""
+    """One invocation of the runner over a validated config, in its folder (start.launch made
+    it); its work is `execute`."""
 
-    def __init__(self, cfg: RunConfig, registry: Registry, device: torch.device,
+    def __init__(self, cfg: RunConfig, registry: Registry, device: torch.device, run_dir: Path,
                  request: RunRequest, options: RunOptions):
         self.cfg, self.registry, self.device, self.options = cfg, registry, device, options
         self.request = request  # as asked for: --dry-run, --open, --save-baseline, ...
-        output_dir = Path(request.output_dir)
-        try:
-            run_dir = (make_named_dir(output_dir, request.run_name) if request.run_name else
-                       make_run_dir(output_dir, dt.datetime.now()))
-        except ConfigError:
-            distributed.share(options.world, None)  # the other ranks learn there is no run
-            raise
-        distributed.share(options.world, str(run_dir))
         # the folder as given, for the console; absolute for the work, so that user code that
         # changes the working directory (os.chdir) cannot send the rest of the run elsewhere
         self.shown, self.dir = run_dir, run_dir.absolute()
@@ -98,14 +88,14 @@ class Run:
         self.final: RunSummary | None = None  # summary.json's, once the run has finished
 
     def execute(self) -> int:
-        """The run, from its first line to its last (the signal handler is execute()'s)."""
+        """The run, from its first line to its last; its exit code."""
         self.log, close_log = open_log(self.dir)
         self.started = time.time()
         try:
             with torch_settings(self.cfg.threads, self.cfg.deterministic,
                                 self.world.local_size) as determinism:
                 self.determinism = determinism
-                self.fingerprint = fingerprint.take(self.device)
+                self.fingerprint = machine.take(self.device)
                 why = self.write_summary(self.summary("running"), final=False)
                 if why:  # its folder could hold no result: nothing is run
                     self.status = "failed"

@@ -1,8 +1,9 @@
 """How a run starts: the one way from a request (the command line's `main`, or the Python API's,
 a demos.lab.runner.options.RunRequest) to its exit code, in this module, top to bottom:
-`perform` installs the signal handler (the only place that does), then lists the scenarios, or
-runs an ensemble, a watch or the config once (`once`); `launch` loads torch and the user's
-code, resolves the device and hands the entries to demos.lab.runner.run.Run.
+`perform` installs the run's signal handler (once, for all of it), then lists the scenarios,
+or runs an ensemble, a watch or the config once (`once`); `launch` loads torch, resolves the
+device, loads the user's code, makes the run's folder and hands it all to
+demos.lab.runner.run.Run.
 
 Generic: the scenarios come in from the caller (`demos.cli`), as a function returning the
 registry. Imports nothing heavy until a run really starts: --help and --list answer without
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from demos.lab.core.console import say, silence
@@ -99,8 +101,6 @@ def perform(ask: Callable[[], RunRequest], call: Call) -> int:
 
 def ensemble(r: RunRequest, registry: Registry, stop: StopRequest) -> int:
     """--ensemble: the config once per variant, for a baseline's bands."""
-    from pathlib import Path
-
     from demos.lab.comparing.ensemble import run_ensemble
     from demos.lab.runner.outputs import write_index
 
@@ -116,7 +116,6 @@ def watch(r: RunRequest, registry: Registry, call: Call) -> int:
     """--watch: the config again after each change; the newest run alone is kept (an older
     one holds the user's old code)."""
     from collections import deque
-    from pathlib import Path
 
     from demos.lab.runner.options import load_baseline
     from demos.lab.runner.watch import watch as watching
@@ -235,15 +234,33 @@ def launch(r: RunRequest, cfg: RunConfig, configured: RunConfig, registry: Regis
         if not world.primary:  # under torchrun, a rank but 0: the data-parallel entries alone
             from demos.lab.runner.other_ranks import follow
             return follow(cfg, registry, device, world, stop)
-        run = Run(cfg, registry, device, r, RunOptions(
+        run = Run(cfg, registry, device, folder(r, world), r, RunOptions(
             note, progress=not r.no_progress and sys.stderr.isatty(), baseline=base,
-            notes=notes, stop=stop, world=world))  # its folder made
+            notes=notes, stop=stop, world=world))
         if call.keep is not None:
             call.keep(run)
         return run.execute()
     finally:
         stop.phase = "finished"  # (a rank but 0's, or a run that could not make its folder)
         distributed.leave(world)
+
+
+def folder(r: RunRequest, world: Any) -> Path:
+    """The run's folder, made now (--run-name's, or named for the start time), and under
+    torchrun told to the other ranks (or that there is none)."""
+    import datetime as dt
+
+    from demos.lab.core import files
+    from demos.lab.runner import torchrun as distributed
+
+    try:
+        made = (files.make_named_dir(Path(r.output_dir), r.run_name) if r.run_name else
+                files.make_run_dir(Path(r.output_dir), dt.datetime.now()))
+    except ConfigError:
+        distributed.share(world, None)
+        raise
+    distributed.share(world, str(made))
+    return made
 
 
 def device_of(r: RunRequest, cfg: RunConfig) -> tuple[Any, str]:
