@@ -1,8 +1,5 @@
-"""A Function's inputs as a config gives them (`InputSpec`: a tensor random of a shape, or of
-given values, or a Python value passed as it is; check_function's, the very objects it was
-given), checked as their dtype holds them, and as apply gets them (`make_inputs`). Torch-free
-to import: a scenario's Config declares its inputs with InputSpec before torch loads.
-"""
+"""A Function's inputs as a config gives them (`InputSpec`), checked as their dtype holds
+them, and as apply gets them (`make_inputs`). Torch-free to import: a Config declares them."""
 from __future__ import annotations
 
 import math

@@ -3,11 +3,9 @@ a demos.lab.runner.options.RunRequest) to its exit code, in this module, top to 
 `perform` installs the run's signal handler (once, for all of it), then lists the scenarios,
 or runs an ensemble, a watch or the config once (`once`); `launch` loads torch, resolves the
 device, loads the user's code, makes the run's folder and hands it all to
-demos.lab.runner.run.Run.
-
-Generic: the scenarios come in from the caller (`demos.cli`), as a function returning the
-registry. Imports nothing heavy until a run really starts: --help and --list answer without
-torch, matplotlib or the user's code. Exit codes: demos/docs/command-line.md.
+demos.lab.runner.run.Run. Generic: the scenarios come in from the caller (`demos.cli`), as a
+function returning the registry. Nothing heavy is imported until a run really starts: --help
+and --list answer without torch, matplotlib or the user's code. Exit codes: command-line.md.
 """
 from __future__ import annotations
 
