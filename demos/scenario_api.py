@@ -68,6 +68,9 @@ if TYPE_CHECKING:
         parity,  # parity(name, custom, reference, inputs, device): same values and gradients
         with_fixed,  # with_fixed(fn, fixed): fn of the floating tensors alone
     )
+    from demos.lab.checks.hazards import (
+        kept_on_ctx,  # the check that no output or input is kept as a ctx attribute
+    )
     from demos.lab.checks.structure import (
         backward_structure,  # what a custom backward returns: a grad per input, shapes, dtypes
         gradgradcheck,  # torch.autograd.gradgradcheck in float64, as a Check

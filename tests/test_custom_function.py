@@ -46,6 +46,7 @@ def test_right_functions_pass(tmp_path, function, inputs, reference):
                      "backward returns one grad per input",
                      "each grad matches its input (None, shape, dtype)",
                      "backward leaves grad_output unchanged", "autograd accepts the backward",
+                     "tensors saved with save_for_backward",
                      "gradcheck", "gradgradcheck", "parity with the reference",
                      "support matrix", "second backward agrees: second_backward"]
     assert e["metrics"]["max_abs_error"] < 1e-12
@@ -327,7 +328,9 @@ def test_the_support_matrix_of_your_function_and_what_you_require(tmp_path):
     ({"support": ["vmapp"]}, "scenarios[0].support[0]: must be one of backward, "
                              "double_backward, forward_ad, func_grad, vmap, compile, "
                              "compile_grad, compile_jvp, compile_vmap, inductor, float32, "
-                             "noncontiguous, cuda, got 'vmapp' (did you mean 'vmap'?)"),
+                             "noncontiguous, grad_layouts, aliased_inputs, checkpoint, "
+                             "saved_hooks, autocast, memory, cuda, got 'vmapp' (did you mean "
+                             "'vmap'?)"),
     ({"support": ["backward"], "require": ["vmap"]},
      "scenarios[0].require[0]: vmap is required but not in support, so it would not run"),
 ])

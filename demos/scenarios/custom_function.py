@@ -157,6 +157,7 @@ def check_yours(cfg: Config, ctx: Context) -> Result:
         floating,
         gradcheck,
         gradgradcheck,
+        kept_on_ctx,
         output_tensors,
         support,
         with_fixed,
@@ -180,6 +181,9 @@ def check_yours(cfg: Config, ctx: Context) -> Result:
                                        "backward runs") for c in found):
         return Result(metrics={}, checks=found)  # no forward, no graph or no backward:
         #                                          nothing else can run
+    if not op:  # what it keeps as ctx attributes (a custom op keeps nothing there)
+        found.append(kept_on_ctx(apply, floating(make_inputs(cfg.inputs, ctx.seed,
+                                                              ctx.check_device))[0]))
     # drawn and traced before any backward frees what it saved; on inputs of its own, as
     # every check makes its own copies: what a Function does to one reaches no other
     drawn, _ = floating(make_inputs(cfg.inputs, ctx.seed, ctx.check_device))

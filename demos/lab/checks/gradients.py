@@ -334,9 +334,10 @@ def with_fixed(fn: Callable, fixed: Mapping[int, Fixed], copies: bool = False) -
 def in_graph(xs: Sequence[Any], copies: bool) -> list[Any]:
     """`xs`; with `copies`, each tensor that requires grad as a copy in the graph (x.clone()),
     for a Function that changes its input in place (mark_dirty), which autograd refuses on a
-    leaf; as torch's own tests apply one."""
-    return [x.clone() if copies and isinstance(x, torch.Tensor) and x.requires_grad else x
-            for x in xs]
+    leaf; as torch's own tests apply one. One tensor given twice is one copy given twice."""
+    made: dict[int, torch.Tensor] = {}
+    return [made.setdefault(id(x), x.clone()) if copies and isinstance(x, torch.Tensor)
+            and x.requires_grad else x for x in xs]
 
 
 def changes_a_leaf(apply: Callable, inputs: Mapping[str, torch.Tensor],

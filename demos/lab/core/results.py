@@ -29,7 +29,8 @@ def escalate(current: str, new: str) -> str:
 # the rows of a Function's support matrix (demos.lab.checks.support), in order
 Capability = Literal["backward", "double_backward", "forward_ad", "func_grad", "vmap",
                      "compile", "compile_grad", "compile_jvp", "compile_vmap", "inductor",
-                     "float32", "noncontiguous", "cuda"]
+                     "float32", "noncontiguous", "grad_layouts", "aliased_inputs", "checkpoint",
+                     "saved_hooks", "autocast", "memory", "cuda"]
 CAPABILITIES: tuple[str, ...] = typing.get_args(Capability)
 # the metric of an entry whose recorded values stopped being finite: the step where they did
 DIVERGED_AT = "diverged_at_step"

@@ -149,6 +149,9 @@ COMPILER_ROWS = ("func_grad", "vmap", "compile", "compile_grad", "compile_jvp", 
 # a row run only where a config lists it: inductor's first compile in a process builds C++
 # (15-37 s here, 0.2 s warm)
 ASKED_ONLY = ("inductor",)
+# a document's Function is written for float32, as the document is: its autocast row only where
+# asked for (LinearFunction's matmuls need custom_fwd/custom_bwd there: checks.md)
+DOCUMENTS_LEAVE = ("autocast",)
 
 
 def support_param(every_row: bool = False, forward_mode: bool = True) -> Any:
@@ -157,7 +160,7 @@ def support_param(every_row: bool = False, forward_mode: bool = True) -> Any:
     `every_row=True`: every row (custom_function, for your own Functions); `forward_mode=False`
     leaves out `forward_ad` too, for a document about reverse mode alone."""
     left_out = ASKED_ONLY if every_row else \
-        COMPILER_ROWS + (() if forward_mode else ("forward_ad",))
+        COMPILER_ROWS + DOCUMENTS_LEAVE + (() if forward_mode else ("forward_ad",))
     rows = [r for r in CAPABILITIES if r not in left_out]
     compiler = ("add func_grad, vmap or compile (and its compile_grad, compile_jvp, "
                 "compile_vmap) to run them too (the first loads torch's compiler stack: seconds)")
@@ -166,7 +169,8 @@ def support_param(every_row: bool = False, forward_mode: bool = True) -> Any:
                        "Function supports'); [] for none" +
                  ("; add inductor to compile with inductor too (its first compile builds "
                   "C++: 15-37 s)" if every_row else
-                  "; " + forward * (not forward_mode) + compiler),
+                  "; " + forward * (not forward_mode) + compiler + "; add autocast to run "
+                  "it under torch.autocast"),
                  dry_run=without_compile)
 
 

@@ -1,0 +1,165 @@
+"""The rows of real use (demos.lab.checks.hazards): each hazard of tests/fixtures/hazard_fns.py,
+written as the project it comes from wrote it, fails its row with the fix named; each right
+twin passes every row; what a Function keeps on ctx, and what it saves, are said."""
+import pytest
+import torch
+
+from demos import check_function
+from demos.lab.checks import hazards, support
+from demos.lab.checks.gradients import with_fixed
+from tests.fixtures import hazard_fns as h
+
+D = torch.float64
+ROWS = list(support.HAZARDS)
+
+
+def x_(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=D,
+                       requires_grad=True)
+
+
+def dense():
+    return {"x": x_(2, 3, 4), "w": x_(4, 5, seed=1)}
+
+
+def linear():
+    return {"x": x_(4, 3), "w": x_(3, 3, seed=1)}
+
+
+def pair():
+    return {"a": x_(5), "b": x_(5, seed=1)}
+
+
+# row, hazard, its right twin, inputs, reference, what the failing row's detail says
+CASES = [
+    ("grad_layouts", h.FusedDenseView, h.FusedDense, dense, h.matmul,
+     "backward raises given grad_output transposed: RuntimeError: view size is not compatible"),
+    ("grad_layouts", h.ScaleFlatKernel, h.ScaleKernel, lambda: {"x": x_(3, 4)},
+     lambda x: 3 * x, "grad_output transposed gives other gradients than the same values "
+                      "contiguous"),
+    ("aliased_inputs", h.MulInPlaceSavesOther, h.MulInPlace, pair, lambda a, b: a * b,
+     "with a and b one tensor (tied weights) its gradient is not the sum of a's and b's"),
+    ("aliased_inputs", h.EmaInPlace, h.Ema, pair, None,
+     "with a and b one tensor its value differs from theirs with b a copy of a"),
+    ("checkpoint", h.SquareStepScaled, h.Square, lambda: {"x": x_(5)}, lambda x: x * x,
+     "the forward run again gave the same values but saved others"),
+    ("checkpoint", h.DropoutCountedSeed, None, lambda: {"x": x_(5)}, None,
+     "the forward gives other values when run again (state outside torch's random numbers"),
+    ("saved_hooks", h.GeluReadsSavedTwice, h.Gelu, lambda: {"x": x_(5)}, None,
+     "backward reads ctx.saved_tensors twice (at tests/fixtures/hazard_fns.py:"),
+    ("saved_hooks", h.SinCosReadsPerOutput, h.SinCos, lambda: {"x": x_(5)},
+     lambda x: (torch.sin(x), torch.cos(x)), "backward reads ctx.saved_tensors twice"),
+    ("autocast", h.LinearNoAmp, h.LinearAmp, linear, h.matmul,
+     "expected m1 and m2 to have the same dtype"),
+    ("autocast", h.LogSumExpHalf, h.LogSumExp, lambda: {"x": x_(4, 16)}, h.logsumexp,
+     "off the float32 reference's, where the reference's own autograd under it is 0 off"),
+]
+FIXES = {"grad_layouts": "contiguous()", "aliased_inputs": "out of place",
+         "checkpoint": "make forward a function of its inputs",
+         "saved_hooks": "read it once: x, = ctx.saved_tensors",
+         "autocast": "@torch.amp.custom_fwd(device_type='cpu')"}
+
+
+IN_PLACE = (h.MulInPlaceSavesOther, h.MulInPlace, h.EmaInPlace, h.Ema)
+
+
+def matrix(cls, xs, reference, rows=ROWS):
+    """The rows of `cls` as custom_function runs them: one that changes its input in place
+    (mark_dirty) on copies."""
+    return support.matrix(with_fixed(cls.apply, {}, copies=cls in IN_PLACE), xs, reference,
+                          rows=rows)
+
+
+@pytest.mark.parametrize("row, hazard, twin, inputs, reference, says", CASES,
+                         ids=[f"{c[0]}-{c[1].__name__}" for c in CASES])
+def test_each_hazard_fails_its_row_naming_the_fix(row, hazard, twin, inputs, reference, says):
+    found = matrix(hazard, inputs(), reference, [row])[row]
+    assert found.status == "fails" and says in found.detail, found
+    if row in ("grad_layouts", "checkpoint", "saved_hooks"):
+        fix = "read ctx.saved_tensors once" if "Unpack" in found.detail else FIXES[row]
+        assert fix in found.detail or FIXES[row] in found.detail, found
+    else:
+        assert FIXES[row] in found.detail, found
+
+
+@pytest.mark.parametrize("row, hazard, twin, inputs, reference, says",
+                         [c for c in CASES if c[2] is not None],
+                         ids=[f"{c[0]}-{c[2].__name__}" for c in CASES if c[2] is not None])
+def test_each_right_twin_passes_every_row(row, hazard, twin, inputs, reference, says):
+    rows = matrix(twin, inputs(), reference, ["backward", *ROWS])
+    assert {k: r.status for k, r in rows.items() if r.status not in ("ok", "skipped")} == {}, \
+        rows
+
+
+def test_the_checkpoint_hazard_without_a_twin_has_one_that_takes_its_seed():
+    """DropoutCountedSeed's twin takes the seed as an argument (a fixed one of apply)."""
+    apply = with_fixed(h.DropoutSeeded.apply, {1: __import__(
+        "demos.lab.checks.gradients", fromlist=["Fixed"]).Fixed("seed", 7)})
+    rows = support.matrix(apply, {"x": x_(5)}, None, rows=["backward", *ROWS])
+    assert {k: r.status for k, r in rows.items() if r.status not in ("ok", "skipped")} == {}
+
+
+@pytest.mark.parametrize("hazard, twin, held", [
+    (h.SigmoidKeepsOutput, h.Sigmoid, "ctx.result holds the output (a cycle"),
+    (h.CubeKeepsInput, h.Cube, "ctx.input holds x, an input that requires grad")])
+def test_a_tensor_kept_on_ctx_fails_its_check_and_save_for_backward_passes(hazard, twin, held,
+                                                                         tmp_path):
+    """pytorch#58509: gradcheck right, double grad silently wrong; torch asks for
+    save_for_backward for inputs and outputs."""
+    bad = check_function(hazard, {"x": x_(5)}, torch.sigmoid if hazard is h.SigmoidKeepsOutput
+                         else lambda x: x ** 3, output_dir=tmp_path, quiet=True)
+    kept = {c.name: c for c in bad.checks}[hazards.KEPT]
+    assert kept.passed is False and kept.detail.startswith(held), kept.detail
+    assert "save it with ctx.save_for_backward" in kept.detail
+    assert [c.name for c in bad.failures] == [hazards.KEPT]  # gradcheck is right: it passes
+    good = check_function(twin, {"x": x_(5)}, output_dir=tmp_path, quiet=True)
+    assert good.passed and {c.name: c for c in good.checks}[hazards.KEPT].passed
+
+
+def test_other_tensors_on_ctx_are_a_note():
+    class KeepsMask(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.mask = x > 0  # an intermediate, not an input or output: fine
+            return x.clamp(min=0)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.mask
+
+    found = hazards.kept_on_ctx(KeepsMask.apply, {"x": x_(5)})
+    assert found.passed and "also on ctx: ctx.mask (bool (5,))" in found.detail
+
+
+def test_memory_says_what_is_saved_and_what_backward_never_reads():
+    note = matrix(h.ExpSavesInputToo, {"x": x_(64, 128)}, torch.exp, ["memory"])["memory"]
+    assert note.status == "ok"
+    assert note.detail == ("saves x and the output (2 x 64 KiB); backward never reads x; the "
+                           "reference's autograd saves 1 tensor(s), 64 KiB")
+    kept = matrix(h.SigmoidKeepsOutput, {"x": x_(5)}, torch.sigmoid, ["memory"])["memory"]
+    assert kept.detail.startswith("saves nothing;")  # a ctx attribute escapes the hooks
+
+
+def test_a_sparse_tensor_taken_saved_or_returned_makes_the_rows_unsupported():
+    from tests.fixtures import edge_fns
+    rows = support.matrix(edge_fns.SparseSaved.apply, {"x0": x_(4, 3)}, None, rows=ROWS)
+    assert {r.status for r in rows.values()} == {"unsupported"}
+    assert rows["autocast"].detail.startswith("a sparse tensor taken, saved or returned")
+
+
+def test_a_random_forward_with_torchs_random_numbers_passes_checkpoint():
+    """checkpoint restores torch's RNG for the forward it runs again: a dropout is no hazard."""
+    class Dropout(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            mask = (torch.rand(x.shape, dtype=x.dtype) > 0.5).to(x.dtype) * 2
+            ctx.save_for_backward(mask)
+            return x * mask
+
+        @staticmethod
+        def backward(ctx, g):
+            mask, = ctx.saved_tensors
+            return g * mask
+
+    rows = support.matrix(Dropout.apply, {"x": x_(5)}, None, rows=ROWS)
+    assert {k: r.status for k, r in rows.items() if r.status not in ("ok", "skipped")} == {}
