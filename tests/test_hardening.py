@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from tests.conftest import (
     only_run_dir,
     patch_run,
     raised_in,
+    run_cli,
     summary,
 )
 
@@ -246,6 +248,134 @@ def test_an_out_of_memory_error_fails_that_scenario_only(tmp_path, monkeypatch):
     assert lenet["status"] == "error"
     assert raised_in(lenet["error"], "OutOfMemoryError: CUDA out of memory. Tried to allocate "
                      "20.00 GiB", "test_hardening.py", "oom")
+    assert entry(data, "my_exp")["status"] == "passed"
+
+
+# -- time limits ------------------------------------------------------------------------------
+def test_an_entry_past_its_time_limit_is_an_error_and_the_run_goes_on(tmp_path, monkeypatch,
+                                                                     capsys):
+    """A loop that never ends (here with `except Exception` around each step, which cannot
+    swallow the limit): its entry ends at time_limit, an error with its files as far as they
+    got, and the next entry runs; exit 1. --dry-run keeps the key (it is no size)."""
+    def loops(cfg, ctx):
+        for t in ctx.steps(10**9):
+            try:
+                ctx.record(t, loss=1.0 / (t + 1))
+                time.sleep(0.01)
+            except Exception:
+                pass
+    patch_run(monkeypatch, "my_exp", loops)
+    started = time.monotonic()
+    assert run_main(tmp_path, "--config", CONFIGS / "all.yaml", *NO_SUPPORT, "--dry-run",
+                    "--only", "my_exp,linear_function",
+                    "--set", "scenarios.my_exp.time_limit=1") == 1
+    assert time.monotonic() - started < 120  # a hang guard, not a speed test
+    run_dir = only_run_dir(tmp_path)
+    data = summary(run_dir)
+    mine = entry(data, "my_exp")
+    assert mine["status"] == "error" and mine["steps"] > 0
+    assert raised_in(mine["error"], "did not finish in 1 s", "test_hardening.py", "loops")
+    assert entry(data, "linear_function")["status"] == "passed"
+    rows = (run_dir / "my_exp" / "metrics.csv").read_text().splitlines()
+    assert rows[0] == "step,loss" and len(rows) > 2  # what it recorded until then
+    out = capsys.readouterr().out
+    assert re.search(r"ERROR did not finish in 1 s \(at \S*test_hardening.py:\d+ in loops\)", out)
+    assert "did not finish in 1 s (time_limit); it was here:\nTraceback" in (
+        run_dir / "run.log").read_text()
+    assert "time_limit: 1.0" in (run_dir / "config.yaml").read_text()
+    lenet = registry()["lenet"]
+    assert lenet.shrink(lenet.config(scenario="lenet")).time_limit == 600
+
+
+def test_a_backward_that_never_returns_ends_at_check_functions_time_limit(tmp_path):
+    """check_function (a notebook's call: the main thread) on a Function whose backward loops
+    forever: the entry ends at time_limit, an error naming the line, and nothing of the limit
+    stays behind (its watchdog thread gone, SIGALRM untouched)."""
+    import demos
+    from tests.fixtures.user_fns import BackwardNeverReturns, square
+
+    threads, alarm = threading.active_count(), signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    r = demos.check_function(BackwardNeverReturns, {"x": torch.randn(3, dtype=torch.float64,
+                                                                     requires_grad=True)},
+                             square, time_limit=0.5, quiet=True, output_dir=tmp_path)
+    assert time.monotonic() - started < 120  # a hang guard, not a speed test
+    (e,) = r.summary.scenarios
+    assert (r.exit_code, e.status) == (1, "error")
+    assert raised_in(e.error, "did not finish in 0.5 s", "user_fns.py", "backward")
+    assert threading.active_count() == threads and signal.getsignal(signal.SIGALRM) is alarm
+
+
+def test_a_time_limit_reaches_its_own_thread_alone_and_leaves_nothing_pending():
+    """The watchdog raises in the thread that set the limit, whichever it is; a block that
+    ends in time is never interrupted afterwards, nor is one that ended just as it struck."""
+    from demos.lab.runner.entry import TimeUp, time_limit
+
+    def spin(limit):
+        with time_limit(limit):
+            while True:
+                try:
+                    sum(range(1000))
+                except Exception:  # cannot swallow it
+                    pass
+
+    caught = []
+
+    def in_a_thread():
+        try:
+            spin(0.2)
+        except TimeUp as e:
+            caught.append(e)
+    helper = threading.Thread(target=in_a_thread)
+    helper.start()
+    helper.join(60)
+    assert not helper.is_alive() and len(caught) == 1
+    with pytest.raises(TimeUp):
+        spin(0.2)
+    with time_limit(0.2):
+        pass
+    for _ in range(3):  # struck as it ended: withdrawn, or raised inside the block
+        try:
+            with time_limit(0.2):
+                time.sleep(0.2)
+        except TimeUp:
+            pass
+    deadline = time.monotonic() + 1.5  # past every limit above: nothing arrives now
+    while time.monotonic() < deadline:
+        sum(range(1000))
+
+
+@pytest.mark.slow
+def test_a_backward_that_recurses_through_autograd_ends_at_the_time_limit(tmp_path):
+    """The outside corpus's hang (issue 51): a backward that calls autograd on its own Function
+    again. The engine runs each level on a thread of its own while the main thread waits in
+    C++ (SIGALRM's handler would never run): the limit reaches them, the memory it took is
+    given back as it unwinds, and the next entry runs."""
+    (tmp_path / "recurses.py").write_text(
+        "import torch\n\n\n"
+        "class Recurses(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        ctx.save_for_backward(x)\n"
+        "        return x * 2\n\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        x, = ctx.saved_tensors\n"
+        "        with torch.enable_grad():\n"
+        "            x2 = x.detach().requires_grad_()\n"
+        "            gx, = torch.autograd.grad(Recurses.apply(x2).sum(), x2)\n"
+        "        return gx * g\n")
+    (tmp_path / "recurses.yaml").write_text(
+        "device: cpu\nscenarios:\n"
+        "  - {scenario: custom_function, function: recurses:Recurses, support: [], "
+        "time_limit: 2, inputs: [{name: x, shape: [3]}]}\n"
+        "  - {scenario: my_exp, support: []}\n")
+    done = run_cli("--config", tmp_path / "recurses.yaml", "--output-dir", tmp_path / "out",
+                   "--no-progress", timeout=300)  # a hang guard
+    assert done.returncode == 1, done.stdout + done.stderr
+    data = summary(only_run_dir(tmp_path / "out"))
+    e = data["scenarios"][0]
+    assert e["status"] == "error" and e["error"].startswith("did not finish in 2 s"), e
     assert entry(data, "my_exp")["status"] == "passed"
 
 

@@ -3,6 +3,7 @@
 import copy
 import dataclasses
 import json
+import re
 
 import pytest
 import torch
@@ -292,6 +293,44 @@ def test_none_into_a_leaf_adds_nothing_and_says_so():
     assert trace_problems(t) == []
     assert "#3 AccumulateGrad (y) receives nothing (None): y.grad stays as it was (None)" \
         in trace.explain(t)
+
+
+def test_a_none_saved_beside_a_tensor_is_walked_drawn_traced_and_kept(tmp_path):
+    """ctx.save_for_backward(x, h) with h None (an optional argument, as a parallel scan or a
+    flow passes it; an outside corpus, issue 51): torchviz alone raises on it ('NoneType' has no
+    size), which made the whole entry an error. The walk shows it as None, the drawing and the
+    ledger leave it out, the trace runs, and check_function runs every check."""
+    import demos
+    from demos.lab.instruments import render, saved, walk
+    from tests.fixtures.user_fns import ScanStep, scan_step
+
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    y = ScanStep.apply(x, None)
+    assert "saved: saved_tensors[0] = x: tensor (2,) float32\n    saved: saved_tensors[1] = " \
+           "None" in walk.explain(y, {"x": x})
+    source = render.make_graph(y, {"x": x})
+    assert re.findall(r"(?m)^\t(\d+) -> (\d+) \[dir=none\]$", source) == [
+        (str(id(x)), str(id(y.grad_fn)))]  # x alone is drawn as saved: the leaf's node
+    assert "saved_tensors" not in vars(type(y.grad_fn))  # the Function's node as torch made it
+    assert y.grad_fn.saved_tensors[1] is None
+    found = saved.ledger(y, {"x": x})
+    assert found.error is None and [(s.name, s.whose) for s in found.saves] == [
+        ("saved_tensors[0]", "x")]
+    t = trace.record(y, {"x": x})
+    assert t.error is None and trace_problems(t) == []
+    assert x.grad is None and t.grads[id(x)].tolist() == [2.0, 2.0]
+
+    r = demos.check_function(ScanStep, {"x": torch.randn(3, dtype=torch.float64,
+                                                          requires_grad=True), "h": None},
+                             scan_step, support=["backward"], quiet=True,
+                             output_dir=tmp_path)
+    (e,) = r.summary.scenarios
+    assert (e.status, e.error) == ("passed", None)
+    assert [c.name for c in e.checks if not c.passed] == []
+    assert {"backward returns one grad per input", "autograd accepts the backward",
+            "gradcheck", "parity with the reference", "support matrix"} <= {
+        c.name for c in e.checks}
+    assert (r.folder / e.id / "graph.gv").is_file()
 
 
 def test_nan_and_inf_gradients_are_strict_json_and_agree():

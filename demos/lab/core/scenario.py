@@ -90,6 +90,13 @@ class ScenarioConfig:
     id: str | None = param(None, "unique name of this entry, and its folder name; default: "
                                  "the scenario name")
     log_every: int = param(1, "record metrics every N steps (the last step always)", ge=1)
+    time_limit: float = param(600.0, "seconds the entry may run; past them it ends as an "
+                                     "error, 'did not finish in N s', keeping the files it "
+                                     "wrote, and the run goes on (a backward that loops or "
+                                     "recurses never returns). 600: the shipped entries take "
+                                     "seconds (the slowest, lenet, 4 s), LeNet on the whole of "
+                                     "MNIST about 150 s on 2 CPU cores; --dry-run keeps it",
+                              gt=0)
     expect: Expect = param(Expect(), "expected values (params: and metrics:, each "
                                      "{name: target}), checked after the run")
     tolerance: dict[str, TableEntry] = param({}, "how far this entry's values may move under "

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from demos.lab.core.files import FILE_MODE, write_atomic
 
@@ -70,14 +70,17 @@ def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
         for i, out in enumerate(outputs):
             if id(out) not in known:
                 named["output" if len(outputs) == 1 else f"output {i + 1}"] = out
-        source = cycle_free(lambda: make_dot(output, params=named).source)
-    nodes, touches = walk.nodes(outputs), []
+        nodes, touches = walk.nodes(outputs), []
+        with nones_left_out(nodes):
+            source = cycle_free(lambda: make_dot(output, params=named).source)
     leaves = [fn.variable for fn in nodes if hasattr(fn, "variable")]
     for fn in nodes:
         if walk.is_custom(fn):  # torchviz draws its saves in order: edges "<t> -> <fn> [dir=none]"
             drawn = re.findall(rf"^\t(\d+) -> {id(fn)} \[dir=none\]$", source, re.M)
-            for tid, name, t in zip(drawn, walk.saved_names(fn, named), fn.saved_tensors):
-                leaf = next((v for v in leaves if t is not None and walk.same_view(v, t)), None)
+            kept = [(name, t) for name, t in zip(walk.saved_names(fn, named), fn.saved_tensors)
+                    if t is not None]  # a None saved (an optional argument) is not drawn
+            for tid, (name, t) in zip(drawn, kept):
+                leaf = next((v for v in leaves if walk.same_view(v, t)), None)
                 if leaf is not None and tid != str(id(leaf)):  # the leaf's node, drawn twice
                     source = re.sub(rf"(?m)^(\t){tid}( |$)", rf"\g<1>{id(leaf)}\g<2>", source)
                     tid = str(id(leaf))
@@ -85,6 +88,30 @@ def make_graph(output: torch.Tensor | tuple[torch.Tensor, ...],
         if hasattr(fn, "variable"):
             touches.append(f"\t{id(fn.variable)} [fillcolor=lightblue]")
     return source.rstrip().removesuffix("}") + "".join(t + "\n" for t in touches) + "}\n"
+
+
+@contextlib.contextmanager
+def nones_left_out(nodes: list[Any]) -> Iterator[None]:
+    """While it lasts, the custom Functions' nodes among `nodes` give their saved_tensors
+    without the Nones (`ctx.save_for_backward(x, h)` with h None, an optional argument):
+    torchviz draws each saved tensor with its size, and None has none. Each node's class is
+    the Function's own (FooBackward), made by torch for it: a property on it, taken off
+    after, shadows torch's attribute for that Function's nodes alone."""
+    from torch.autograd.function import BackwardCFunction
+
+    from demos.lab.instruments import walk
+
+    classes = {type(fn) for fn in nodes if walk.is_custom(fn)
+               and "saved_tensors" not in vars(type(fn))}
+    original = BackwardCFunction.saved_tensors  # torch's, for every Function's node
+    for cls in classes:
+        cls.saved_tensors = property(lambda fn: tuple(
+            t for t in original.__get__(fn) if t is not None))
+    try:
+        yield
+    finally:
+        for cls in classes:
+            del cls.saved_tensors
 
 
 def cycle_free(build: Callable[[], str]) -> str:

@@ -1,15 +1,22 @@
-"""One scenario entry, from start to summary: seed, run, and finish its files and checks.
+"""One scenario entry, from start to summary: seed, run within its time limit, and finish its
+files and checks.
 
-A scenario that fails, raises or is interrupted still gets its files (what it recorded) and a
-summary; the next entry runs regardless.
+A scenario that fails, raises, runs past its time limit or is interrupted still gets its files
+(what it recorded) and a summary; the next entry runs regardless.
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
 import logging
+import sys
+import threading
 import traceback
+from typing import Iterator
 
 import torch
+from torch.autograd.function import BackwardCFunction
 
 from demos.lab.checks.gradients import expect
 from demos.lab.core.config import entry_dict
@@ -17,6 +24,7 @@ from demos.lab.core.console import mistakes
 from demos.lab.core.files import BACKWARD, EXPLAIN, METRICS, write_atomic, write_csv, write_json
 from demos.lab.core.results import DIVERGED_AT, Check, EntrySummary, Result, Timing, escalate
 from demos.lab.core.scenario import Scenario, ScenarioConfig
+from demos.lab.core.signals import Stopped
 from demos.lab.core.text import one_line, where
 from demos.lab.runner.context import Context, Diverged, Interrupted, Shared
 from demos.lab.runner.looking import Look
@@ -39,7 +47,8 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
     result, error, status, diverged = None, None, "passed", None
     try:
         try:
-            result = scenario.run(entry, ctx)
+            with time_limit(entry.time_limit):
+                result = scenario.run(entry, ctx)
         except Exception as e:
             if recorder.diverged is None:
                 raise
@@ -52,6 +61,11 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
                                          metrics={DIVERGED_AT: float(diverged.step)})
     except Diverged as e:  # raised by the scenario itself, or under torchrun
         diverged, result = e, Result(metrics={DIVERGED_AT: float(e.step)})
+    except TimeUp as e:  # said with where the user's code was, if it was there
+        status, error = "error", f"did not finish in {entry.time_limit:g} s" + (
+            f" (at {where(e)})" if where(e) else "")
+        log.error("%s did not finish in %g s (time_limit); it was here:\n%s", entry.id,
+                  entry.time_limit, traceback.format_exc(), extra={"console": False})
     except (Interrupted, KeyboardInterrupt) as e:
         status = "interrupted"
         error = f"interrupted by {s.stop.requested or 'SIGINT'}" + (
@@ -90,6 +104,76 @@ def run_entry(entry: ScenarioConfig, scenario: Scenario, s: Shared) -> EntrySumm
         steps=ctx.steps_run, metrics=r.metrics, params=r.params, checks=found,
         artifacts=[],  # listed once the drawings are written (Run.execute)
         timing=timing, error=error, inspection=r.inspection, support=r.support)
+
+
+class TimeUp(Stopped):
+    """The entry ran past its time_limit: raised by `time_limit` where its code was. Not an
+    Exception, so that a user's `except Exception` cannot swallow it; a stop of the run's
+    (Stopped), so that the checks, which take anything else a Function raises for its
+    failure, let it through."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """TimeUp raised in this thread once `seconds` have passed, and in the threads where the
+    autograd engine runs a custom Function's backward for it (`serving`): a backward that
+    recurses through autograd runs on threads the engine makes, a CUDA one on the device's,
+    while this thread waits in torch's C++. Raised again each second until the block ends (a
+    bare `except:` may swallow it). A watchdog thread, not SIGALRM, whose handler runs in the
+    main thread alone, and only once that thread is back in Python: it never ran for a
+    backward that recursed. Neither ends an op of torch's that never returns to Python."""
+    caller, go, struck = threading.get_ident(), threading.Lock(), set()
+    go.acquire()  # released when the block ends: the watchdog's cue to stop
+
+    def watch() -> None:
+        wait = seconds
+        while not go.acquire(timeout=wait):
+            for thread in (caller, *serving(caller)):
+                raise_in(thread, TimeUp)
+                struck.add(thread)
+            wait = 1.0
+
+    watchdog = threading.Thread(target=watch, name="demos time limit", daemon=True)
+    watchdog.start()
+    try:
+        yield
+    finally:  # the watchdog stopped, then what it raised that no thread has met yet withdrawn
+        while True:
+            try:
+                try:
+                    go.release()
+                except RuntimeError:  # released already, the first time round
+                    pass
+                watchdog.join()
+                for thread in struck:
+                    raise_in(thread, None)
+                break
+            except TimeUp:  # met here, as the block ended: once more
+                continue
+
+
+def serving(caller: int) -> list[int]:
+    """The threads, other than `caller`, that torch made (not Python) and that are running a
+    custom Function's backward for the autograd engine."""
+    python_made = {t.ident for t in threading.enumerate()
+                   if not isinstance(t, threading._DummyThread)}
+    found = []
+    for thread, frame in sys._current_frames().items():
+        if thread == caller or thread in python_made:
+            continue
+        f = frame
+        while f is not None and f.f_code is not BackwardCFunction.apply.__code__:
+            f = f.f_back
+        if f is not None:
+            found.append(thread)
+    return found
+
+
+def raise_in(thread: int, exception: type[BaseException] | None) -> None:
+    """Have `thread` raise `exception` at its next Python instruction (None: withdraw one it
+    has not raised yet)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread), None if exception is None else ctypes.py_object(exception))
 
 
 def why_sections(checks: list[Check]) -> list[str]:
