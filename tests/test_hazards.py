@@ -8,6 +8,7 @@ from demos import check_function
 from demos.lab.checks import hazards, support
 from demos.lab.checks.gradients import with_fixed
 from tests.fixtures import hazard_fns as h
+from tests.fixtures.hazard_fns import real_use as r
 
 D = torch.float64
 ROWS = list(support.HAZARDS)
@@ -32,24 +33,24 @@ def pair():
 
 # row, hazard, its right twin, inputs, reference, what the failing row's detail says
 CASES = [
-    ("grad_layouts", h.FusedDenseView, h.FusedDense, dense, h.matmul,
+    ("grad_layouts", r.FusedDenseView, r.FusedDense, dense, r.matmul,
      "backward raises given grad_output transposed: RuntimeError: view size is not compatible"),
     ("grad_layouts", h.ScaleFlatKernel, h.ScaleKernel, lambda: {"x": x_(3, 4)},
      lambda x: 3 * x, "grad_output transposed gives other gradients than the same values "
                       "contiguous"),
     ("aliased_inputs", h.MulInPlaceSavesOther, h.MulInPlace, pair, lambda a, b: a * b,
      "with a and b one tensor (tied weights) its gradient is not the sum of a's and b's"),
-    ("aliased_inputs", h.EmaInPlace, h.Ema, pair, None,
+    ("aliased_inputs", r.EmaInPlace, r.Ema, pair, None,
      "with a and b one tensor its value differs from theirs with b a copy of a"),
-    ("checkpoint", h.SquareStepScaled, h.Square, lambda: {"x": x_(5)}, lambda x: x * x,
+    ("checkpoint", r.SquareStepScaled, r.Square, lambda: {"x": x_(5)}, lambda x: x * x,
      "the forward run again gave the same values but saved others"),
     ("checkpoint", h.DropoutCountedSeed, None, lambda: {"x": x_(5)}, None,
      "the forward gives other values when run again (state outside torch's random numbers"),
-    ("saved_hooks", h.GeluReadsSavedTwice, h.Gelu, lambda: {"x": x_(5)}, None,
-     "backward reads ctx.saved_tensors twice (at tests/fixtures/hazard_fns.py:"),
+    ("saved_hooks", r.GeluReadsSavedTwice, r.Gelu, lambda: {"x": x_(5)}, None,
+     "backward reads ctx.saved_tensors twice (at configs/examples/real_use.py:"),
     ("saved_hooks", h.SinCosReadsPerOutput, h.SinCos, lambda: {"x": x_(5)},
      lambda x: (torch.sin(x), torch.cos(x)), "backward reads ctx.saved_tensors twice"),
-    ("autocast", h.LinearNoAmp, h.LinearAmp, linear, h.matmul,
+    ("autocast", r.LinearNoAmp, r.LinearAmp, linear, r.matmul,
      "expected m1 and m2 to have the same dtype"),
     ("autocast", h.LogSumExpHalf, h.LogSumExp, lambda: {"x": x_(4, 16)}, h.logsumexp,
      "off the float32 reference's, where the reference's own autograd under it is 0 off"),
@@ -60,7 +61,7 @@ FIXES = {"grad_layouts": "contiguous()", "aliased_inputs": "out of place",
          "autocast": "@torch.amp.custom_fwd(device_type='cpu')"}
 
 
-IN_PLACE = (h.MulInPlaceSavesOther, h.MulInPlace, h.EmaInPlace, h.Ema)
+IN_PLACE = (h.MulInPlaceSavesOther, h.MulInPlace, r.EmaInPlace, r.Ema)
 
 
 def matrix(cls, xs, reference, rows=ROWS):
@@ -100,13 +101,13 @@ def test_the_checkpoint_hazard_without_a_twin_has_one_that_takes_its_seed():
 
 
 @pytest.mark.parametrize("hazard, twin, held", [
-    (h.SigmoidKeepsOutput, h.Sigmoid, "ctx.result holds the output (a cycle"),
+    (r.SigmoidKeepsOutput, r.Sigmoid, "ctx.result holds the output (a cycle"),
     (h.CubeKeepsInput, h.Cube, "ctx.input holds x, an input that requires grad")])
 def test_a_tensor_kept_on_ctx_fails_its_check_and_save_for_backward_passes(hazard, twin, held,
                                                                          tmp_path):
     """pytorch#58509: gradcheck right, double grad silently wrong; torch asks for
     save_for_backward for inputs and outputs."""
-    bad = check_function(hazard, {"x": x_(5)}, torch.sigmoid if hazard is h.SigmoidKeepsOutput
+    bad = check_function(hazard, {"x": x_(5)}, torch.sigmoid if hazard is r.SigmoidKeepsOutput
                          else lambda x: x ** 3, output_dir=tmp_path, quiet=True)
     kept = {c.name: c for c in bad.checks}[hazards.KEPT]
     assert kept.passed is False and kept.detail.startswith(held), kept.detail
@@ -136,7 +137,7 @@ def test_memory_says_what_is_saved_and_what_backward_never_reads():
     assert note.status == "ok"
     assert note.detail == ("saves x and the output (2 x 64 KiB); backward never reads x; the "
                            "reference's autograd saves 1 tensor(s), 64 KiB")
-    kept = matrix(h.SigmoidKeepsOutput, {"x": x_(5)}, torch.sigmoid, ["memory"])["memory"]
+    kept = matrix(r.SigmoidKeepsOutput, {"x": x_(5)}, torch.sigmoid, ["memory"])["memory"]
     assert kept.detail.startswith("saves nothing;")  # a ctx attribute escapes the hooks
 
 
@@ -163,3 +164,40 @@ def test_a_random_forward_with_torchs_random_numbers_passes_checkpoint():
 
     rows = support.matrix(Dropout.apply, {"x": x_(5)}, None, rows=ROWS)
     assert {k: r.status for k, r in rows.items() if r.status not in ("ok", "skipped")} == {}
+
+
+def test_torch_compile_crashing_inside_torch_is_torchs_not_a_failing_row():
+    """Found by an outside corpus: `AssertionError: Expected fwd_out to be a
+    BaseListVariable`, raised in Dynamo, made a compiled row `fails` (the docs keep that for
+    wrong values); one raised in the user's code still fails."""
+    from functools import partial
+
+    inside = support.attempt(partial(torch._assert, False, "Expected fwd_out to be a "
+                                     "BaseListVariable"), compiling=True)
+    assert inside.status == "unsupported" and inside.detail.endswith(
+        "-> torch.compile crashed inside torch: torch's failure, not your Function's")
+
+    def users():
+        raise AssertionError("mine")
+    assert support.attempt(users, compiling=True).status == "fails"
+    assert support.attempt(partial(torch._assert, False, "x")).status == "fails"  # eager
+
+
+def test_the_shipped_examples_of_real_use(tmp_path):
+    """configs/examples/real_use_*.yaml: each hazard's entry fails, its row (or check) saying
+    the fix; each twin passes every row."""
+    from tests.conftest import CONFIGS, only_run_dir, run_main, summary
+
+    assert run_main(tmp_path / "bad", "--config", CONFIGS / "examples" /
+                    "real_use_mistake.yaml") == 1
+    for e in summary(only_run_dir(tmp_path / "bad"))["scenarios"]:
+        row = e["id"].removesuffix("_mistake")
+        failed = {c["name"]: c["detail"] for c in e["checks"] if c["passed"] is False}
+        name = hazards.KEPT if row == "save_for_backward" else "support matrix"
+        assert e["status"] == "failed" and list(failed) == [name], (row, failed)
+        if name == "support matrix":
+            function = next(iter(e["support"]))
+            assert e["support"][function][row]["status"] == "fails", (row, e["support"])
+            assert " -> " in e["support"][function][row]["detail"]  # its fix
+    assert run_main(tmp_path / "good", "--config", CONFIGS / "examples" /
+                    "real_use_ok.yaml") == 0

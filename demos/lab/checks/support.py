@@ -35,7 +35,7 @@ from demos.lab.checks.matching import (
 from demos.lab.checks.repro import script
 from demos.lab.core.results import CAPABILITIES, Check, Reproduction, Row
 from demos.lab.core.signals import Stopped
-from demos.lab.core.text import message, one_line
+from demos.lab.core.text import message, one_line, where
 from demos.lab.core.tolerance import FLOAT32_TOL
 from demos.lab.state import global_state, restore_global_state
 from demos.lab.tensors import abs_error, fresh, in_brief, output_tensors
@@ -140,18 +140,20 @@ def rows_of(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
             continue
         # fresh copies: a Function that changes an input in place changes only these
         found = attempt(partial(runs[row], fn, fresh(xs)), sparse, name and (name, row),
-                        "the backward row fails" if failing and row == "compile_grad" else None)
+                        "the backward row fails" if failing and row == "compile_grad" else None,
+                        compiling=row.startswith("compile") or row == "inductor")
         failing = failing or row == "backward" and found.status == "fails"
         yield row, found
 
 
 def attempt(run: Callable[[], str], sparse: bool = False, repro: tuple[str, str] | None = None,
-            unjudged: str | None = None) -> Row:
+            unjudged: str | None = None, compiling: bool = False) -> Row:
     """Run a row: its detail when it works, `fails` on a mismatch or an unexpected error,
     `unsupported` when torch refuses (with `sparse` inputs, any error of torch's: its
-    transforms and its compiler take few sparse tensors), `differs` where torch's compiled
-    path does (with its reproduction, repro_<name>_<row>.py, `repro` naming them), or
-    `skipped` for that if `unjudged` says why torch's numbers cannot be judged."""
+    transforms and its compiler take few sparse tensors; `compiling`, torch.compile crashing
+    inside torch), `differs` where torch's compiled path does (with its reproduction,
+    repro_<name>_<row>.py, `repro` naming them), or `skipped` for that if `unjudged` says why
+    torch's numbers cannot be judged."""
     try:
         with warnings.catch_warnings():  # torch's own (anomaly traces, deprecations): noise
             warnings.simplefilter("ignore")
@@ -184,6 +186,9 @@ def attempt(run: Callable[[], str], sparse: bool = False, repro: tuple[str, str]
                                                               "these sparse tensors here")
         if hint:
             return Row("unsupported", f"{one_line(e, 300)} -> {hint}")
+        if compiling and not where(e):  # raised in torch's code alone: torch's failure
+            return Row("unsupported", f"{one_line(e, 300)} -> torch.compile crashed inside "
+                                      f"torch: torch's failure, not your Function's")
         return Row("fails", one_line(e))
     except BaseException as e:  # not an Exception (asyncio.CancelledError, ...): the row's
         return Row("fails", one_line(e))

@@ -202,10 +202,11 @@ def log_checks(log: logging.Logger, found: list[Check]) -> None:
 
 
 def write_files(ctx: Context, looks: list[Look], result: Result | None) -> None:
-    """The generic files: explain.txt (the walks, then each failed gradient check's why),
-    backward.json, metrics.csv and loss.png, and the support rows' reproductions."""
+    """The generic files: explain.txt (the walks, each failed gradient check's why, what the
+    Functions save), backward.json, metrics.csv and loss.png, and the support rows'
+    reproductions."""
     explanations = [seen.explanation for seen in looks] + (
-        why_sections(result.checks) if result is not None else [])
+        why_sections(result.checks) + saved_section(result) if result is not None else [])
     if explanations:
         write_atomic(ctx.dir / EXPLAIN, "\n".join(explanations))
     backward = [seen.backward for seen in looks if seen.backward is not None]
@@ -218,6 +219,15 @@ def write_files(ctx: Context, looks: list[Look], result: Result | None) -> None:
     for matrix in (result.support if result else {}).values():
         for made in (r.reproduction for r in matrix.values() if r.reproduction):
             write_atomic(ctx.dir / made.file, made.script)
+
+
+def saved_section(result: Result) -> list[str]:
+    """explain.txt's "What each Function saves for backward": its support matrix's memory
+    notes."""
+    notes = [f"  {name}: {rows['memory'].detail}" for name, rows in result.support.items()
+             if "memory" in rows and rows["memory"].status == "ok"]
+    return ["\n".join(["What each Function saves for backward (the support matrix's memory "
+                       "row):", *notes, ""])] if notes else []
 
 
 def finish_checks(entry: ScenarioConfig, ctx: Context, pass_checks: list[Check],
