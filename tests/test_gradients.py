@@ -140,7 +140,8 @@ def test_a_jacobian_too_big_to_hold_is_checked_in_fast_mode_never_built():
     assert found.detail.endswith("; fast mode: 100,000 input and 100,000 output elements make "
                                  "the full check's dense Jacobians cost 20,000,000,000, past "
                                  "10,000,000; it compares random projections of them, then the "
-                                 "full check runs on x[:49], the output[:49]")
+                                 "full check runs on x[48 of 100,000], the output[48 of 100,000] "
+                                 "(pairs of neighbouring indices spread over each dim)")
     one_out = gradients.gradcheck("gradcheck", lambda v: v.sum(), {"x": x[:5000]},
                                torch.device("cpu"))  # a scalar output: still n_in squared
     assert one_out.passed is True and "cost 25,005,000," in one_out.detail
@@ -226,9 +227,12 @@ def test_a_wrong_function_at_real_size_fails_with_a_diagnosis_on_the_elements_it
     found = c["gradcheck"]
     assert found.passed is False and found.diagnosis.kind == "factor"
     assert found.diagnosis.says.startswith("x0's gradient is 1/2 times the right one")
-    assert found.diagnosis.says.endswith("(found on x0[:16, :32], the output[:16, :32]: the "
-                                            "elements finite differences can afford)")
-    assert all(a < 16 and b < 32 for a, b in (el.at for el in found.diagnosis.elements))
+    assert found.diagnosis.says.endswith("(found on x0[16 of 64, 32 of 128], the output[16 of "
+                                            "64, 32 of 128]: the elements finite differences "
+                                            "can afford)")
+    rows, cols = gradients.spread(64, 16), gradients.spread(128, 32)  # x0's own indices
+    assert all(a in rows and b in cols for a, b in (el.at for el in found.diagnosis.elements))
+    assert max(a for a, _ in (el.at for el in found.diagnosis.elements)) >= 16
 
 
 def test_a_check_even_fast_mode_cannot_afford_is_skipped_never_failed():
@@ -254,3 +258,39 @@ def test_at_real_size_what_fast_mode_lets_through_the_full_check_on_a_block_does
     assert "then the full check runs on x0[" in c["gradcheck"].detail or not small
     if not small:
         assert c["gradcheck"].diagnosis.kind == "one contribution missing"
+
+
+@pytest.mark.parametrize("fn, region", [(fns.SquareFarRows, (slice(20, None),)),
+                                        (fns.SquareLastBlock, (slice(48, None), slice(96, None)))],
+                         ids=["rows 20 and after", "the last block"])
+def test_a_mistake_anywhere_in_a_big_tensor_fails_with_its_why(fn, region, tmp_path):
+    """Issue 51, item 9: at [64, 128], a gradient 3/2 times too big on rows 20 and after passed
+    with no reference: torch's fast mode passes it, and the full check after it looked at the
+    leading block x[:16, :32] alone. torch's full gradcheck fails it wherever it reaches those
+    elements; so does the full check on elements spread over the whole tensor, and the tile
+    at its worst element says what the mistake is, and where. The right x² passes."""
+    assert torch.autograd.gradcheck(fn.apply, (x_(64, 128),), fast_mode=True)
+    assert not torch.autograd.gradcheck(fn.apply, (x_(24, 40),), raise_exception=False)
+    e, c = checked(tmp_path / "wrong", fn, [x_(64, 128)], support=[])
+    found = c["gradcheck"]
+    assert found.passed is False and found.diagnosis.kind == "factor", found
+    assert found.diagnosis.says.startswith("x0's gradient is 3/2 times the right one: "), found
+    wrong = torch.zeros(64, 128, dtype=torch.bool)
+    wrong[region] = True  # the tile it was found on lies in the wrong region, and it says so
+    assert found.diagnosis.elements and all(wrong[tuple(el.at)]
+                                            for el in found.diagnosis.elements)
+    tile = found.diagnosis.says.split("(found on x0[")[1].split("]")[0]
+    (r0, r1), (c0, c1) = ((int(a or 0), int(b)) for a, b in (d.split(":")
+                                                             for d in tile.split(", ")))
+    assert (r1 - r0, c1 - c0) == (16, 32) and wrong[r0:r1, c0:c1].all(), tile
+    right, c = checked(tmp_path / "right", fns.Square, [x_(64, 128)], support=[])
+    assert right.status == "passed", [(k.name, k.detail) for k in right.failures]
+    assert "then the full check runs on x0[16 of 64, 32 of 128]" in c["gradcheck"].detail
+
+
+def test_the_elements_checked_at_real_size_reach_every_region_in_pairs_of_neighbours():
+    rows = gradients.spread(64, 16)
+    assert len(rows) == 16 and rows[:2] == [0, 1] and rows[-2:] == [62, 63]
+    assert all(b - a == 1 for a, b in zip(rows[::2], rows[1::2]))  # odd and even indices
+    assert max(b - a for a, b in zip(rows, rows[1:])) <= 64 // 8 + 1  # no region left out
+    assert gradients.spread(5, 9) == [0, 1, 2, 3, 4] and gradients.spread(64, 2) == [0, 63]
