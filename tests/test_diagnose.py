@@ -360,3 +360,56 @@ def test_a_second_diagnosis_never_raises():
 
     assert second_against_numbers(Raises.apply, {"x": x_(3)}) is None
     assert second_against_numbers(d.Sin.apply, {"x": x_(3), "n": 2}) is None
+
+
+# -- issue 51, item 10: wrong verdicts a second outside corpus found ------------------------
+def test_a_backward_that_changes_grad_output_in_place_is_judged_by_its_values(tmp_path):
+    """`g *= 2; return g` is right in value: parity and the diagnosis each give backward a
+    grad_output of its own (the reference was handed the changed one: "1/2 times"), as torch's
+    gradcheck does; the check of grad_output still names the change."""
+    xs = {"x": x_(6)}
+    assert torch.autograd.gradcheck(d.TwiceInPlace.apply, (xs["x"],))
+    assert against_reference(d.TwiceInPlace.apply, d.twice, xs) is None
+    assert against_numbers(d.TwiceInPlace.apply, xs) is None
+    r = check_function(d.TwiceInPlace, inputs=xs, reference=d.twice, support=[],
+                       output_dir=tmp_path, quiet=True)
+    assert [(c.name, c.detail) for c in r.failures] == [
+        ("backward leaves grad_output unchanged",
+         "backward modified grad_output [0] in place; clone it first")]
+
+
+def test_a_sparse_gradient_for_a_dense_input_is_said_as_what_torch_refuses(tmp_path):
+    """Its values are right; torch's gradcheck refuses its layout. Said so, not "not the
+    forward's derivative ... needs `intended: true`"; with a reference, that its values are the
+    reference's."""
+    from torch.autograd.gradcheck import GradcheckError
+
+    with pytest.raises(GradcheckError, match="grad is incorrect layout"):
+        torch.autograd.gradcheck(d.SinSparseGrad.apply, (x_(6),))
+    for reference in (d.sin, None):
+        r = check_function(d.SinSparseGrad, inputs={"x": x_(6)}, reference=reference,
+                           support=[], output_dir=tmp_path, quiet=True)
+        [failed] = r.failures
+        why = failed.diagnosis
+        assert failed.name == "gradcheck" and why.kind == "layout" and why.input == "x", why
+        assert why.says.startswith(
+            "x's gradient is sparse (torch.sparse_coo) where x is dense (torch.strided): torch's "
+            "gradcheck refuses a gradient whose layout is not its input's (\"grad is incorrect "
+            "layout\")"), why.says
+        assert "grad.to_dense()" in why.says and "intended" not in why.says
+        assert ("Its values are right: the reference's (parity holds)" in why.says) == (
+            reference is not None)
+
+
+def test_an_intended_gradient_that_is_none_gets_the_zero_diagnosis(tmp_path):
+    """checks.md promises `zero` for a gradient that is None where one is needed; the intended
+    gradient's check (parity's comparison) gave none."""
+    from demos.scenarios.custom_function import INTENDED
+
+    r = check_function(d.ClippedNone, inputs={"x": 3 * x_(6)}, reference=d.clipped,
+                       intended=True, support=[], output_dir=tmp_path, quiet=True)
+    failed = {c.name: c for c in r.failures}
+    assert failed[INTENDED].detail == "grad x: custom gives None, reference (6,)"
+    why = failed[INTENDED].diagnosis
+    assert why is not None and why.kind == "zero" and why.says.startswith(
+        "x's gradient is None where one is needed"), why

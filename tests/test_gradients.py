@@ -294,3 +294,14 @@ def test_the_elements_checked_at_real_size_reach_every_region_in_pairs_of_neighb
     assert all(b - a == 1 for a, b in zip(rows[::2], rows[1::2]))  # odd and even indices
     assert max(b - a for a, b in zip(rows, rows[1:])) <= 64 // 8 + 1  # no region left out
     assert gradients.spread(5, 9) == [0, 1, 2, 3, 4] and gradients.spread(64, 2) == [0, 63]
+
+
+def test_parity_says_where_the_reference_is_zero_instead_of_a_huge_relative_error():
+    """Issue 51, item 10: relative to a reference of 0 an error is infinite; the detail said
+    `rel 1e+299` (the error over 1e-300)."""
+    x = {"x": torch.tensor([0.5, 2.0], dtype=D, requires_grad=True)}
+    found = gradients.parity("parity", lambda v: v, lambda v: v * torch.tensor([1.0, 0.0]),
+                             x, CPU)
+    assert found.passed is False and found.detail.startswith(
+        "value differs: max abs err 2 at (1,), where the reference is 0 (custom 2, reference "
+        "0); "), found.detail

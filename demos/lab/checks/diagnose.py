@@ -371,7 +371,9 @@ def pullback(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
             wrt = [k for k, x in leaves.items() if x.requires_grad]
             if not out.requires_grad or not wrt:
                 return {k: None for k in wrt}
-            grads = torch.autograd.grad(out, [leaves[k] for k in wrt], v.to(out),
+            # a copy of the probe: a backward that changes grad_output in place (g *= 2)
+            # must not change the probe the right map is then given (issue 51, item 10)
+            grads = torch.autograd.grad(out, [leaves[k] for k in wrt], v.to(out, copy=True),
                                         allow_unused=True)
         return {k: None if g is None else g.detach().double() for k, g in zip(wrt, grads)}
     return pull
@@ -476,7 +478,8 @@ def second_against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diag
                 gs = args[len(names):]
                 got = real_outputs(fn(*given))
                 grads = torch.autograd.grad(got, [a for k, a in zip(names, given) if k in wrt],
-                                            list(gs), create_graph=True, allow_unused=True)
+                                            [g.clone() for g in gs],  # its own (see pullback)
+                                            create_graph=True, allow_unused=True)
             return tuple(torch.zeros_like(xs[k]) if g is None else g for k, g in zip(wrt, grads))
 
         extended = {**xs, **{f"grad_output{'' if len(outs) == 1 else ' ' + str(i)}":
@@ -504,6 +507,8 @@ def failed_check(e: BaseException, fn: Callable, xs: Mapping[str, torch.Tensor],
     numbers = second_against_numbers if second else against_numbers
     if "forward AD" in message(e):
         return None  # forward mode's own check says why
+    if "grad is incorrect layout" in message(e):
+        return wrong_layout(fn, xs)  # refused before any value is compared
     if "not reentrant" not in message(e):
         return numbers(fn, xs)
     also = numbers(fn, xs)  # torch checks reentrancy before the values: they may differ too
@@ -517,12 +522,45 @@ def failed_check(e: BaseException, fn: Callable, xs: Mapping[str, torch.Tensor],
         also.elements if also else [])
 
 
+def wrong_layout(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diagnosis | None:
+    """Why gradcheck said "grad is incorrect layout": the input whose gradient has another
+    layout than its own (a sparse one for a dense input), which torch's gradcheck refuses
+    whatever its values (issue 51, item 10)."""
+    try:
+        leaves = fresh(xs)
+        outs = [o for o in real_outputs(fn(*leaves.values())) if o.requires_grad]
+        wrt = [k for k, x in leaves.items() if x.requires_grad]
+        grads = torch.autograd.grad(outs, [leaves[k] for k in wrt],
+                                    [torch.ones_like(o) for o in outs], allow_unused=True)
+    except Exception:
+        return None
+    def said(t: torch.Tensor) -> str:
+        return f"{'dense' if t.layout == torch.strided else 'sparse'} ({t.layout})"
+
+    for k, g in zip(wrt, grads):
+        x = leaves[k]
+        if g is not None and g.layout != x.layout:
+            return Diagnosis("layout", (
+                f"{k}'s gradient is {said(g)} where {k} is {said(x)}: torch's gradcheck refuses "
+                f"a gradient whose layout is not its input's (\"grad is incorrect layout\"), "
+                f"whatever its values; autograd's backward() takes it, and {k}.grad is then "
+                f"{said(g).split()[0]} (as nn.Embedding(sparse=True) makes it), which Adam and "
+                f"RMSprop refuse; return it in {k}'s layout" +
+                (": grad.to_dense()" if x.layout == torch.strided else "")),
+                "the output" if len(outs) == 1 else "the outputs", k)
+    return None
+
+
 def deliberate(gradcheck: Check) -> Check:
     """A failed gradcheck of a Function whose parity with its reference holds: the hint that a
-    deliberate gradient (clipping, straight-through) needs `intended: true`."""
+    deliberate gradient (clipping, straight-through) needs `intended: true`; or, where gradcheck
+    refused its layout alone, that its values are right."""
     d = gradcheck.diagnosis or Diagnosis("", "", "the outputs", "every input")
     if d.kind in ("not reentrant", "right one not finite"):
         return gradcheck
+    if d.kind == "layout":  # its values are right: only its layout was refused
+        return Check(gradcheck.name, False, gradcheck.detail, replace(d, says=(
+            f"{d.says}. Its values are right: the reference's (parity holds)")))
     says = (f"{d.input}'s gradient is not the forward's derivative, but it is exactly the "
             f"reference's (parity holds): a deliberate gradient (clipping, a straight-through "
             f"estimator, a reversal layer) needs `intended: true` (check_function: "

@@ -331,8 +331,9 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
         for outs in (out_a, out_b):  # through the outputs that carry a gradient (an argmax's
             #                          indices, marked non-differentiable, do not)
             live = [(o, g) for o, g in zip(outs, gs) if o.requires_grad]
-            if live:
-                torch.autograd.backward([o for o, _ in live], [g for _, g in live])
+            if live:  # each backward a grad_output of its own: one that changes it in place
+                #       (g *= 2) would hand the other a changed one (issue 51, item 10)
+                torch.autograd.backward([o for o, _ in live], [g.clone() for _, g in live])
     except Exception as e:
         return Check(name, False, one_line(e)), {}
     pairs = [(f"value{'' if len(out_a) == 1 else f' {i}'}", dense(x), dense(y))
@@ -344,32 +345,28 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
     # gradients, not element by element, where a value near zero makes any rounding look large
     scale = max((y.detach().abs().max().item() for _, _, y in pairs
                  if y is not None and y.numel()), default=0.0)
+    def why(what: str) -> Diagnosis | None:
+        # a gradient that differs where the values agree: the backward's mistake (a float32
+        # Function's at float32's tolerance); a None where one is needed is `zero`
+        return against_reference(custom, reference, fresh(inputs, device), FLOAT32_TOL
+                                 if rtol >= FLOAT32_TOL[0] else REFERENCE_TOL) \
+            if what.startswith("grad") else None
+
     for what, x, y in pairs:
         if x is None or y is None or x.shape != y.shape:
             got = "None" if x is None else tuple(x.shape)
             return Check(name, False, f"{what}: custom gives {got}, reference "
-                                      f"{'None' if y is None else tuple(y.shape)}"), {}
+                                      f"{'None' if y is None else tuple(y.shape)}",
+                         why(what)), {}
         diff = abs_error(x, y)
         abs_err = diff.max().item() if diff.numel() else 0.0
         rel_err = abs_err / max(scale, 1e-300)  # the worst is the worst abs_err's
         if not agree(x, y, rtol, atol):
-            why = None
-            if what.startswith("grad"):  # the values agree: the backward is what differs
-                # (a float32 Function's at float32's tolerance)
-                why = against_reference(custom, reference, fresh(inputs, device),
-                                        FLOAT32_TOL if rtol >= FLOAT32_TOL[0] else REFERENCE_TOL)
-            flat = int(diff.argmax())
-            rel_there = (diff.flatten()[flat] / y.detach().flatten()[flat].abs().clamp_min(1e-300)
-                         ).item()  # at the worst absolute error: the place the detail names
             # two relative errors, each said with its measure: the element's own (what the
             # mistake looks like there) and the metric's, against the largest reference value
-            return Check(name, False, f"{what} differs: max abs err {abs_err:.3g}, rel "
-                                      f"{rel_there:.3g} at {index(flat, tuple(y.shape))} "
-                                      f"(custom {x.flatten()[flat].item():.8g}, reference "
-                                      f"{y.flatten()[flat].item():.8g}); {rel_err:.3g} of the "
-                                      f"largest reference value (max_rel_error)",
-                         why), \
-                {"max_abs_error": abs_err, "max_rel_error": rel_err}
+            return Check(name, False, f"{what} differs: {worst(x, y, diff)}; {rel_err:.3g} of "
+                                      f"the largest reference value (max_rel_error)",
+                         why(what)), {"max_abs_error": abs_err, "max_rel_error": rel_err}
         if abs_err >= worst_abs:
             worst_what, worst_abs = what, abs_err
     worst_rel = worst_abs / max(scale, 1e-300)
@@ -377,6 +374,17 @@ def compare_to_reference(name: str, custom: Callable, reference: Callable,
                              f"match (float64; worst: {worst_what}, abs {worst_abs:.2g}; "
                              f"rel {worst_rel:.2g} of the largest reference value)"), \
         {"max_abs_error": worst_abs, "max_rel_error": worst_rel}
+
+
+def worst(x: torch.Tensor, y: torch.Tensor, diff: torch.Tensor) -> str:
+    """Where custom `x` is furthest from reference `y` (diff: |x - y|), with the relative error
+    there, or, where the reference is 0, that (relative to 0, any error is infinite)."""
+    flat = int(diff.argmax())
+    there, err = y.detach().flatten()[flat].item(), diff.flatten()[flat].item()
+    at = index(flat, tuple(y.shape))
+    return (f"max abs err {err:.3g}" + (f", rel {err / abs(there):.3g} at {at}" if there else
+                                        f" at {at}, where the reference is 0") +
+            f" (custom {x.flatten()[flat].item():.8g}, reference {there:.8g})")
 
 
 def masked(grad: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:
