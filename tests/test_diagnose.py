@@ -413,3 +413,48 @@ def test_an_intended_gradient_that_is_none_gets_the_zero_diagnosis(tmp_path):
     why = failed[INTENDED].diagnosis
     assert why is not None and why.kind == "zero" and why.says.startswith(
         "x's gradient is None where one is needed"), why
+
+
+@pytest.mark.parametrize("fn, reference, lost", [
+    (d.SquareOfDoubleOnCtx, d.square_of_double, "ctx.doubled"),
+    (d.SiLUSavesSigmoid, d.silu, "ctx.saved_tensors[1]"),
+], ids=["an intermediate on ctx (pytorch#58509)", "a saved intermediate (pytorch#104040)"])
+def test_a_second_derivative_through_tensors_without_a_graph_says_so_and_the_fix(
+        tmp_path, fn, reference, lost):
+    """gradcheck passes them and gradgradcheck fails them (torch's own verdicts); its WHY said
+    "Jacobian mismatch" or "detaches something" without why: it names the tensor kept for
+    backward that carries no graph of the inputs, and the two fixes."""
+    x = x_(6)
+    assert torch.autograd.gradcheck(fn.apply, (x,))
+    assert not torch.autograd.gradgradcheck(fn.apply, (x,), raise_exception=False)
+    r = check_function(fn, inputs={"x": x}, reference=reference, double_backward=True,
+                       support=["double_backward"], output_dir=tmp_path, quiet=True)
+    failed = {c.name: c for c in r.failures}
+    why = failed["gradgradcheck"].diagnosis
+    assert why.output == "the backward's gradient of x", why
+    assert f"the backward computes from {lost}, which changes with the inputs but carries no " \
+        "graph of them" in why.says, why.says
+    assert "decorate backward with @once_differentiable (torch then refuses it: the " \
+        "double_backward row is unsupported); else save the inputs with " \
+        "ctx.save_for_backward and recompute it from the inputs in backward" in why.says
+    assert r.entries[0].summary.support[fn.__name__]["double_backward"].status == "fails"
+
+
+@pytest.mark.parametrize("fn, reference, double", [
+    (d.SquareOfDoubleOnce, d.square_of_double, False),  # the row unsupported, as torch refuses
+    (d.SquareOfDoubleRecomputed, d.square_of_double, True),
+    (d.ExpKeepsOutput, torch.exp, True), (d.SquareKeepsInput, d.square, True),
+], ids=lambda v: getattr(v, "__name__", None) if isinstance(v, type) else None)
+def test_their_right_twins_pass_and_keeping_an_input_or_output_on_ctx_is_no_such_mistake(
+        tmp_path, fn, reference, double):
+    """The fixes pass; an input or an output kept as a ctx attribute carries its graph, and
+    torch's gradgradcheck passes it (hazards of their own, memory and hooks, are not this
+    diagnosis's)."""
+    x = x_(6)
+    assert torch.autograd.gradgradcheck(fn.apply, (x,), raise_exception=False) == double
+    r = check_function(fn, inputs={"x": x}, reference=reference, double_backward=double,
+                       support=["double_backward"], output_dir=tmp_path, quiet=True)
+    assert r.passed, [(c.name, c.detail) for c in r.failures]
+    row = r.entries[0].summary.support[fn.__name__]["double_backward"].status
+    assert row == ("ok" if double else "unsupported")
+    assert second_against_numbers(fn.apply, {"x": x}) is None or not double

@@ -491,13 +491,67 @@ def second_against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diag
             return None
         # said as the backward's: output i of it is input i's gradient
         of = wrt[output_names(len(wrt)).index(d.output)]
-        return replace(d, output=f"the backward's gradient of {of}", says=(
-            f"the backward's gradient of {of} carries no gradient w.r.t. {d.input}: the "
-            f"backward detaches something it depends on (.detach(), .data, NumPy, "
-            f"@once_differentiable) or is not differentiable"
-            if d.kind == "zero" else f"in the double backward, {d.says}"))
+        says = f"the backward's gradient of {of} carries no gradient w.r.t. {d.input}" \
+            if d.kind == "zero" else f"in the double backward, {d.says}"
+        lost = graphless(fn, xs)
+        if lost:  # pytorch#58509, #104040: torch says nothing of it; the cause, not the numbers'
+            #       pattern (a factor there is no factor to fix)
+            them = "them" if lost[1:] else "it"
+            if d.kind != "zero":
+                says = (f"the backward's gradient of {of} has a wrong derivative w.r.t. "
+                        f"{d.input} ({d.kind})")
+            says = (f"{says}: the backward computes from {' and '.join(lost)}, which "
+                    f"change{'' if lost[1:] else 's'} with the inputs but carr"
+                    f"{'y' if lost[1:] else 'ies'} no graph of them (forward runs with autograd "
+                    f"off: a tensor it computes, kept on ctx or saved, is a constant to the "
+                    f"double backward). If a second derivative is not meant to be supported, "
+                    f"decorate backward with @once_differentiable (torch then refuses it: the "
+                    f"double_backward row is unsupported); else save the inputs with "
+                    f"ctx.save_for_backward and recompute {them} from the inputs in backward")
+        elif d.kind == "zero":
+            says += (": the backward detaches something it depends on (.detach(), .data, "
+                     "NumPy, @once_differentiable) or is not differentiable")
+        return replace(d, output=f"the backward's gradient of {of}", says=says)
     except Exception:
         return None
+
+
+def graphless(fn: Callable, xs: Mapping[str, torch.Tensor]) -> list[str]:
+    """The tensors the Function keeps for its backward (ctx attributes, in a tuple or list
+    too, and ctx.saved_tensors) that change with the inputs but carry no graph of them:
+    computed in forward, where autograd records nothing (an input or an output kept carries
+    one). A second derivative through them leaves out how they change."""
+    g = torch.Generator().manual_seed(5)
+    nearby = {k: (x.detach() + 1e-3 * torch.randn(x.shape, generator=g, dtype=torch.float64)
+                  .to(x)).requires_grad_() if x.requires_grad else x for k, x in xs.items()}
+    here, there = kept(fn, xs), kept(fn, nearby)
+    return [k for k, t in here.items() if (t.is_floating_point() or t.is_complex())
+            and not t.requires_grad and k in there and t.shape == there[k].shape
+            and not torch.equal(t, there[k])]
+
+
+def kept(fn: Callable, xs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """What the first autograd.Function node in the graph of fn's outputs keeps for its
+    backward, by the name backward reads it by (ctx.foo, ctx.pair[1], ctx.saved_tensors[0])."""
+    with torch.enable_grad():
+        outs = real_outputs(fn(*fresh(xs).values()))
+    todo, found = [o.grad_fn for o in outs if o.grad_fn is not None], {}
+    for _ in range(64):  # breadth first, a few nodes deep (fn may index, or sum, its outputs)
+        if not todo:
+            return {}
+        node = todo.pop(0)
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            break
+        todo += [f for f, _ in node.next_functions if f is not None]
+    else:
+        return {}
+    for k, v in vars(node).items():
+        many = isinstance(v, (tuple, list))
+        found.update({f"ctx.{k}" + (f"[{i}]" if many else ""): t
+                      for i, t in enumerate(v if many else (v,)) if isinstance(t, torch.Tensor)})
+    found.update({f"ctx.saved_tensors[{i}]": t for i, t in enumerate(node.saved_tensors)
+                  if isinstance(t, torch.Tensor)})
+    return found
 
 
 def failed_check(e: BaseException, fn: Callable, xs: Mapping[str, torch.Tensor],
