@@ -1,7 +1,8 @@
 """The checks of gradients and results (demos.lab.checks.gradients): gradcheck, parity
 (compare_to_reference), expect and close pass on correct Functions and fail, with a useful
 detail, on wrong ones; past the full check's cost bound, torch's fast mode and the full check on
-the leading blocks it can afford, or no check at all where even fast mode cannot afford one."""
+elements spread over each tensor that it can afford (a mistake in any region fails), or no check
+at all where even fast mode cannot afford one."""
 import math
 
 import pytest
@@ -211,7 +212,8 @@ def test_parity_reports_errors_relative_to_the_reference_scale_not_near_zero_ele
 
 
 # -- real sizes: torch's fast mode past the full check's cost bound, the full check on the
-# leading blocks it can afford (issue 43, item 1; tests/fixtures/edge_fns.py) ------------
+# elements spread over each tensor it can afford (issues 43, item 1; 51, item 9;
+# tests/fixtures/edge_fns.py) ---------------------------------------------------------------
 def test_a_right_function_at_real_size_passes_in_fast_mode(tmp_path):
     e, c = checked(tmp_path, fns.SiLU, [x_(64, 128)], fns.silu, double_backward=True,
                    support=["backward", "double_backward"])
@@ -247,9 +249,9 @@ def test_a_check_even_fast_mode_cannot_afford_is_skipped_never_failed():
 def test_at_real_size_what_fast_mode_lets_through_the_full_check_on_a_block_does_not(
         fn, tmp_path):
     """torch's fast mode passes a softmax whose backward leaves out its log output's term at
-    [64, 128] (its tolerance grows with the sizes); the full check on the leading blocks
-    after it fails it, as torch's full gradcheck does at a smaller size. A dim argument, two
-    outputs: the right one passes."""
+    [64, 128] (its tolerance grows with the sizes); the full check on the elements spread
+    over each tensor after it fails it, as torch's full gradcheck does at a smaller size. A dim
+    argument, two outputs: the right one passes."""
     f = lambda t: fn.apply(t, 1)  # noqa: E731
     assert torch.autograd.gradcheck(f, (x_(64, 128),), fast_mode=True, raise_exception=False)
     small = torch.autograd.gradcheck(f, (x_(8, 16),), raise_exception=False)

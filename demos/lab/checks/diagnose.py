@@ -588,6 +588,7 @@ def wrong_layout(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diagnosis | No
                                     [torch.ones_like(o) for o in outs], allow_unused=True)
     except Exception:
         return None
+
     def said(t: torch.Tensor) -> str:
         return f"{'dense' if t.layout == torch.strided else 'sparse'} ({t.layout})"
 
