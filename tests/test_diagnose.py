@@ -360,3 +360,101 @@ def test_a_second_diagnosis_never_raises():
 
     assert second_against_numbers(Raises.apply, {"x": x_(3)}) is None
     assert second_against_numbers(d.Sin.apply, {"x": x_(3), "n": 2}) is None
+
+
+# -- issue 51, item 10: wrong verdicts a second outside corpus found ------------------------
+def test_a_backward_that_changes_grad_output_in_place_is_judged_by_its_values(tmp_path):
+    """`g *= 2; return g` is right in value: parity and the diagnosis each give backward a
+    grad_output of its own (the reference was handed the changed one: "1/2 times"), as torch's
+    gradcheck does; the check of grad_output still names the change."""
+    xs = {"x": x_(6)}
+    assert torch.autograd.gradcheck(d.TwiceInPlace.apply, (xs["x"],))
+    assert against_reference(d.TwiceInPlace.apply, d.twice, xs) is None
+    assert against_numbers(d.TwiceInPlace.apply, xs) is None
+    r = check_function(d.TwiceInPlace, inputs=xs, reference=d.twice, support=[],
+                       output_dir=tmp_path, quiet=True)
+    assert [(c.name, c.detail) for c in r.failures] == [
+        ("backward leaves grad_output unchanged",
+         "backward modified grad_output [0] in place; clone it first")]
+
+
+def test_a_sparse_gradient_for_a_dense_input_is_said_as_what_torch_refuses(tmp_path):
+    """Its values are right; torch's gradcheck refuses its layout. Said so, not "not the
+    forward's derivative ... needs `intended: true`"; with a reference, that its values are the
+    reference's."""
+    from torch.autograd.gradcheck import GradcheckError
+
+    with pytest.raises(GradcheckError, match="grad is incorrect layout"):
+        torch.autograd.gradcheck(d.SinSparseGrad.apply, (x_(6),))
+    for reference in (d.sin, None):
+        r = check_function(d.SinSparseGrad, inputs={"x": x_(6)}, reference=reference,
+                           support=[], output_dir=tmp_path, quiet=True)
+        [failed] = r.failures
+        why = failed.diagnosis
+        assert failed.name == "gradcheck" and why.kind == "layout" and why.input == "x", why
+        assert why.says.startswith(
+            "x's gradient is sparse (torch.sparse_coo) where x is dense (torch.strided): torch's "
+            "gradcheck refuses a gradient whose layout is not its input's (\"grad is incorrect "
+            "layout\")"), why.says
+        assert "grad.to_dense()" in why.says and "intended" not in why.says
+        assert ("Its values are right: the reference's (parity holds)" in why.says) == (
+            reference is not None)
+
+
+def test_an_intended_gradient_that_is_none_gets_the_zero_diagnosis(tmp_path):
+    """checks.md promises `zero` for a gradient that is None where one is needed; the intended
+    gradient's check (parity's comparison) gave none."""
+    from demos.scenarios.custom_function import INTENDED
+
+    r = check_function(d.ClippedNone, inputs={"x": 3 * x_(6)}, reference=d.clipped,
+                       intended=True, support=[], output_dir=tmp_path, quiet=True)
+    failed = {c.name: c for c in r.failures}
+    assert failed[INTENDED].detail == "grad x: custom gives None, reference (6,)"
+    why = failed[INTENDED].diagnosis
+    assert why is not None and why.kind == "zero" and why.says.startswith(
+        "x's gradient is None where one is needed"), why
+
+
+@pytest.mark.parametrize("fn, reference, lost", [
+    (d.SquareOfDoubleOnCtx, d.square_of_double, "ctx.doubled"),
+    (d.SiLUSavesSigmoid, d.silu, "ctx.saved_tensors[1]"),
+], ids=["an intermediate on ctx (pytorch#58509)", "a saved intermediate (pytorch#104040)"])
+def test_a_second_derivative_through_tensors_without_a_graph_says_so_and_the_fix(
+        tmp_path, fn, reference, lost):
+    """gradcheck passes them and gradgradcheck fails them (torch's own verdicts); its WHY said
+    "Jacobian mismatch" or "detaches something" without why: it names the tensor kept for
+    backward that carries no graph of the inputs, and the two fixes."""
+    x = x_(6)
+    assert torch.autograd.gradcheck(fn.apply, (x,))
+    assert not torch.autograd.gradgradcheck(fn.apply, (x,), raise_exception=False)
+    r = check_function(fn, inputs={"x": x}, reference=reference, double_backward=True,
+                       support=["double_backward"], output_dir=tmp_path, quiet=True)
+    failed = {c.name: c for c in r.failures}
+    why = failed["gradgradcheck"].diagnosis
+    assert why.output == "the backward's gradient of x", why
+    assert f"the backward computes from {lost}, which changes with the inputs but carries no " \
+        "graph of them" in why.says, why.says
+    assert "decorate backward with @once_differentiable (torch then refuses it: the " \
+        "double_backward row is unsupported); else save the inputs with " \
+        "ctx.save_for_backward and recompute it from the inputs in backward" in why.says
+    assert r.entries[0].summary.support[fn.__name__]["double_backward"].status == "fails"
+
+
+@pytest.mark.parametrize("fn, reference, double", [
+    (d.SquareOfDoubleOnce, d.square_of_double, False),  # the row unsupported, as torch refuses
+    (d.SquareOfDoubleRecomputed, d.square_of_double, True),
+    (d.ExpKeepsOutput, torch.exp, True), (d.SquareKeepsInput, d.square, True),
+], ids=lambda v: getattr(v, "__name__", None) if isinstance(v, type) else None)
+def test_their_right_twins_pass_and_keeping_an_input_or_output_on_ctx_is_no_such_mistake(
+        tmp_path, fn, reference, double):
+    """The fixes pass; an input or an output kept as a ctx attribute carries its graph, and
+    torch's gradgradcheck passes it (hazards of their own, memory and hooks, are not this
+    diagnosis's)."""
+    x = x_(6)
+    assert torch.autograd.gradgradcheck(fn.apply, (x,), raise_exception=False) == double
+    r = check_function(fn, inputs={"x": x}, reference=reference, double_backward=double,
+                       support=["double_backward"], output_dir=tmp_path, quiet=True)
+    assert r.passed, [(c.name, c.detail) for c in r.failures]
+    row = r.entries[0].summary.support[fn.__name__]["double_backward"].status
+    assert row == ("ok" if double else "unsupported")
+    assert second_against_numbers(fn.apply, {"x": x}) is None or not double

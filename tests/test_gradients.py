@@ -1,7 +1,8 @@
 """The checks of gradients and results (demos.lab.checks.gradients): gradcheck, parity
 (compare_to_reference), expect and close pass on correct Functions and fail, with a useful
 detail, on wrong ones; past the full check's cost bound, torch's fast mode and the full check on
-the leading blocks it can afford, or no check at all where even fast mode cannot afford one."""
+elements spread over each tensor that it can afford (a mistake in any region fails), or no check
+at all where even fast mode cannot afford one."""
 import math
 
 import pytest
@@ -140,7 +141,8 @@ def test_a_jacobian_too_big_to_hold_is_checked_in_fast_mode_never_built():
     assert found.detail.endswith("; fast mode: 100,000 input and 100,000 output elements make "
                                  "the full check's dense Jacobians cost 20,000,000,000, past "
                                  "10,000,000; it compares random projections of them, then the "
-                                 "full check runs on x[:49], the output[:49]")
+                                 "full check runs on x[48 of 100,000], the output[48 of 100,000] "
+                                 "(pairs of neighbouring indices spread over each dim)")
     one_out = gradients.gradcheck("gradcheck", lambda v: v.sum(), {"x": x[:5000]},
                                torch.device("cpu"))  # a scalar output: still n_in squared
     assert one_out.passed is True and "cost 25,005,000," in one_out.detail
@@ -210,7 +212,8 @@ def test_parity_reports_errors_relative_to_the_reference_scale_not_near_zero_ele
 
 
 # -- real sizes: torch's fast mode past the full check's cost bound, the full check on the
-# leading blocks it can afford (issue 43, item 1; tests/fixtures/edge_fns.py) ------------
+# elements spread over each tensor it can afford (issues 43, item 1; 51, item 9;
+# tests/fixtures/edge_fns.py) ---------------------------------------------------------------
 def test_a_right_function_at_real_size_passes_in_fast_mode(tmp_path):
     e, c = checked(tmp_path, fns.SiLU, [x_(64, 128)], fns.silu, double_backward=True,
                    support=["backward", "double_backward"])
@@ -226,9 +229,12 @@ def test_a_wrong_function_at_real_size_fails_with_a_diagnosis_on_the_elements_it
     found = c["gradcheck"]
     assert found.passed is False and found.diagnosis.kind == "factor"
     assert found.diagnosis.says.startswith("x0's gradient is 1/2 times the right one")
-    assert found.diagnosis.says.endswith("(found on x0[:16, :32], the output[:16, :32]: the "
-                                            "elements finite differences can afford)")
-    assert all(a < 16 and b < 32 for a, b in (el.at for el in found.diagnosis.elements))
+    assert found.diagnosis.says.endswith("(found on x0[16 of 64, 32 of 128], the output[16 of "
+                                            "64, 32 of 128]: the elements finite differences "
+                                            "can afford)")
+    rows, cols = gradients.spread(64, 16), gradients.spread(128, 32)  # x0's own indices
+    assert all(a in rows and b in cols for a, b in (el.at for el in found.diagnosis.elements))
+    assert max(a for a, _ in (el.at for el in found.diagnosis.elements)) >= 16
 
 
 def test_a_check_even_fast_mode_cannot_afford_is_skipped_never_failed():
@@ -243,9 +249,9 @@ def test_a_check_even_fast_mode_cannot_afford_is_skipped_never_failed():
 def test_at_real_size_what_fast_mode_lets_through_the_full_check_on_a_block_does_not(
         fn, tmp_path):
     """torch's fast mode passes a softmax whose backward leaves out its log output's term at
-    [64, 128] (its tolerance grows with the sizes); the full check on the leading blocks
-    after it fails it, as torch's full gradcheck does at a smaller size. A dim argument, two
-    outputs: the right one passes."""
+    [64, 128] (its tolerance grows with the sizes); the full check on the elements spread
+    over each tensor after it fails it, as torch's full gradcheck does at a smaller size. A dim
+    argument, two outputs: the right one passes."""
     f = lambda t: fn.apply(t, 1)  # noqa: E731
     assert torch.autograd.gradcheck(f, (x_(64, 128),), fast_mode=True, raise_exception=False)
     small = torch.autograd.gradcheck(f, (x_(8, 16),), raise_exception=False)
@@ -254,3 +260,50 @@ def test_at_real_size_what_fast_mode_lets_through_the_full_check_on_a_block_does
     assert "then the full check runs on x0[" in c["gradcheck"].detail or not small
     if not small:
         assert c["gradcheck"].diagnosis.kind == "one contribution missing"
+
+
+@pytest.mark.parametrize("fn, region", [(fns.SquareFarRows, (slice(20, None),)),
+                                        (fns.SquareLastBlock, (slice(48, None), slice(96, None)))],
+                         ids=["rows 20 and after", "the last block"])
+def test_a_mistake_anywhere_in_a_big_tensor_fails_with_its_why(fn, region, tmp_path):
+    """Issue 51, item 9: at [64, 128], a gradient 3/2 times too big on rows 20 and after passed
+    with no reference: torch's fast mode passes it, and the full check after it looked at the
+    leading block x[:16, :32] alone. torch's full gradcheck fails it wherever it reaches those
+    elements; so does the full check on elements spread over the whole tensor, and the tile
+    at its worst element says what the mistake is, and where. The right x² passes."""
+    assert torch.autograd.gradcheck(fn.apply, (x_(64, 128),), fast_mode=True)
+    assert not torch.autograd.gradcheck(fn.apply, (x_(24, 40),), raise_exception=False)
+    e, c = checked(tmp_path / "wrong", fn, [x_(64, 128)], support=[])
+    found = c["gradcheck"]
+    assert found.passed is False and found.diagnosis.kind == "factor", found
+    assert found.diagnosis.says.startswith("x0's gradient is 3/2 times the right one: "), found
+    wrong = torch.zeros(64, 128, dtype=torch.bool)
+    wrong[region] = True  # the tile it was found on lies in the wrong region, and it says so
+    assert found.diagnosis.elements and all(wrong[tuple(el.at)]
+                                            for el in found.diagnosis.elements)
+    tile = found.diagnosis.says.split("(found on x0[")[1].split("]")[0]
+    (r0, r1), (c0, c1) = ((int(a or 0), int(b)) for a, b in (d.split(":")
+                                                             for d in tile.split(", ")))
+    assert (r1 - r0, c1 - c0) == (16, 32) and wrong[r0:r1, c0:c1].all(), tile
+    right, c = checked(tmp_path / "right", fns.Square, [x_(64, 128)], support=[])
+    assert right.status == "passed", [(k.name, k.detail) for k in right.failures]
+    assert "then the full check runs on x0[16 of 64, 32 of 128]" in c["gradcheck"].detail
+
+
+def test_the_elements_checked_at_real_size_reach_every_region_in_pairs_of_neighbours():
+    rows = gradients.spread(64, 16)
+    assert len(rows) == 16 and rows[:2] == [0, 1] and rows[-2:] == [62, 63]
+    assert all(b - a == 1 for a, b in zip(rows[::2], rows[1::2]))  # odd and even indices
+    assert max(b - a for a, b in zip(rows, rows[1:])) <= 64 // 8 + 1  # no region left out
+    assert gradients.spread(5, 9) == [0, 1, 2, 3, 4] and gradients.spread(64, 2) == [0, 63]
+
+
+def test_parity_says_where_the_reference_is_zero_instead_of_a_huge_relative_error():
+    """Issue 51, item 10: relative to a reference of 0 an error is infinite; the detail said
+    `rel 1e+299` (the error over 1e-300)."""
+    x = {"x": torch.tensor([0.5, 2.0], dtype=D, requires_grad=True)}
+    found = gradients.parity("parity", lambda v: v, lambda v: v * torch.tensor([1.0, 0.0]),
+                             x, CPU)
+    assert found.passed is False and found.detail.startswith(
+        "value differs: max abs err 2 at (1,), where the reference is 0 (custom 2, reference "
+        "0); "), found.detail

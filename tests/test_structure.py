@@ -4,6 +4,7 @@ backward returns (one grad per input, trailing Nones, broadcast shapes, each gra
 input), and the checks made before an error are kept."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from demos import check_function
@@ -92,3 +93,49 @@ def test_an_exception_whose_str_raises_keeps_the_checks_made_before_it(tmp_path)
         ("backward runs", False)]
     assert raised_in(e.checks[2].detail, "Unsayable: (its message could not be read: "
                      "RuntimeError in its __str__)", "contract_fns.py", "backward")
+
+
+def grads_check(r) -> dict:
+    return check(r.entries[0].summary.to_json(), "each grad matches its input (None, shape, dtype)")
+
+
+def test_a_complex_gradient_for_a_real_input_is_said_as_autograds_refusal(tmp_path):
+    """Issue 51, item 9: it was said "autograd casts it silently"; autograd refuses it, and the
+    detail quotes torch's own words (a torch that words it otherwise fails this test)."""
+    from tests.fixtures import edge_fns
+
+    x = torch.linspace(-1, 1, 5, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError) as refused:
+        torch.autograd.grad(edge_fns.PolarComplexGrad.apply(x), x,
+                            torch.ones(5, dtype=torch.complex128))
+    r = check_function(edge_fns.PolarComplexGrad, inputs={"x": x}, reference=edge_fns.polar,
+                       support=[], output_dir=tmp_path, quiet=True)
+    said = grads_check(r)
+    assert said["passed"] is False and "casts" not in said["detail"], said
+    assert said["detail"].startswith("x: grad is complex128, x is float64 (autograd refuses "
+                                     "it: RuntimeError: Expected isFloatingType("), said
+    assert str(refused.value).split("  (Could this")[0] in said["detail"]
+    assert "return its .real" in said["detail"]
+
+
+def test_a_grad_for_a_tensor_that_needs_none_is_a_note_and_for_a_number_a_failure(tmp_path):
+    """Issue 51, item 10: autograd drops a gradient returned for a tensor input that requires
+    none (torch's gradcheck passes such a Function), so it is a note in the passing check; a
+    gradient for an argument that is no tensor autograd refuses, and it stays a failure."""
+    from tests.fixtures import edge_fns
+    from tests.fixtures.user_fns import MulAddGradForNoGradInput, mul_add
+
+    xyz = {"x": x_(3), "y": x_(3), "z": x_(3).detach()}
+    assert torch.autograd.gradcheck(MulAddGradForNoGradInput.apply, tuple(xyz.values()))
+    r = check_function(MulAddGradForNoGradInput, inputs=xyz, reference=mul_add, support=[],
+                       output_dir=tmp_path / "z", quiet=True)
+    assert r.passed, [(c.name, c.detail) for c in r.failures]
+    assert "z: a grad returned, though z requires none (autograd ignores it" in \
+        grads_check(r)["detail"]
+    assert not torch_says(edge_fns.ScaleGradForNumber, [x_(3), 2.0], None)
+    r = check_function(edge_fns.ScaleGradForNumber, inputs=[x_(3), 2.0], support=[],
+                       output_dir=tmp_path / "k", quiet=True)
+    said = grads_check(r)
+    assert said["passed"] is False and said["detail"] == (
+        "x1: returned a grad for an argument that is not a tensor (autograd refuses it; return "
+        "None)"), said

@@ -371,7 +371,9 @@ def pullback(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Pull:
             wrt = [k for k, x in leaves.items() if x.requires_grad]
             if not out.requires_grad or not wrt:
                 return {k: None for k in wrt}
-            grads = torch.autograd.grad(out, [leaves[k] for k in wrt], v.to(out),
+            # a copy of the probe: a backward that changes grad_output in place (g *= 2)
+            # must not change the probe the right map is then given (issue 51, item 10)
+            grads = torch.autograd.grad(out, [leaves[k] for k in wrt], v.to(out, copy=True),
                                         allow_unused=True)
         return {k: None if g is None else g.detach().double() for k, g in zip(wrt, grads)}
     return pull
@@ -476,7 +478,8 @@ def second_against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diag
                 gs = args[len(names):]
                 got = real_outputs(fn(*given))
                 grads = torch.autograd.grad(got, [a for k, a in zip(names, given) if k in wrt],
-                                            list(gs), create_graph=True, allow_unused=True)
+                                            [g.clone() for g in gs],  # its own (see pullback)
+                                            create_graph=True, allow_unused=True)
             return tuple(torch.zeros_like(xs[k]) if g is None else g for k, g in zip(wrt, grads))
 
         extended = {**xs, **{f"grad_output{'' if len(outs) == 1 else ' ' + str(i)}":
@@ -488,13 +491,67 @@ def second_against_numbers(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diag
             return None
         # said as the backward's: output i of it is input i's gradient
         of = wrt[output_names(len(wrt)).index(d.output)]
-        return replace(d, output=f"the backward's gradient of {of}", says=(
-            f"the backward's gradient of {of} carries no gradient w.r.t. {d.input}: the "
-            f"backward detaches something it depends on (.detach(), .data, NumPy, "
-            f"@once_differentiable) or is not differentiable"
-            if d.kind == "zero" else f"in the double backward, {d.says}"))
+        says = f"the backward's gradient of {of} carries no gradient w.r.t. {d.input}" \
+            if d.kind == "zero" else f"in the double backward, {d.says}"
+        lost = graphless(fn, xs)
+        if lost:  # pytorch#58509, #104040: torch says nothing of it; the cause, not the numbers'
+            #       pattern (a factor there is no factor to fix)
+            them = "them" if lost[1:] else "it"
+            if d.kind != "zero":
+                says = (f"the backward's gradient of {of} has a wrong derivative w.r.t. "
+                        f"{d.input} ({d.kind})")
+            says = (f"{says}: the backward computes from {' and '.join(lost)}, which "
+                    f"change{'' if lost[1:] else 's'} with the inputs but carr"
+                    f"{'y' if lost[1:] else 'ies'} no graph of them (forward runs with autograd "
+                    f"off: a tensor it computes, kept on ctx or saved, is a constant to the "
+                    f"double backward). If a second derivative is not meant to be supported, "
+                    f"decorate backward with @once_differentiable (torch then refuses it: the "
+                    f"double_backward row is unsupported); else save the inputs with "
+                    f"ctx.save_for_backward and recompute {them} from the inputs in backward")
+        elif d.kind == "zero":
+            says += (": the backward detaches something it depends on (.detach(), .data, "
+                     "NumPy, @once_differentiable) or is not differentiable")
+        return replace(d, output=f"the backward's gradient of {of}", says=says)
     except Exception:
         return None
+
+
+def graphless(fn: Callable, xs: Mapping[str, torch.Tensor]) -> list[str]:
+    """The tensors the Function keeps for its backward (ctx attributes, in a tuple or list
+    too, and ctx.saved_tensors) that change with the inputs but carry no graph of them:
+    computed in forward, where autograd records nothing (an input or an output kept carries
+    one). A second derivative through them leaves out how they change."""
+    g = torch.Generator().manual_seed(5)
+    nearby = {k: (x.detach() + 1e-3 * torch.randn(x.shape, generator=g, dtype=torch.float64)
+                  .to(x)).requires_grad_() if x.requires_grad else x for k, x in xs.items()}
+    here, there = kept(fn, xs), kept(fn, nearby)
+    return [k for k, t in here.items() if (t.is_floating_point() or t.is_complex())
+            and not t.requires_grad and k in there and t.shape == there[k].shape
+            and not torch.equal(t, there[k])]
+
+
+def kept(fn: Callable, xs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """What the first autograd.Function node in the graph of fn's outputs keeps for its
+    backward, by the name backward reads it by (ctx.foo, ctx.pair[1], ctx.saved_tensors[0])."""
+    with torch.enable_grad():
+        outs = real_outputs(fn(*fresh(xs).values()))
+    todo, found = [o.grad_fn for o in outs if o.grad_fn is not None], {}
+    for _ in range(64):  # breadth first, a few nodes deep (fn may index, or sum, its outputs)
+        if not todo:
+            return {}
+        node = todo.pop(0)
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            break
+        todo += [f for f, _ in node.next_functions if f is not None]
+    else:
+        return {}
+    for k, v in vars(node).items():
+        many = isinstance(v, (tuple, list))
+        found.update({f"ctx.{k}" + (f"[{i}]" if many else ""): t
+                      for i, t in enumerate(v if many else (v,)) if isinstance(t, torch.Tensor)})
+    found.update({f"ctx.saved_tensors[{i}]": t for i, t in enumerate(node.saved_tensors)
+                  if isinstance(t, torch.Tensor)})
+    return found
 
 
 def failed_check(e: BaseException, fn: Callable, xs: Mapping[str, torch.Tensor],
@@ -504,6 +561,8 @@ def failed_check(e: BaseException, fn: Callable, xs: Mapping[str, torch.Tensor],
     numbers = second_against_numbers if second else against_numbers
     if "forward AD" in message(e):
         return None  # forward mode's own check says why
+    if "grad is incorrect layout" in message(e):
+        return wrong_layout(fn, xs)  # refused before any value is compared
     if "not reentrant" not in message(e):
         return numbers(fn, xs)
     also = numbers(fn, xs)  # torch checks reentrancy before the values: they may differ too
@@ -517,12 +576,46 @@ def failed_check(e: BaseException, fn: Callable, xs: Mapping[str, torch.Tensor],
         also.elements if also else [])
 
 
+def wrong_layout(fn: Callable, xs: Mapping[str, torch.Tensor]) -> Diagnosis | None:
+    """Why gradcheck said "grad is incorrect layout": the input whose gradient has another
+    layout than its own (a sparse one for a dense input), which torch's gradcheck refuses
+    whatever its values (issue 51, item 10)."""
+    try:
+        leaves = fresh(xs)
+        outs = [o for o in real_outputs(fn(*leaves.values())) if o.requires_grad]
+        wrt = [k for k, x in leaves.items() if x.requires_grad]
+        grads = torch.autograd.grad(outs, [leaves[k] for k in wrt],
+                                    [torch.ones_like(o) for o in outs], allow_unused=True)
+    except Exception:
+        return None
+
+    def said(t: torch.Tensor) -> str:
+        return f"{'dense' if t.layout == torch.strided else 'sparse'} ({t.layout})"
+
+    for k, g in zip(wrt, grads):
+        x = leaves[k]
+        if g is not None and g.layout != x.layout:
+            return Diagnosis("layout", (
+                f"{k}'s gradient is {said(g)} where {k} is {said(x)}: torch's gradcheck refuses "
+                f"a gradient whose layout is not its input's (\"grad is incorrect layout\"), "
+                f"whatever its values; autograd's backward() takes it, and {k}.grad is then "
+                f"{said(g).split()[0]} (as nn.Embedding(sparse=True) makes it), which Adam and "
+                f"RMSprop refuse; return it in {k}'s layout" +
+                (": grad.to_dense()" if x.layout == torch.strided else "")),
+                "the output" if len(outs) == 1 else "the outputs", k)
+    return None
+
+
 def deliberate(gradcheck: Check) -> Check:
     """A failed gradcheck of a Function whose parity with its reference holds: the hint that a
-    deliberate gradient (clipping, straight-through) needs `intended: true`."""
+    deliberate gradient (clipping, straight-through) needs `intended: true`; or, where gradcheck
+    refused its layout alone, that its values are right."""
     d = gradcheck.diagnosis or Diagnosis("", "", "the outputs", "every input")
     if d.kind in ("not reentrant", "right one not finite"):
         return gradcheck
+    if d.kind == "layout":  # its values are right: only its layout was refused
+        return Check(gradcheck.name, False, gradcheck.detail, replace(d, says=(
+            f"{d.says}. Its values are right: the reference's (parity holds)")))
     says = (f"{d.input}'s gradient is not the forward's derivative, but it is exactly the "
             f"reference's (parity holds): a deliberate gradient (clipping, a straight-through "
             f"estimator, a reversal layer) needs `intended: true` (check_function: "

@@ -82,16 +82,17 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
                        + (f"; the {len(extra)} after them None, which autograd ignores"
                           if counted and extra else "")))
     problems, notes = [], []
-    for name, x, grad in zip(names, args, returned):
+    for i, (name, x, grad) in enumerate(zip(names, args, returned)):
         if not isinstance(x, torch.Tensor):
             if grad is not None:
                 problems.append(f"{name}: returned a grad for an argument that is not a tensor "
                                 f"(autograd refuses it; return None)")
             continue
         if not x.requires_grad:
-            if grad is not None:
-                problems.append(f"{name}: returned a grad, but {name} does not require one "
-                                f"(autograd throws it away; return None)")
+            if grad is not None:  # autograd drops it unread, whatever its shape (issue 51)
+                notes.append(f"{name}: a grad returned, though {name} requires none (autograd "
+                             f"ignores it; returning None where not ctx.needs_input_grad[{i}] "
+                             f"saves computing it)")
         elif grad is None:
             problems.append(f"{name}: returned None, but {name} requires grad")
         elif not isinstance(grad, torch.Tensor):
@@ -105,7 +106,7 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
                          f"{name}'s {tuple(x.shape)}")
         elif grad.dtype != x.dtype and (grad.dtype, x.dtype) != (torch.float32, torch.float64):
             problems.append(f"{name}: grad is {str(grad.dtype).removeprefix('torch.')}, {name} is "
-                            f"{str(x.dtype).removeprefix('torch.')} (autograd casts it silently)")
+                            f"{str(x.dtype).removeprefix('torch.')} ({dtype_fate(grad, x)})")
     found.append(Check("each grad matches its input (None, shape, dtype)", not problems,
                        "; ".join(problems) or "; ".join(
                            ["shapes and dtypes match; None exactly where an input needs no "
@@ -122,6 +123,21 @@ def backward_structure(fn: type, inputs: Mapping[str, torch.Tensor], device: tor
                        f"backward modified grad_output {changed} in place; clone it first"
                        if changed else "grad_output unchanged"))
     return found + [accepted(call, inputs, fixed, device, copies)]
+
+
+def dtype_fate(grad: torch.Tensor, x: torch.Tensor) -> str:
+    """What autograd does with a gradient of another dtype than its input's: it casts it,
+    silently, except a complex one for a real input, which it refuses (its check in
+    validate_outputs, quoted)."""
+    if grad.is_complex() and not x.is_complex():
+        return (f"autograd refuses it: RuntimeError: {COMPLEX_FOR_REAL}; a real input's "
+                f"gradient is the real part of the complex one: return its .real, as torch's "
+                f"own ops do")
+    return "autograd casts it silently"
+
+
+COMPLEX_FOR_REAL = ("Expected isFloatingType(grad.scalar_type()) || (input_is_complex == "
+                    "grad_is_complex) to be true, but got false.")  # torch 2.13's words
 
 
 def unmarked_changes(xs: Mapping[str, torch.Tensor], before: Mapping[str, torch.Tensor],
