@@ -66,9 +66,6 @@ MISTAKES = [  # function, inputs, double_backward, {failing check: words its det
       "autograd accepts the backward": "invalid gradient"}),
     ("SquareWrongDtype", ONE, False,
      {"each grad matches its input (None, shape, dtype)": "x: grad is float16, x is float64"}),
-    ("MulAddGradForNoGradInput", THREE, False,
-     {"each grad matches its input (None, shape, dtype)":
-      "z: returned a grad, but z does not require one"}),
     ("MulAddNoneForRequiredInput", THREE, False,
      {"each grad matches its input (None, shape, dtype)": "y: returned None, but y requires grad",
       "parity with the reference": "grad y"}),

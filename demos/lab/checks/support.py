@@ -16,6 +16,7 @@ import torch.autograd.forward_ad as fwAD
 from torch.autograd.gradcheck import GradcheckError
 
 from demos.lab.checks import hazards
+from demos.lab.checks.diagnose import second_against_numbers
 from demos.lab.checks.gradients import (
     NotRun,
     gradcheck_failure,
@@ -223,7 +224,11 @@ def double(fn, xs) -> str:
     if any(g is not None and type(g.grad_fn).__name__ == "Error" for g in firsts):
         raise RuntimeError("trying to differentiate twice a function that was marked with "
                            "@once_differentiable")
-    checked(torch.autograd.gradgradcheck, fn, xs)
+    try:
+        checked(torch.autograd.gradgradcheck, fn, xs)
+    except Mismatch as e:  # why, where it can be said (a backward through no graph: the fix)
+        why = second_against_numbers(fn, fresh(xs))
+        raise Mismatch(f"{message(e)}: {why.says}" if why else message(e)) from None
     return "gradgradcheck"
 
 
