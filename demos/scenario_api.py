@@ -75,6 +75,10 @@ if TYPE_CHECKING:
         backward_structure,  # what a custom backward returns: a grad per input, shapes, dtypes
         gradgradcheck,  # torch.autograd.gradgradcheck in float64, as a Check
     )
+    from demos.lab.checks.ties import (
+        restore,  # restore(fixed): the originals back where a callable argument reached them
+        ties,  # ties(fixed, given, positions): what a callable argument reaches of the inputs
+    )
     from demos.lab.instruments.walk import (
         leaves,  # the leaf tensors an output's graph starts from
         node_name,  # a graph node's name, as the graphs and explain.txt show it

@@ -201,3 +201,92 @@ def test_the_shipped_examples_of_real_use(tmp_path):
             assert " -> " in e["support"][function][row]["detail"]  # its fix
     assert run_main(tmp_path / "good", "--config", CONFIGS / "examples" /
                     "real_use_ok.yaml") == 0
+
+
+# -- a callable argument that reaches its tensors itself (issue 51, item 10) --------------------
+TIED = "its callable arguments compute with the checks' tensors"
+
+
+def block_inputs(block, run=None):
+    return {"run_function": block._forward if run is None else run, "length": 1,
+            "x": torch.randn(5, 4, generator=torch.Generator().manual_seed(0),
+                             requires_grad=True),
+            "weight": block.lin.weight, "bias": block.lin.bias}
+
+
+def torch_says(check, fn, block):
+    """torch's own gradcheck (or gradgradcheck) on a float64 copy of the block, perturbing
+    its parameters themselves."""
+    import copy
+    b = copy.deepcopy(block).double()
+    xs = block_inputs(b)
+    x = xs["x"].detach().double().requires_grad_()
+    return check(lambda x, w, bias: fn.apply(b._forward, 1, x, w, bias),
+                 (x, b.lin.weight, b.lin.bias), raise_exception=False)
+
+
+def test_a_checkpoint_function_is_checked_with_the_tensors_its_callable_reaches(tmp_path):
+    """guided-diffusion's CheckpointFunction was failed 'returned None, but weight requires
+    grad', the checks' copies of the parameters being what run_function never sees; torch's
+    gradcheck passes it. Now each call binds the block's parameters to its own tensors: what
+    fails is what torch agrees is wrong in it (its inputs kept on ctx; a second derivative
+    that torch's gradgradcheck fails too), and the block is left as it was."""
+    torch.manual_seed(0)
+    block = h.Block()  # float32, as a model holds it; the checks bind float64 copies
+    params, values = dict(block.lin._parameters), [p.detach().clone() for p in
+                                                   block.parameters()]
+    assert torch_says(torch.autograd.gradcheck, h.CheckpointFunction, block)
+    assert not torch_says(torch.autograd.gradgradcheck, h.CheckpointFunction, block)
+    found = check_function(h.CheckpointFunction, block_inputs(block), output_dir=tmp_path,
+                           quiet=True)
+    by = {c.name: c for c in found.checks}
+    assert by[TIED].passed is None and by[TIED].detail.startswith(
+        "run_function computes with weight (run_function.__self__.lin.weight), bias "
+        "(run_function.__self__.lin.bias) by itself"), by[TIED].detail
+    assert by["each grad matches its input (None, shape, dtype)"].passed
+    assert by["gradcheck"].passed and "x, weight, bias" in by["gradcheck"].detail
+    assert [c.name for c in found.failures] == [hazards.KEPT, "support matrix"]
+    assert "ctx.input_params[0] holds weight" in by[hazards.KEPT].detail
+    rows = found.entries[0].summary.support["CheckpointFunction"]
+    assert [k for k, r in rows.items() if r.status == "fails"] == ["double_backward"]
+    assert block.lin._parameters == params and all(
+        torch.equal(p, v) and p.grad is None for p, v in zip(block.parameters(), values))
+
+
+def test_its_right_twin_passes_and_a_wrong_parameter_gradient_fails(tmp_path):
+    """The twin (save_for_backward, @once_differentiable) passes every check and row, a whole
+    module given as run_function too; doubling weight's gradient fails gradcheck naming weight,
+    as torch's gradcheck fails it."""
+    torch.manual_seed(0)
+    block = h.Block()
+    assert torch_says(torch.autograd.gradcheck, h.CheckpointSaved, block)
+    for run in (None, block.lin):
+        good = check_function(h.CheckpointSaved, block_inputs(block, run), output_dir=tmp_path,
+                              quiet=True)
+        assert good.passed, [(c.name, c.detail) for c in good.failures]
+    assert not torch_says(torch.autograd.gradcheck, h.CheckpointWeightTwice, block)
+    bad = check_function(h.CheckpointWeightTwice, block_inputs(block), output_dir=tmp_path,
+                         quiet=True)
+    failed = {c.name: c.detail for c in bad.failures}
+    assert "gradcheck" in failed and "weight" in failed["gradcheck"], failed
+
+
+def test_a_closure_variable_is_bound_and_a_tuple_cannot_be(tmp_path):
+    """A tensor in a closure cell is bound as a module's parameter is; one in a tuple cannot be
+    pointed elsewhere: the entry says so, and why, rather than judge copies it never sees."""
+    w = x_(4, 3, seed=2)
+
+    def made(w):
+        return lambda x: x @ w
+    x = x_(5, 4)
+    good = check_function(h.CheckpointSaved, {"run": made(w), "length": 1, "x": x, "w": w},
+                          output_dir=tmp_path, quiet=True)
+    assert good.passed and "run computes with w (run → w)" in {
+        c.name: c.detail for c in good.checks}[TIED]
+    held = (w,)
+    bad = check_function(h.CheckpointSaved, {"run": lambda x: x @ held[0], "length": 1, "x": x,
+                                             "w": w}, output_dir=tmp_path, quiet=True)
+    assert [(c.name, c.detail) for c in bad.failures] == [(TIED, (
+        "run reaches w through run → held[0], which cannot be pointed at the checks' copies: "
+        "its gradient cannot be checked on copies; hold it in a list, a module or a closure "
+        "variable"))]

@@ -125,6 +125,7 @@ def prepare(cfg: Config, where: str) -> Config:
 
 
 INTENDED = "backward gives the intended gradient (the reference's)"
+TIED = "its callable arguments compute with the checks' tensors"
 
 
 def opcheck(op: Any, arguments: dict[str, Any]) -> Check:
@@ -148,6 +149,42 @@ def opcheck(op: Any, arguments: dict[str, Any]) -> Check:
 def check_yours(cfg: Config, ctx: Context) -> Result:
     import torch
 
+    from demos.scenario_api import floating, restore, ties
+
+    fn = cfg.function.value
+    arguments = make_inputs(cfg.inputs, ctx.seed, ctx.check_device)
+    ctx.log.info("  %s with inputs %s", cfg.function.spec, ", ".join(
+        f"{k} {tuple(v.shape)}" if isinstance(v, torch.Tensor) else f"{k}={reprlib.repr(v)}"
+        for k, v in arguments.items()))
+    # the checks differentiate the floating-point tensors; the other arguments stay as given,
+    # bound at each call to its copies of the tensors they reach themselves (check_function's)
+    inputs, fixed = floating(arguments)
+    fixed, untied = ties(fixed, {name: spec.value.value for name, spec in zip(arguments, cfg.inputs)
+                                 if spec.tensor and isinstance(spec.value, Supplied)},
+                         {name: i for i, name in enumerate(arguments)})
+    names = list(arguments)
+    tied = [f"{f.name} computes with " + ", ".join(
+        f"{names[t.position]} ({t.path})" for t in f.ties) for f in fixed.values() if f.ties]
+    if untied:
+        return Result(metrics={}, checks=[Check(TIED, False, "; ".join(untied) + (
+            ": its gradient cannot be checked on copies; hold it in a list, a module or a "
+            "closure variable"))])
+    try:
+        found, metrics, matrix = checked(cfg, ctx, fn, inputs, fixed)
+    finally:
+        restore(fixed)
+    if tied:
+        found.insert(1, Check(TIED, None, "; ".join(tied) + " by itself: each call binds them "
+                              "to that call's tensors, as torch's gradcheck perturbs the tensors "
+                              "themselves (the originals put back after the checks)"))
+    return Result(metrics=metrics, checks=found, support=matrix)
+
+
+def checked(cfg: Config, ctx: Context, fn: Any, inputs: dict[str, Any],
+            fixed: dict[int, Any]) -> tuple[list[Check], dict[str, float], dict[str, Any]]:
+    """The checks of check_yours, their metrics and support matrix."""
+    import torch
+
     from demos.scenario_api import (
         COMPUTES_IN_FLOAT32,
         backward_structure,
@@ -163,13 +200,7 @@ def check_yours(cfg: Config, ctx: Context) -> Result:
         with_fixed,
     )
 
-    fn, reference = cfg.function.value, cfg.reference and cfg.reference.value
-    arguments = make_inputs(cfg.inputs, ctx.seed, ctx.check_device)
-    ctx.log.info("  %s with inputs %s", cfg.function.spec, ", ".join(
-        f"{k} {tuple(v.shape)}" if isinstance(v, torch.Tensor) else f"{k}={reprlib.repr(v)}"
-        for k, v in arguments.items()))
-    # the checks differentiate the floating-point tensors; the other arguments stay as given
-    inputs, fixed = floating(arguments)
+    reference = cfg.reference and cfg.reference.value
     op = isinstance(fn, torch.library.CustomOpDef)  # a custom op: called as it is
     copies = changes_a_leaf(fn if op else fn.apply, inputs, fixed, ctx.check_device)
     apply = with_fixed(fn if op else fn.apply, fixed, copies)  # mark_dirty: on copies
@@ -179,8 +210,7 @@ def check_yours(cfg: Config, ctx: Context) -> Result:
         found.append(opcheck(fn, make_inputs(cfg.inputs, ctx.seed, ctx.check_device)))
     if any(not c.passed and c.name in ("forward runs", "the output is in the graph",
                                        "backward runs") for c in found):
-        return Result(metrics={}, checks=found)  # no forward, no graph or no backward:
-        #                                          nothing else can run
+        return found, {}, {}  # no forward, no graph or no backward: nothing else can run
     if not op:  # what it keeps as ctx attributes (a custom op keeps nothing there)
         found.append(kept_on_ctx(apply, floating(make_inputs(cfg.inputs, ctx.seed,
                                                               ctx.check_device))[0]))
@@ -218,7 +248,7 @@ def check_yours(cfg: Config, ctx: Context) -> Result:
             {"double_backward": "gradgradcheck"} if cfg.double_backward else {})
         found += support.checks(rows, cfg.require, done=ran)
         matrix = {fn._qualname if op else fn.__name__: rows}
-    return Result(metrics=metrics, checks=found, support=matrix)
+    return found, metrics, matrix
 
 
 SCENARIO = Scenario(

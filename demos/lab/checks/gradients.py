@@ -404,9 +404,11 @@ def output_grads(outs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
 
 class Fixed(NamedTuple):
     """An argument of apply that the checks do not differentiate: not a tensor (a dim, an index
-    tuple, None), or a tensor that is not floating-point (indices, a mask)."""
+    tuple, None), or a tensor that is not floating-point (indices, a mask). `ties`: where it
+    reaches an input tensor by itself (demos.lab.checks.ties), bound to each call's."""
     name: str
     value: Any
+    ties: tuple[Any, ...] = ()
 
 
 def floating(arguments: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict[int, Fixed]]:
@@ -458,11 +460,16 @@ def changes_a_leaf(apply: Callable, inputs: Mapping[str, torch.Tensor],
 
 def arguments(xs: list, fixed: Mapping[int, Fixed], device: torch.device | None) -> list:
     """apply's arguments: `xs` with the fixed ones at their positions (a tensor among them on
-    `device`)."""
+    `device`); what a fixed one reaches of the inputs by itself (its ties) bound to this
+    call's, until the next call binds its own."""
     given = iter(xs)
-    return [next(given) if i not in fixed else
+    args = [next(given) if i not in fixed else
             fixed[i].value.to(device) if isinstance(fixed[i].value, torch.Tensor)
             and device is not None else fixed[i].value for i in range(len(xs) + len(fixed))]
+    for f in fixed.values():
+        for tie in f.ties:
+            tie.bind(args[tie.position])
+    return args
 
 
 def expect(targets: Expect, params: Mapping[str, float], metrics: Mapping[str, float],
