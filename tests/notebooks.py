@@ -171,6 +171,8 @@ class Checked:
     reference: str           # its plain-torch twin, in demos.documents.functions
     edit: tuple[str, str]    # a line of the Function: as the tutorial writes it, as edited
     says: str                # the edit, in words
+    hazard: str = ""         # a real hazard of the tutorial's own Function, which check_function
+    #                          finds and the lab's run (a document's rows) leaves: said here
 
 
 CHECKED: dict[str, Checked] = {
@@ -189,7 +191,15 @@ CHECKED: dict[str, Checked] = {
                             "swap `grad_w` and `grad_b`"),
     "linear_function": Checked('{"input": input, "weight": weight, "bias": bias}',
                                "linear_reference", ("grad_output.sum(0)", "grad_output.mean(0)"),
-                               "take `grad_bias`'s mean for its sum"),
+                               "take `grad_bias`'s mean for its sum",
+                               "Here it fails one row, `autocast`, and rightly: under "
+                               "`torch.autocast` the tutorial's `output += ...` keeps the "
+                               "sum in bfloat16, and backward's `mm` of grad_output then "
+                               "meets float32 and raises, as a training step under autocast "
+                               "would. The fix: `torch.amp.custom_fwd`/`custom_bwd`, or add out "
+                               "of place. The lab's run leaves that row, as every document's "
+                               "run does ([checks](../docs/checks.md#where-gradcheck-is-silent)); "
+                               "every other check and row passes."),
 }
 
 
@@ -216,7 +226,8 @@ def check_cells(name: str) -> list[dict]:
                  f"checks the class as the cell above defines it now: gradcheck, parity with "
                  f"the same formula in plain torch (`{c.reference}`), what its backward "
                  f"returns, what else it supports. The lab's run below uses it too. Try a "
-                 f"mistake ({c.says}) and run the cells again: both fail, and say why."),
+                 f"mistake ({c.says}) and run the cells again: both fail, and say why."
+                 + (f"\n\n{c.hazard}" if c.hazard else "")),
             cell("code", "check", f"from demos import check_function\n"
                  f"from demos.documents.functions import {c.reference}\n\n"
                  f"checked = check_function(\n    {function},\n    inputs={c.inputs},\n"
@@ -568,8 +579,14 @@ def walks_its_example(name: str, folder) -> None:
         assert 'class="backward" data-graph="tutorial"' in html_of(nb, "instruments")
     runs = sorted(p for p in (folder / "outputs").iterdir() if re.fullmatch(r"\d{4}-.*", p.name))
     if function_of(name):  # its Function, as the notebook defines it, checked first: passed
-        assert result_of(nb, "check") == "True"
         checked = json.loads((runs.pop(0) / "summary.json").read_text())
+        failed = [(c["name"], c["detail"]) for e in checked["scenarios"]
+                  for c in e["checks"] if c["passed"] is False]
+        if CHECKED[name].hazard:  # but for a real hazard of its own, which the notebook says
+            assert [n for n, _ in failed] == ["support matrix"], failed
+            assert failed[0][1].startswith("fails: autocast ("), failed
+        else:
+            assert result_of(nb, "check") == "True", failed
         assert checked["command"][0].startswith("demos.check_function(")
         assert [e["id"] for e in checked["scenarios"]] == [function_of(name)]
     first = json.loads((runs[0] / "summary.json").read_text())
