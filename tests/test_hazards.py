@@ -183,6 +183,24 @@ def test_torch_compile_crashing_inside_torch_is_torchs_not_a_failing_row():
     assert support.attempt(partial(torch._assert, False, "x")).status == "fails"  # eager
 
 
+def test_a_crash_in_the_code_torchs_compiler_generated_is_torchs(tmp_path, monkeypatch):
+    """Under ATEN_CPU_CAPABILITY=default after a run at avx512, inductor reused its cached
+    vectorised kernel and g++ failed on it ("'at::vec' has not been declared"), raised from
+    the module inductor wrote in its cache: the inductor row said `fails`. That folder is
+    torch's, as its package is."""
+    import torch._inductor.runtime.cache_dir_utils  # noqa: F401  # torch's compiler, loaded
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    made = tmp_path / "cache" / "tx" / "ctx4ov64.py"
+    made.parent.mkdir(parents=True)
+    made.write_text("def load():\n    raise RuntimeError('C++ compile error')\n")
+    scope: dict = {}
+    exec(compile(made.read_text(), str(made), "exec"), scope)
+    found = support.attempt(scope["load"], compiling=True)
+    assert found.status == "unsupported" and "torch.compile crashed inside torch" in \
+        found.detail, found
+
+
 def test_the_shipped_examples_of_real_use(tmp_path):
     """configs/examples/real_use_*.yaml: each hazard's entry fails, its row (or check) saying
     the fix; each twin passes every row."""
@@ -290,3 +308,15 @@ def test_a_closure_variable_is_bound_and_a_tuple_cannot_be(tmp_path):
         "run reaches w through run → held[0], which cannot be pointed at the checks' copies: "
         "its gradient cannot be checked on copies; hold it in a list, a module or a closure "
         "variable"))]
+
+
+def test_inductor_differing_from_eager_is_a_differs_row_without_a_reproduction():
+    """inductor's row raised torch's disagreement with its detail alone, and the matrix then
+    crashed unpacking a reproduction it did not have (seen when inductor's cache from another
+    ATEN_CPU_CAPABILITY gave other numbers): the row is `differs`, said."""
+    def differs():
+        raise support.TorchDiffers("torch differs: inductor's compiled forward and backward "
+                                   "against eager: compiled value differs")
+    found = support.attempt(differs, repro=("Square", "inductor"), compiling=True)
+    assert found.status == "differs" and found.detail.startswith("torch differs: inductor")
+

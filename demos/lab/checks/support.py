@@ -74,7 +74,7 @@ DEFAULT_ROWS = tuple(r for r in CAPABILITIES if r != "inductor")
 class TorchDiffers(Exception):
     """torch's compiled path gives other numbers than eager torch on the same Function and
     inputs: torch's disagreement, not the Function's mistake; args: the row's detail, and
-    what a reproduction needs (repro.script's case)."""
+    what a reproduction needs (repro.script's case; inductor's row has none)."""
 
 
 def matrix(fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor],
@@ -162,11 +162,11 @@ def attempt(run: Callable[[], str], sparse: bool = False, repro: tuple[str, str]
     except Mismatch as e:
         return Row("fails", message(e))
     except TorchDiffers as e:
-        said, case = e.args
+        said, case = (*e.args, None)[:2]  # inductor's: no reproduction of its own
         if unjudged:
             return Row("skipped", f"not judged: {unjudged}, and compiled torch.func.grad does "
                                   f"not run your backward; {said}")
-        if repro is None:
+        if repro is None or case is None:
             return Row("differs", said)
         file = f"repro_{repro[0]}_{repro[1]}.py"
         return Row("differs", f"{said}; reproduce it alone: python {file}",

@@ -5,6 +5,7 @@ import contextlib
 import logging
 import os
 import site
+import sys
 import sysconfig
 import traceback
 
@@ -52,12 +53,13 @@ def one_line(e: BaseException, limit: int = 400, located: bool = True) -> str:
 
 def where(e: BaseException) -> str:
     """The innermost frame of e's traceback in the user's code, not the lab's (demos/lab,
-    demos/*.py), Python's or an installed package's (torch's): 'fns.py:12 in backward', its
-    path relative where under the current folder; '' where none is."""
+    demos/*.py), Python's, an installed package's (torch's) or what torch's compiler generated
+    (inductor's cache): 'fns.py:12 in backward', its path relative where under the current
+    folder; '' where none is."""
     lab = os.path.dirname(os.path.dirname(__file__))
     paths = sysconfig.get_paths()
     roots = tuple(os.path.join(os.path.abspath(r), "") for r in (
-        lab, *site.getsitepackages(), site.getusersitepackages(),
+        lab, *site.getsitepackages(), site.getusersitepackages(), *generated(),
         *(paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))))
     for f in reversed(traceback.extract_tb(e.__traceback__)):
         path = os.path.abspath(f.filename)
@@ -66,3 +68,12 @@ def where(e: BaseException) -> str:
             here = path.startswith(os.path.join(os.getcwd(), ""))
             return f"{os.path.relpath(path) if here else path}:{f.lineno} in {f.name}"
     return ""
+
+
+def generated() -> list[str]:
+    """Where torch's compiler, once loaded, writes the code it generates (inductor's cache
+    folder: $TORCHINDUCTOR_CACHE_DIR, else torch's default, read without making it)."""
+    utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
+    if utils is None:
+        return []
+    return [os.environ.get("TORCHINDUCTOR_CACHE_DIR") or utils.default_cache_dir()]
